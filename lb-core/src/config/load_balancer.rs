@@ -1,0 +1,286 @@
+//! Validated load balancers, their steering settings and custom rules.
+
+use std::collections::BTreeMap;
+
+use crate::config::pool::PoolId;
+use crate::region::Region;
+use crate::regions_table::CountryCode;
+use crate::rules::Condition;
+
+/// A load balancer: a hostname answered by DNS or proxied.
+#[derive(Debug, Clone)]
+pub struct LoadBalancer {
+    /// The hostname, lower-case, without a trailing dot.
+    pub name: String,
+    pub description: String,
+    pub enabled: bool,
+    pub proxied: bool,
+    /// Custom rules, sorted by priority (lower first; ties keep file order).
+    pub rules: Vec<Rule>,
+    /// Everything a rule can override.
+    pub settings: SteeringSettings,
+}
+
+/// The overridable part of a load balancer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SteeringSettings {
+    pub default_pools: Vec<PoolId>,
+    pub fallback_pool: Option<PoolId>,
+    pub region_pools: BTreeMap<Region, Vec<PoolId>>,
+    pub country_pools: BTreeMap<CountryCode, Vec<PoolId>>,
+    /// Keyed by datacenter code (lower-case), the PoP that serves the request.
+    pub pop_pools: BTreeMap<String, Vec<PoolId>>,
+    pub steering_policy: SteeringPolicy,
+    pub random_steering: RandomSteering,
+    pub session_affinity: SessionAffinity,
+    pub adaptive_routing: AdaptiveRouting,
+    pub location_strategy: LocationStrategy,
+    /// DNS answer TTL, seconds (default 30).
+    pub ttl: u32,
+}
+
+impl SteeringSettings {
+    /// Every pool this load balancer can send traffic to, each once.
+    pub fn all_pools(&self) -> Vec<PoolId> {
+        let mut all: Vec<PoolId> = self.default_pools.clone();
+        let maps = self
+            .region_pools
+            .values()
+            .chain(self.country_pools.values())
+            .chain(self.pop_pools.values());
+        for p in maps.flatten().chain(self.fallback_pool.iter()) {
+            if !all.contains(p) {
+                all.push(*p);
+            }
+        }
+        all
+    }
+}
+
+/// Traffic steering: how a pool is chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SteeringPolicy {
+    /// Failover: the first usable pool of `default_pools`.
+    Off,
+    Random,
+    Geo,
+    DynamicLatency,
+    Proximity,
+    LeastOutstandingRequests,
+    LeastConnections,
+}
+
+impl SteeringPolicy {
+    pub fn name(self) -> &'static str {
+        match self {
+            SteeringPolicy::Off => "off",
+            SteeringPolicy::Random => "random",
+            SteeringPolicy::Geo => "geo",
+            SteeringPolicy::DynamicLatency => "dynamic_latency",
+            SteeringPolicy::Proximity => "proximity",
+            SteeringPolicy::LeastOutstandingRequests => "least_outstanding_requests",
+            SteeringPolicy::LeastConnections => "least_connections",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SteeringPolicy> {
+        Some(match s {
+            "off" => SteeringPolicy::Off,
+            "random" => SteeringPolicy::Random,
+            "geo" => SteeringPolicy::Geo,
+            "dynamic_latency" => SteeringPolicy::DynamicLatency,
+            "proximity" => SteeringPolicy::Proximity,
+            "least_outstanding_requests" => SteeringPolicy::LeastOutstandingRequests,
+            "least_connections" => SteeringPolicy::LeastConnections,
+            _ => return None,
+        })
+    }
+}
+
+/// Pool weights of random (and least-outstanding) steering.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RandomSteering {
+    /// Weight of a pool missing from `pool_weights` (default 1).
+    pub default_weight: f64,
+    pub pool_weights: BTreeMap<PoolId, f64>,
+}
+
+impl RandomSteering {
+    pub fn weight(&self, pool: PoolId) -> f64 {
+        self.pool_weights
+            .get(&pool)
+            .copied()
+            .unwrap_or(self.default_weight)
+    }
+}
+
+/// Session affinity and its attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionAffinity {
+    pub kind: AffinityKind,
+    /// Seconds. Cookie: default 82800, 1800..=604800, never reset. Header: default 1800,
+    /// 30..=3600, reset on activity.
+    pub ttl: u32,
+    pub samesite: SameSite,
+    pub secure: Secure,
+    /// Seconds a disabled endpoint keeps its existing sessions (0: none).
+    pub drain_duration: u32,
+    pub zero_downtime_failover: ZeroDowntimeFailover,
+    /// For `header` affinity: 1..=5 header names, `cookie:<name>` for a cookie.
+    pub headers: Vec<String>,
+    pub require_all_headers: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AffinityKind {
+    None,
+    Cookie,
+    IpCookie,
+    Header,
+}
+
+impl AffinityKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            AffinityKind::None => "none",
+            AffinityKind::Cookie => "cookie",
+            AffinityKind::IpCookie => "ip_cookie",
+            AffinityKind::Header => "header",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SameSite {
+    Auto,
+    Lax,
+    None,
+    Strict,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secure {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroDowntimeFailover {
+    None,
+    /// Retry elsewhere; the affinity cookie keeps naming the original endpoint.
+    Temporary,
+    /// Retry elsewhere and rewrite the affinity cookie to the new endpoint.
+    Sticky,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AdaptiveRouting {
+    /// The zero-downtime retry may go to the next pool when the pool has no other endpoint.
+    pub failover_across_pools: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LocationStrategy {
+    pub prefer_ecs: PreferEcs,
+    pub mode: LocationMode,
+}
+
+impl Default for LocationStrategy {
+    fn default() -> Self {
+        LocationStrategy {
+            prefer_ecs: PreferEcs::Proximity,
+            mode: LocationMode::Pop,
+        }
+    }
+}
+
+/// When the EDNS Client Subnet locates the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PreferEcs {
+    Always,
+    Never,
+    /// Only for proximity steering (Cloudflare's default).
+    Proximity,
+    /// Only for geo steering.
+    Geo,
+}
+
+/// Where the client is when the ECS is not used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LocationMode {
+    /// The serving node's region and coordinates.
+    Pop,
+    /// The resolver's geolocation, falling back to the PoP.
+    ResolverIp,
+}
+
+/// A custom rule.
+#[derive(Debug, Clone)]
+pub struct Rule {
+    pub name: String,
+    pub condition: Condition,
+    pub priority: u32,
+    /// Stop evaluating further rules after this one matches.
+    pub terminates: bool,
+    pub action: RuleAction,
+}
+
+#[derive(Debug, Clone)]
+pub enum RuleAction {
+    /// Answer directly (proxy only); always terminates.
+    FixedResponse(FixedResponse),
+    Overrides(Box<Overrides>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FixedResponse {
+    pub status_code: u16,
+    pub message_body: String,
+    pub content_type: String,
+    pub location: Option<String>,
+}
+
+/// Replacements for parts of [`SteeringSettings`]; `None` keeps the load balancer's own.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Overrides {
+    pub default_pools: Option<Vec<PoolId>>,
+    pub fallback_pool: Option<PoolId>,
+    pub region_pools: Option<BTreeMap<Region, Vec<PoolId>>>,
+    pub country_pools: Option<BTreeMap<CountryCode, Vec<PoolId>>>,
+    pub pop_pools: Option<BTreeMap<String, Vec<PoolId>>>,
+    pub steering_policy: Option<SteeringPolicy>,
+    pub random_steering: Option<RandomSteering>,
+    pub session_affinity: Option<SessionAffinity>,
+    pub adaptive_routing: Option<AdaptiveRouting>,
+    pub location_strategy: Option<LocationStrategy>,
+    pub ttl: Option<u32>,
+}
+
+impl Overrides {
+    /// Applies these overrides on top of `settings`.
+    pub fn apply_to(&self, settings: &mut SteeringSettings) {
+        macro_rules! take {
+            ($($f:ident),*) => {$(
+                if let Some(v) = &self.$f {
+                    settings.$f = v.clone();
+                }
+            )*};
+        }
+        take!(
+            default_pools,
+            region_pools,
+            country_pools,
+            pop_pools,
+            steering_policy,
+            random_steering,
+            session_affinity,
+            adaptive_routing,
+            location_strategy,
+            ttl
+        );
+        if let Some(p) = self.fallback_pool {
+            settings.fallback_pool = Some(p);
+        }
+    }
+}

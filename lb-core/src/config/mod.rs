@@ -1,0 +1,73 @@
+//! `meshlb.toml`: monitors, pools and load balancers, validated into types that cannot hold a
+//! dangling reference or an out-of-range value. See `validate.rs` for every rule.
+
+mod load_balancer;
+mod monitor;
+mod pool;
+mod raw;
+mod validate;
+
+use std::collections::HashMap;
+
+pub use load_balancer::{
+    AdaptiveRouting, AffinityKind, FixedResponse, LoadBalancer, LocationMode, LocationStrategy,
+    Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite, Secure, SessionAffinity,
+    SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
+};
+pub use monitor::{ExpectedCodes, HttpCheck, HttpMethod, Monitor, MonitorKind};
+pub use pool::{
+    Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering,
+    Pool, PoolId, ShedPolicy,
+};
+
+use crate::error::{parse_toml_strict, ConfigError, ConfigErrors};
+use crate::regions_table::RegionsTable;
+
+/// A validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub monitors: Vec<Monitor>,
+    pub pools: Vec<Pool>,
+    pub load_balancers: Vec<LoadBalancer>,
+    pool_index: HashMap<String, PoolId>,
+    lb_index: HashMap<String, usize>,
+}
+
+impl Config {
+    /// Parses and validates configuration text; `file` names it in errors.
+    pub fn parse(file: &str, text: &str, regions: &RegionsTable) -> Result<Config, ConfigErrors> {
+        let (raw, sink): (raw::RawConfig, _) = parse_toml_strict(file, text)?;
+        validate::validate(sink, raw, regions)
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &std::path::Path, regions: &RegionsTable) -> Result<Config, ConfigErrors> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ConfigErrors(vec![ConfigError {
+                file: file.clone(),
+                path: String::new(),
+                reason: format!("cannot read the file: {e}"),
+            }])
+        })?;
+        Self::parse(&file, &text, regions)
+    }
+
+    pub fn pool(&self, id: PoolId) -> &Pool {
+        &self.pools[id.0]
+    }
+
+    pub fn pool_by_name(&self, name: &str) -> Option<PoolId> {
+        self.pool_index.get(name).copied()
+    }
+
+    /// Finds a load balancer by hostname, case-insensitively and ignoring a trailing dot.
+    pub fn load_balancer(&self, name: &str) -> Option<&LoadBalancer> {
+        let key = name.trim_end_matches('.').to_ascii_lowercase();
+        self.lb_index.get(&key).map(|&i| &self.load_balancers[i])
+    }
+
+    pub fn endpoint_count(&self) -> usize {
+        self.pools.iter().map(|p| p.endpoints.len()).sum()
+    }
+}

@@ -1,0 +1,150 @@
+//! Validated monitors: what a prober runs against each endpoint of a pool.
+
+use std::time::Duration;
+
+/// A health monitor, validated. Field meanings and defaults are Cloudflare's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Monitor {
+    pub name: String,
+    pub description: String,
+    pub kind: MonitorKind,
+    /// Time between probes of one endpoint from one prober (1 s ..= 3600 s; default 60 s).
+    pub interval: Duration,
+    /// Whole-probe deadline (default 5 s; always shorter than the interval).
+    pub timeout: Duration,
+    /// Immediate retries after a failed probe (0..=5; default 2).
+    pub retries: u8,
+    /// Passing probes in a row to turn healthy (Cloudflare's `consecutive_up`; 0 means 1).
+    pub consecutive_up: u32,
+    /// Failing probes in a row to turn unhealthy (`consecutive_down`; 0 means 1).
+    pub consecutive_down: u32,
+    pub probe_zone: Option<String>,
+}
+
+/// The monitor type with the settings that only make sense for that type, so that an HTTP
+/// expectation can never be attached to a TCP check.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MonitorKind {
+    Http(HttpCheck),
+    Https(HttpCheck),
+    /// The TCP connection is established (then closed).
+    Tcp { port: u16 },
+    /// An ICMP echo must pass, then a UDP datagram to `port` must not draw a port-unreachable.
+    UdpIcmp { port: u16 },
+    IcmpPing,
+    /// Greeting 220, HELO/EHLO 250, QUIT 221.
+    Smtp { port: u16 },
+    /// Connect and bind (and optionally search); port 389 by default.
+    Ldap { port: u16 },
+}
+
+impl MonitorKind {
+    /// The `type` value as written in the configuration.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            MonitorKind::Http(_) => "http",
+            MonitorKind::Https(_) => "https",
+            MonitorKind::Tcp { .. } => "tcp",
+            MonitorKind::UdpIcmp { .. } => "udp_icmp",
+            MonitorKind::IcmpPing => "icmp_ping",
+            MonitorKind::Smtp { .. } => "smtp",
+            MonitorKind::Ldap { .. } => "ldap",
+        }
+    }
+}
+
+/// HTTP and HTTPS monitor settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HttpCheck {
+    pub method: HttpMethod,
+    /// Request path, starting with `/` (default `/`).
+    pub path: String,
+    /// Port, 0 = 80 for http and 443 for https (the endpoint's own port wins when set).
+    pub port: u16,
+    /// Request headers, names as written; `Host` here is overridden by the endpoint's.
+    pub headers: Vec<(String, Vec<String>)>,
+    pub expected_codes: ExpectedCodes,
+    /// Case-insensitive substring of the first 10 KiB of the body, if set.
+    pub expected_body: Option<String>,
+    /// Cloudflare: a 3xx fails unless redirects are followed.
+    pub follow_redirects: bool,
+    /// Accept self-signed or expired certificates and name mismatches.
+    pub allow_insecure: bool,
+}
+
+/// Cloudflare allows GET and HEAD for HTTP monitors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpMethod {
+    Get,
+    Head,
+}
+
+/// `expected_codes`: a comma-separated list of codes (`200`) and classes (`2xx`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedCodes(Vec<CodePattern>);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CodePattern {
+    Exact(u16),
+    /// The hundreds digit: `2xx` is `Class(2)`.
+    Class(u16),
+}
+
+impl Default for ExpectedCodes {
+    /// Cloudflare's default, `"200"`.
+    fn default() -> Self {
+        ExpectedCodes(vec![CodePattern::Exact(200)])
+    }
+}
+
+impl ExpectedCodes {
+    /// Parses `"200"`, `"2xx"`, `"200,301"`, `"2xx,304"`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut patterns = Vec::new();
+        for part in text.split(',').map(str::trim) {
+            let lower = part.to_ascii_lowercase();
+            let pattern = if let Some(d) = lower.strip_suffix("xx") {
+                match d.parse::<u16>() {
+                    Ok(c) if (1..=5).contains(&c) && d.len() == 1 => CodePattern::Class(c),
+                    _ => return Err(format!("`{part}` is not a status class such as 2xx")),
+                }
+            } else {
+                match part.parse::<u16>() {
+                    Ok(c) if (100..=599).contains(&c) => CodePattern::Exact(c),
+                    _ => {
+                        return Err(format!(
+                            "`{part}` is not a status code (100-599) or class (2xx)"
+                        ))
+                    }
+                }
+            };
+            patterns.push(pattern);
+        }
+        Ok(ExpectedCodes(patterns))
+    }
+
+    pub fn matches(&self, status: u16) -> bool {
+        self.0.iter().any(|p| match *p {
+            CodePattern::Exact(c) => c == status,
+            CodePattern::Class(c) => status / 100 == c,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expected_codes_forms() {
+        let c = ExpectedCodes::parse("2xx,304").unwrap();
+        assert!(c.matches(200) && c.matches(299) && c.matches(304));
+        assert!(!c.matches(301) && !c.matches(500));
+        let c = ExpectedCodes::parse("200, 301").unwrap();
+        assert!(c.matches(301) && !c.matches(204));
+        assert!(ExpectedCodes::parse("2x").is_err());
+        assert!(ExpectedCodes::parse("600").is_err());
+        assert!(ExpectedCodes::parse("").is_err());
+        assert!(ExpectedCodes::parse("9xx").is_err());
+    }
+}

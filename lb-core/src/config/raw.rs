@@ -1,0 +1,306 @@
+//! The configuration file exactly as written: serde types whose field names are Cloudflare's
+//! Load Balancing API names, with Cloudflare's defaults. Unknown keys are caught by
+//! `parse_toml_strict`; meaning is checked when these become the validated model.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+/// `meshlb.toml`.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawConfig {
+    #[serde(default)]
+    pub monitors: Vec<RawMonitor>,
+    #[serde(default)]
+    pub pools: Vec<RawPool>,
+    #[serde(default)]
+    pub load_balancers: Vec<RawLoadBalancer>,
+}
+
+/// A header value: Cloudflare's API takes a list (`Host = ["a.example"]`); one string is
+/// accepted as a list of one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum HeaderValues {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl HeaderValues {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            HeaderValues::One(s) => vec![s],
+            HeaderValues::Many(v) => v,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawMonitor {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_monitor_type", rename = "type")]
+    pub kind: String,
+    pub method: Option<String>,
+    #[serde(default = "default_path")]
+    pub path: String,
+    #[serde(default)]
+    pub header: BTreeMap<String, HeaderValues>,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default = "default_timeout")]
+    pub timeout: u64,
+    #[serde(default = "default_interval")]
+    pub interval: u64,
+    #[serde(default = "default_retries")]
+    pub retries: u64,
+    pub expected_codes: Option<String>,
+    #[serde(default)]
+    pub expected_body: String,
+    #[serde(default)]
+    pub follow_redirects: bool,
+    #[serde(default)]
+    pub allow_insecure: bool,
+    #[serde(default)]
+    pub consecutive_up: u32,
+    #[serde(default)]
+    pub consecutive_down: u32,
+    pub probe_zone: Option<String>,
+}
+
+fn default_monitor_type() -> String {
+    "http".into()
+}
+fn default_path() -> String {
+    "/".into()
+}
+fn default_timeout() -> u64 {
+    5
+}
+fn default_interval() -> u64 {
+    60
+}
+fn default_retries() -> u64 {
+    2
+}
+fn default_true() -> bool {
+    true
+}
+fn default_weight() -> f64 {
+    1.0
+}
+fn default_minimum_origins() -> u32 {
+    1
+}
+fn default_priority() -> u32 {
+    1
+}
+fn default_ttl() -> u32 {
+    30
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawPool {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default = "default_minimum_origins")]
+    pub minimum_origins: u32,
+    pub monitor: Option<String>,
+    pub check_regions: Option<Vec<String>>,
+    pub latitude: Option<f64>,
+    pub longitude: Option<f64>,
+    #[serde(alias = "endpoints")]
+    pub origins: Vec<RawEndpoint>,
+    pub load_shedding: Option<RawLoadShedding>,
+    pub origin_steering: Option<RawOriginSteering>,
+    pub health_sources: Option<Vec<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawEndpoint {
+    pub name: String,
+    pub address: String,
+    #[serde(default)]
+    pub port: u32,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default = "default_weight")]
+    pub weight: f64,
+    #[serde(default = "default_priority")]
+    pub priority: u32,
+    #[serde(default)]
+    pub header: BTreeMap<String, HeaderValues>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawLoadShedding {
+    #[serde(default)]
+    pub default_percent: f64,
+    #[serde(default = "default_shed_policy")]
+    pub default_policy: String,
+    #[serde(default)]
+    pub session_percent: f64,
+    #[serde(default = "default_session_shed_policy")]
+    pub session_policy: String,
+}
+
+fn default_shed_policy() -> String {
+    "random".into()
+}
+fn default_session_shed_policy() -> String {
+    "hash".into()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawOriginSteering {
+    #[serde(default = "default_origin_policy")]
+    pub policy: String,
+    #[serde(default)]
+    pub latency_sensitivity_ms: u32,
+}
+
+fn default_origin_policy() -> String {
+    "random".into()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawLoadBalancer {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub proxied: bool,
+    #[serde(default = "default_ttl")]
+    pub ttl: u32,
+    pub default_pools: Vec<String>,
+    pub fallback_pool: Option<String>,
+    #[serde(default)]
+    pub region_pools: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub country_pools: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub pop_pools: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    pub steering_policy: String,
+    pub random_steering: Option<RawRandomSteering>,
+    #[serde(default = "default_affinity")]
+    pub session_affinity: String,
+    pub session_affinity_ttl: Option<u32>,
+    pub session_affinity_attributes: Option<RawAffinityAttributes>,
+    pub adaptive_routing: Option<RawAdaptiveRouting>,
+    pub location_strategy: Option<RawLocationStrategy>,
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+fn default_affinity() -> String {
+    "none".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawRandomSteering {
+    #[serde(default = "default_weight")]
+    pub default_weight: f64,
+    #[serde(default)]
+    pub pool_weights: BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawAffinityAttributes {
+    #[serde(default = "default_auto")]
+    pub samesite: String,
+    #[serde(default = "default_auto")]
+    pub secure: String,
+    #[serde(default)]
+    pub drain_duration: u32,
+    #[serde(default = "default_zdt")]
+    pub zero_downtime_failover: String,
+    #[serde(default)]
+    pub headers: Vec<String>,
+    #[serde(default)]
+    pub require_all_headers: bool,
+}
+
+fn default_auto() -> String {
+    "Auto".into()
+}
+fn default_zdt() -> String {
+    "none".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawAdaptiveRouting {
+    #[serde(default)]
+    pub failover_across_pools: bool,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawLocationStrategy {
+    #[serde(default = "default_prefer_ecs")]
+    pub prefer_ecs: String,
+    #[serde(default = "default_location_mode")]
+    pub mode: String,
+}
+
+fn default_prefer_ecs() -> String {
+    "proximity".into()
+}
+fn default_location_mode() -> String {
+    "pop".into()
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawRule {
+    pub name: String,
+    pub condition: String,
+    #[serde(default)]
+    pub priority: u32,
+    #[serde(default)]
+    pub disabled: bool,
+    #[serde(default)]
+    pub terminates: bool,
+    pub fixed_response: Option<RawFixedResponse>,
+    #[serde(default)]
+    pub overrides: RawOverrides,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawFixedResponse {
+    #[serde(default = "default_fixed_status")]
+    pub status_code: u16,
+    #[serde(default)]
+    pub message_body: String,
+    #[serde(default = "default_content_type")]
+    pub content_type: String,
+    pub location: Option<String>,
+}
+
+fn default_fixed_status() -> u16 {
+    200
+}
+fn default_content_type() -> String {
+    "text/plain".into()
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawOverrides {
+    pub default_pools: Option<Vec<String>>,
+    pub fallback_pool: Option<String>,
+    pub region_pools: Option<BTreeMap<String, Vec<String>>>,
+    pub country_pools: Option<BTreeMap<String, Vec<String>>>,
+    pub pop_pools: Option<BTreeMap<String, Vec<String>>>,
+    pub steering_policy: Option<String>,
+    pub random_steering: Option<RawRandomSteering>,
+    pub session_affinity: Option<String>,
+    pub session_affinity_ttl: Option<u32>,
+    pub session_affinity_attributes: Option<RawAffinityAttributes>,
+    pub adaptive_routing: Option<RawAdaptiveRouting>,
+    pub location_strategy: Option<RawLocationStrategy>,
+    pub ttl: Option<u32>,
+}

@@ -1,0 +1,185 @@
+//! The health snapshot: what the aggregator's tally knows about every endpoint and pool, in
+//! the shape the steering engine reads. Immutable once built; the aggregator swaps in a new
+//! one (arc-swap) instead of mutating it.
+
+use crate::config::{Config, EndpointId, HealthSources, Pool, PoolId};
+use crate::region::{Region, RegionMap};
+
+/// A tally's verdict on one endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Verdict {
+    Healthy,
+    Unhealthy,
+    /// Never voted on yet: takes no traffic (Cloudflare treats it as down).
+    #[default]
+    Unknown,
+}
+
+/// What is known about one endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EndpointHealth {
+    /// The global verdict (majority of regions).
+    pub verdict: Verdict,
+    /// Each region's own verdict, for pools with `health_sources = ["regional", "global"]`.
+    pub regional: RegionMap<bool>,
+    /// EWMA of probe RTT from each region, milliseconds.
+    pub rtt_ms: RegionMap<f64>,
+    /// Requests in flight through the proxy (least_outstanding_requests).
+    pub outstanding: u32,
+    /// Open proxied connections (least_connections).
+    pub connections: u32,
+    /// Unix seconds when the endpoint was disabled in the config; starts its drain.
+    pub disabled_at: Option<u64>,
+}
+
+/// What is known about one pool beyond its endpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PoolHealth {
+    /// EWMA of RTT from each region to the pool, milliseconds (dynamic steering).
+    pub rtt_ms: RegionMap<f64>,
+    pub outstanding: u32,
+    pub connections: u32,
+}
+
+/// Pool state (seed 001): Healthy, Degraded, Critical, Unknown; the fallback pool's is never
+/// consulted and shows as NoHealth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolState {
+    Healthy,
+    Degraded,
+    Critical,
+    Unknown,
+    NoHealth,
+}
+
+impl PoolState {
+    /// Whether steering may send new traffic to the pool.
+    pub fn takes_traffic(self) -> bool {
+        matches!(self, PoolState::Healthy | PoolState::Degraded)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolState::Healthy => "healthy",
+            PoolState::Degraded => "degraded",
+            PoolState::Critical => "critical",
+            PoolState::Unknown => "unknown",
+            PoolState::NoHealth => "no_health",
+        }
+    }
+}
+
+/// The health of everything in a config, indexed like the config.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct HealthSnapshot {
+    /// Increases with every snapshot the aggregator publishes.
+    pub version: u64,
+    pub pools: Vec<PoolHealth>,
+    /// `endpoints[pool][endpoint]`.
+    pub endpoints: Vec<Vec<EndpointHealth>>,
+    /// The aggregator lost every vote and kept the last known health ("fail static").
+    pub fail_static: bool,
+}
+
+impl HealthSnapshot {
+    /// Every endpoint with the given verdict and nothing else known.
+    pub fn uniform(config: &Config, verdict: Verdict) -> Self {
+        HealthSnapshot {
+            version: 0,
+            pools: vec![PoolHealth::default(); config.pools.len()],
+            endpoints: config
+                .pools
+                .iter()
+                .map(|p| {
+                    vec![
+                        EndpointHealth {
+                            verdict,
+                            ..Default::default()
+                        };
+                        p.endpoints.len()
+                    ]
+                })
+                .collect(),
+            fail_static: false,
+        }
+    }
+
+    /// The first snapshot before any vote: monitored endpoints are Unknown.
+    pub fn initial(config: &Config) -> Self {
+        Self::uniform(config, Verdict::Unknown)
+    }
+
+    pub fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> EndpointHealth {
+        self.endpoints
+            .get(pool.0)
+            .and_then(|e| e.get(endpoint.0))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    pub fn pool(&self, pool: PoolId) -> PoolHealth {
+        self.pools.get(pool.0).copied().unwrap_or_default()
+    }
+
+    /// Whether the endpoint is healthy as seen from `pop`: unmonitored pools count every
+    /// endpoint healthy; `health_sources = ["regional", "global"]` prefers the PoP region's
+    /// own verdict.
+    pub fn endpoint_healthy(
+        &self,
+        pool_cfg: &Pool,
+        pool: PoolId,
+        endpoint: EndpointId,
+        pop: Region,
+    ) -> bool {
+        if pool_cfg.monitor.is_none() {
+            return true;
+        }
+        let h = self.endpoint(pool, endpoint);
+        if pool_cfg.health_sources == HealthSources::RegionalThenGlobal {
+            if let Some(regional) = h.regional.get(pop) {
+                return regional;
+            }
+        }
+        h.verdict == Verdict::Healthy
+    }
+
+    /// Whether an endpoint may take new traffic: pool and endpoint enabled, healthy.
+    pub fn endpoint_usable(&self, config: &Config, pool: PoolId, endpoint: EndpointId, pop: Region) -> bool {
+        let p = config.pool(pool);
+        p.enabled
+            && p.endpoints.get(endpoint.0).is_some_and(|e| e.enabled)
+            && self.endpoint_healthy(p, pool, endpoint, pop)
+    }
+
+    /// The pool's state as seen from `pop` (seed 001).
+    pub fn pool_state(&self, config: &Config, pool: PoolId, pop: Region) -> PoolState {
+        let p = config.pool(pool);
+        if !p.enabled {
+            return PoolState::Critical;
+        }
+        let mut enabled = 0u32;
+        let mut healthy = 0u32;
+        let mut unknown = 0u32;
+        for (i, e) in p.endpoints.iter().enumerate() {
+            if !e.enabled {
+                continue;
+            }
+            enabled += 1;
+            let id = EndpointId(i);
+            if self.endpoint_healthy(p, pool, id, pop) {
+                healthy += 1;
+            } else if p.monitor.is_some() && self.endpoint(pool, id).verdict == Verdict::Unknown {
+                unknown += 1;
+            }
+        }
+        if enabled > 0 && unknown == enabled {
+            PoolState::Unknown
+        } else if healthy < p.minimum_origins {
+            PoolState::Critical
+        } else if healthy == enabled {
+            PoolState::Healthy
+        } else {
+            PoolState::Degraded
+        }
+    }
+}

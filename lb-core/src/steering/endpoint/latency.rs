@@ -1,0 +1,49 @@
+//! Azure Front Door's routing (seed 004): among enabled, healthy endpoints keep the lowest
+//! priority value, then those within `latency_sensitivity_ms` of the fastest as measured from
+//! the client's region; weights then split traffic among what is left.
+
+use crate::config::{EndpointId, PoolId};
+use crate::steering::endpoint::EndpointView;
+use crate::steering::trace::Trace;
+
+pub(super) fn filter(
+    view: &EndpointView<'_>,
+    pool: PoolId,
+    usable: Vec<EndpointId>,
+    sensitivity_ms: u32,
+    trace: &mut Trace,
+) -> Vec<EndpointId> {
+    let p = view.config.pool(pool);
+    let Some(top) = usable.iter().map(|e| p.endpoints[e.0].priority).min() else {
+        return usable;
+    };
+    let prioritized: Vec<EndpointId> = usable
+        .into_iter()
+        .filter(|e| p.endpoints[e.0].priority == top)
+        .collect();
+    let region = view.client_region;
+    let rtt = |e: EndpointId| view.health.endpoint(pool, e).rtt_ms.get(region);
+    let Some(fastest) = prioritized
+        .iter()
+        .filter_map(|&e| rtt(e))
+        .min_by(|a, b| a.total_cmp(b))
+    else {
+        trace.note(|| format!("latency: priority {top}, no RTT data from {region}: all kept"));
+        return prioritized;
+    };
+    let limit = fastest + f64::from(sensitivity_ms);
+    // With data for some endpoints, one without data cannot be shown to be within range.
+    let kept: Vec<EndpointId> = prioritized
+        .iter()
+        .copied()
+        .filter(|&e| rtt(e).is_some_and(|r| r <= limit))
+        .collect();
+    trace.note(|| {
+        let names: Vec<&str> = kept.iter().map(|&e| view.name(pool, e)).collect();
+        format!(
+            "latency: priority {top}, fastest {fastest:.1}ms from {region}, sensitivity {sensitivity_ms}ms: [{}]",
+            names.join(", ")
+        )
+    });
+    kept
+}

@@ -1,0 +1,118 @@
+//! Endpoint steering within the chosen pool (`origin_steering.policy`): which endpoints are
+//! eligible, which one takes a proxied request, which set a DNS answer carries.
+
+mod hash;
+mod latency;
+
+use std::net::IpAddr;
+
+use rand::RngCore;
+
+use crate::config::{Config, EndpointId, OriginPolicy, PoolId};
+use crate::health::HealthSnapshot;
+use crate::region::Region;
+use crate::request::Mode;
+use crate::steering::trace::Trace;
+use crate::steering::weighted::{transformed_weight, weighted_pick};
+
+/// What endpoint steering reads.
+pub(crate) struct EndpointView<'a> {
+    pub config: &'a Config,
+    pub health: &'a HealthSnapshot,
+    pub mode: Mode,
+    /// Region whose verdicts count for `health_sources = ["regional", "global"]`.
+    pub pop_region: Region,
+    /// Region whose RTT the `latency` policy compares.
+    pub client_region: Region,
+    pub client_ip: Option<IpAddr>,
+}
+
+impl EndpointView<'_> {
+    pub fn usable(&self, pool: PoolId, endpoint: EndpointId) -> bool {
+        self.health
+            .endpoint_usable(self.config, pool, endpoint, self.pop_region)
+    }
+
+    pub fn weight(&self, pool: PoolId, endpoint: EndpointId) -> f64 {
+        self.config.pool(pool).endpoints[endpoint.0].weight
+    }
+
+    pub fn name(&self, pool: PoolId, endpoint: EndpointId) -> &str {
+        &self.config.pool(pool).endpoints[endpoint.0].name
+    }
+}
+
+/// The endpoints that may take new traffic: enabled, healthy, weight above 0, not excluded,
+/// and for the `latency` policy within the priority and latency-sensitivity cut.
+pub(crate) fn eligible(
+    view: &EndpointView<'_>,
+    pool: PoolId,
+    exclude: Option<EndpointId>,
+    trace: &mut Trace,
+) -> Vec<EndpointId> {
+    let p = view.config.pool(pool);
+    let usable: Vec<EndpointId> = (0..p.endpoints.len())
+        .map(EndpointId)
+        .filter(|&e| Some(e) != exclude && view.usable(pool, e) && view.weight(pool, e) > 0.0)
+        .collect();
+    if p.origin_steering.policy == OriginPolicy::Latency {
+        latency::filter(view, pool, usable, p.origin_steering.latency_sensitivity_ms, trace)
+    } else {
+        usable
+    }
+}
+
+/// Picks one endpoint of `eligible` by the pool's policy.
+pub(crate) fn pick(
+    view: &EndpointView<'_>,
+    pool: PoolId,
+    eligible: &[EndpointId],
+    rng: &mut dyn RngCore,
+    trace: &mut Trace,
+) -> Option<EndpointId> {
+    let policy = view.config.pool(pool).origin_steering.policy;
+    let counts = |e: EndpointId| {
+        let h = view.health.endpoint(pool, e);
+        match (policy, view.mode) {
+            // Seed 000: without the proxy's counts LORS is plain weighted random.
+            (_, Mode::Dns) => 0,
+            (OriginPolicy::LeastOutstandingRequests, _) => h.outstanding,
+            (OriginPolicy::LeastConnections, _) => h.connections,
+            _ => 0,
+        }
+    };
+    let chosen = match (policy, view.client_ip) {
+        (OriginPolicy::Hash, Some(ip)) => hash::pick(view, pool, eligible, ip),
+        _ => {
+            let weighted: Vec<(EndpointId, f64)> = eligible
+                .iter()
+                .map(|&e| (e, transformed_weight(view.weight(pool, e), counts(e))))
+                .collect();
+            weighted_pick(&weighted, rng)
+        }
+    };
+    trace.note(|| match chosen {
+        Some(e) => format!(
+            "endpoint steering `{}` in pool {}: {} of {} eligible",
+            policy.name(),
+            view.config.pool(pool).name,
+            view.name(pool, e),
+            eligible.len()
+        ),
+        None => format!(
+            "endpoint steering in pool {}: no eligible endpoint",
+            view.config.pool(pool).name
+        ),
+    });
+    chosen
+}
+
+/// Whether every eligible endpoint has the same weight: then a DNS answer carries them all
+/// (Cloudflare's DNS-only rule), else exactly one.
+pub(crate) fn equal_weights(view: &EndpointView<'_>, pool: PoolId, eligible: &[EndpointId]) -> bool {
+    let mut weights = eligible.iter().map(|&e| view.weight(pool, e));
+    match weights.next() {
+        Some(first) => weights.all(|w| (w - first).abs() < 1e-9),
+        None => true,
+    }
+}

@@ -1,0 +1,350 @@
+//! The steering engine: a pure function from (config, health snapshot, request, RNG, clock)
+//! to a decision that carries its own explanation.
+//!
+//! Order (DESIGN section 5): custom rules -> session affinity -> traffic steering picks the
+//! pool -> load shedding -> endpoint steering -> zero-downtime retry target -> fallback pool
+//! -> nothing (HTTP 530 from the proxy, NODATA with the SOA from DNS).
+
+mod affinity_binding;
+mod endpoint;
+mod location;
+mod rule_input;
+pub(crate) mod shedding;
+mod trace;
+mod traffic;
+pub(crate) mod weighted;
+
+use std::borrow::Cow;
+
+use rand::rngs::SmallRng;
+use rand::{RngCore, SeedableRng};
+
+pub use location::{ClientLocation, LocationSource};
+
+use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};
+use crate::config::{
+    AffinityKind, Config, EndpointId, FixedResponse, LoadBalancer, PoolId, RuleAction,
+    SteeringSettings, ZeroDowntimeFailover,
+};
+use crate::health::HealthSnapshot;
+use crate::regions_table::RegionsTable;
+use crate::request::{Mode, RequestContext};
+use endpoint::EndpointView;
+use trace::Trace;
+use traffic::PoolView;
+
+/// One endpoint of one pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    pub pool: PoolId,
+    pub endpoint: EndpointId,
+}
+
+/// What to do with the request.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Proxy: forward to `target`; on a connection failure before any response byte, retry
+    /// once at `retry` (zero-downtime failover), when there is one.
+    Forward {
+        target: Target,
+        retry: Option<Target>,
+    },
+    /// DNS: answer with these endpoints of `pool` (all when weights are equal, else one).
+    Answer {
+        pool: PoolId,
+        endpoints: Vec<EndpointId>,
+    },
+    /// A custom rule answers directly.
+    Fixed(FixedResponse),
+    /// No pool can take the request: HTTP 530 from the proxy, NODATA with the SOA from DNS.
+    NoPool,
+}
+
+/// What the frontend must remember for session affinity.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AffinityUpdate {
+    None,
+    /// Send this affinity cookie.
+    SetCookie(SetCookie),
+    /// Store a new header session.
+    BindHeaderSession { key: u64, target: Target },
+    /// Refresh an existing header session's activity time (its TTL resets on activity).
+    TouchHeaderSession { key: u64 },
+}
+
+/// The engine's answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub outcome: Outcome,
+    /// The DNS TTL in effect (rules may override it).
+    pub ttl: u32,
+    pub affinity: AffinityUpdate,
+    /// Names of the custom rules that matched, in order.
+    pub matched_rules: Vec<String>,
+    /// One line per step, when `RequestContext::explain` is set.
+    pub explanation: Vec<String>,
+}
+
+/// The engine: borrows a validated config, the regions table and the cookie key.
+#[derive(Debug, Clone, Copy)]
+pub struct Engine<'a> {
+    pub config: &'a Config,
+    pub regions: &'a RegionsTable,
+    pub key: &'a AffinityKey,
+}
+
+/// Per-decision state threaded through the steps.
+struct Step<'a, 'r> {
+    settings: &'a SteeringSettings,
+    lb: &'a LoadBalancer,
+    ctx: &'a RequestContext<'a>,
+    pools: PoolView<'a>,
+    endpoints: EndpointView<'a>,
+    rng: &'r mut dyn RngCore,
+    trace: Trace,
+    header_key: Option<u64>,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(config: &'a Config, regions: &'a RegionsTable, key: &'a AffinityKey) -> Self {
+        Engine {
+            config,
+            regions,
+            key,
+        }
+    }
+
+    /// Decides where one request goes.
+    pub fn decide(
+        &self,
+        lb: &LoadBalancer,
+        health: &HealthSnapshot,
+        ctx: &RequestContext<'_>,
+        rng: &mut dyn RngCore,
+    ) -> Decision {
+        let mut trace = Trace::new(ctx.explain);
+        let mut matched_rules = Vec::new();
+        if !lb.enabled {
+            trace.note(|| format!("load balancer {} is disabled", lb.name));
+            return finish(Outcome::NoPool, lb.settings.ttl, AffinityUpdate::None, matched_rules, trace);
+        }
+        let mut settings = Cow::Borrowed(&lb.settings);
+        if !lb.rules.is_empty() {
+            let input = rule_input::build(lb, ctx);
+            for rule in &lb.rules {
+                if !rule.condition.matches(&input) {
+                    continue;
+                }
+                matched_rules.push(rule.name.clone());
+                trace.note(|| format!("rule `{}` matched: {}", rule.name, rule.condition.source()));
+                match &rule.action {
+                    RuleAction::FixedResponse(f) => {
+                        trace.note(|| format!("fixed response {}", f.status_code));
+                        let ttl = settings.ttl;
+                        return finish(Outcome::Fixed(f.clone()), ttl, AffinityUpdate::None, matched_rules, trace);
+                    }
+                    RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
+                }
+                if rule.terminates {
+                    trace.note(|| format!("rule `{}` terminates rule evaluation", rule.name));
+                    break;
+                }
+            }
+        }
+        let settings: &SteeringSettings = &settings;
+        let location = location::locate(settings.location_strategy, settings.steering_policy, ctx, self.regions);
+        // ip_cookie: every draw for a client comes from an RNG seeded by its address, so the
+        // same client gets the same pick on every node (DNS-only affinity, seed 000).
+        let mut seeded;
+        let rng: &mut dyn RngCore = match (settings.session_affinity.kind, ctx.client_ip) {
+            (AffinityKind::IpCookie, Some(ip)) => {
+                seeded = SmallRng::seed_from_u64(weighted::client_hash(ip, &lb.name));
+                &mut seeded
+            }
+            _ => rng,
+        };
+        let header_key = match (settings.session_affinity.kind, ctx.mode, ctx.http.as_ref()) {
+            (AffinityKind::Header, Mode::Proxy, Some(http)) => {
+                header_session_key(&settings.session_affinity, &lb.name, http)
+            }
+            _ => None,
+        };
+        let mut step = Step {
+            settings,
+            lb,
+            ctx,
+            pools: PoolView {
+                config: self.config,
+                health,
+                location,
+                mode: ctx.mode,
+                pop_region: ctx.pop.region,
+                pop_datacenter: ctx.pop.datacenter,
+            },
+            endpoints: EndpointView {
+                config: self.config,
+                health,
+                mode: ctx.mode,
+                pop_region: ctx.pop.region,
+                client_region: location.region,
+                client_ip: ctx.client_ip,
+            },
+            rng,
+            trace,
+            header_key,
+        };
+        let (outcome, affinity) = self.steer(&mut step);
+        let ttl = settings.ttl;
+        finish(outcome, ttl, affinity, matched_rules, step.trace)
+    }
+
+    fn steer(&self, s: &mut Step<'_, '_>) -> (Outcome, AffinityUpdate) {
+        let mut shed_pool = None;
+        if let Some(bound) = affinity_binding::bound_target(self, s) {
+            let pool = self.config.pool(bound.pool);
+            let shed = pool.load_shedding;
+            if shedding::sheds(shed.session_percent, shed.session_policy, s.ctx.client_ip, &pool.name, s.rng) {
+                s.trace.note(|| format!("pool {} sheds {}% of affinity traffic: this session leaves it", pool.name, shed.session_percent));
+                shed_pool = Some(bound.pool);
+            } else {
+                let update = match s.header_key {
+                    Some(key) => AffinityUpdate::TouchHeaderSession { key },
+                    None => AffinityUpdate::None,
+                };
+                let outcome = match s.ctx.mode {
+                    Mode::Dns => Outcome::Answer { pool: bound.pool, endpoints: vec![bound.endpoint] },
+                    Mode::Proxy => Outcome::Forward { target: bound, retry: self.retry_target(s, bound, &[]) },
+                };
+                return (outcome, update);
+            }
+        }
+        let candidates = traffic::candidates(s.settings, &s.pools, s.rng, &mut s.trace);
+        let pools: Vec<PoolId> = candidates.pools.iter().copied().filter(|&p| Some(p) != shed_pool).collect();
+        for (i, &pool) in pools.iter().enumerate() {
+            let p = self.config.pool(pool);
+            let shed = p.load_shedding;
+            // Shed traffic moves to the next pool; the last one keeps it (there is nowhere
+            // better to send it, and shedding must not turn into an outage).
+            if i + 1 < pools.len()
+                && shedding::sheds(shed.default_percent, shed.default_policy, s.ctx.client_ip, &p.name, s.rng)
+            {
+                s.trace.note(|| format!("pool {} sheds {}% of new traffic: this request moves on", p.name, shed.default_percent));
+                continue;
+            }
+            if let Some(found) = self.in_pool(s, pool, &pools[i + 1..], candidates.last_resort) {
+                return found;
+            }
+        }
+        if let Some(fallback) = candidates.last_resort.filter(|&f| Some(f) != shed_pool) {
+            s.trace.note(|| format!("no usable pool: fallback pool {}", self.config.pool(fallback).name));
+            if self.config.pool(fallback).enabled {
+                if let Some(found) = self.in_pool(s, fallback, &[], None) {
+                    return found;
+                }
+            }
+        }
+        s.trace.note(|| "no pool can take the request".to_string());
+        (Outcome::NoPool, AffinityUpdate::None)
+    }
+
+    /// Steers within one pool; `None` when it has no eligible endpoint.
+    fn in_pool(
+        &self,
+        s: &mut Step<'_, '_>,
+        pool: PoolId,
+        later: &[PoolId],
+        last_resort: Option<PoolId>,
+    ) -> Option<(Outcome, AffinityUpdate)> {
+        let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut s.trace);
+        if eligible.is_empty() {
+            s.trace.note(|| format!("pool {} has no eligible endpoint", self.config.pool(pool).name));
+            return None;
+        }
+        if s.ctx.mode == Mode::Dns {
+            let all = s.settings.session_affinity.kind != AffinityKind::IpCookie
+                && endpoint::equal_weights(&s.endpoints, pool, &eligible);
+            let endpoints = if all {
+                s.trace.note(|| format!("equal weights: answer with all {} eligible endpoints", eligible.len()));
+                eligible
+            } else {
+                vec![endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)?]
+            };
+            return Some((Outcome::Answer { pool, endpoints }, AffinityUpdate::None));
+        }
+        let chosen = endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)?;
+        let target = Target { pool, endpoint: chosen };
+        let mut next_pools: Vec<PoolId> = later.to_vec();
+        next_pools.extend(last_resort);
+        let retry = self.retry_target(s, target, &next_pools);
+        let update = match s.settings.session_affinity.kind {
+            AffinityKind::Cookie | AffinityKind::IpCookie => {
+                AffinityUpdate::SetCookie(self.affinity_cookie(s.lb, s.settings, target, s.ctx))
+            }
+            AffinityKind::Header => match s.header_key {
+                Some(key) => AffinityUpdate::BindHeaderSession { key, target },
+                None => AffinityUpdate::None,
+            },
+            AffinityKind::None => AffinityUpdate::None,
+        };
+        Some((Outcome::Forward { target, retry }, update))
+    }
+
+    /// Zero-downtime failover (seed 000): one retry on another eligible endpoint of the pool;
+    /// with `adaptive_routing.failover_across_pools`, on the next pool when the pool has none.
+    fn retry_target(&self, s: &mut Step<'_, '_>, target: Target, next_pools: &[PoolId]) -> Option<Target> {
+        if s.settings.session_affinity.zero_downtime_failover == ZeroDowntimeFailover::None {
+            return None;
+        }
+        let mut quiet = Trace::new(false);
+        let same = endpoint::eligible(&s.endpoints, target.pool, Some(target.endpoint), &mut quiet);
+        if let Some(e) = endpoint::pick(&s.endpoints, target.pool, &same, s.rng, &mut quiet) {
+            return Some(Target { pool: target.pool, endpoint: e });
+        }
+        if s.settings.adaptive_routing.failover_across_pools {
+            for &pool in next_pools {
+                let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut quiet);
+                if let Some(e) = endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut quiet) {
+                    return Some(Target { pool, endpoint: e });
+                }
+            }
+        }
+        None
+    }
+
+    /// The Set-Cookie binding a client to `target`, issued now.
+    pub fn affinity_cookie(
+        &self,
+        lb: &LoadBalancer,
+        settings: &SteeringSettings,
+        target: Target,
+        ctx: &RequestContext<'_>,
+    ) -> SetCookie {
+        let pool = self.config.pool(target.pool);
+        let claim = CookieClaim {
+            pool: pool.name.clone(),
+            endpoint: pool.endpoints[target.endpoint.0].name.clone(),
+            issued_at: ctx.now,
+        };
+        let value = encode_cookie(self.key, &lb.name, &claim);
+        SetCookie::new(value, &settings.session_affinity, ctx.http.is_some_and(|h| h.tls))
+    }
+}
+
+fn finish(
+    outcome: Outcome,
+    ttl: u32,
+    affinity: AffinityUpdate,
+    matched_rules: Vec<String>,
+    trace: Trace,
+) -> Decision {
+    Decision {
+        outcome,
+        ttl,
+        affinity,
+        matched_rules,
+        explanation: trace.into_steps(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,74 @@
+//! Weighted random draws and stable hashes shared by pool and endpoint steering.
+
+use std::net::IpAddr;
+
+use rand::{Rng, RngCore};
+use xxhash_rust::xxh3::xxh3_64_with_seed;
+
+/// Draws one item with probability weight / sum(weights). Items of weight 0 are never drawn;
+/// `None` when no item has a positive weight.
+pub(crate) fn weighted_pick<T: Copy>(items: &[(T, f64)], rng: &mut dyn RngCore) -> Option<T> {
+    let total: f64 = items.iter().map(|(_, w)| w.max(0.0)).sum();
+    if !total.is_finite() || total <= 0.0 {
+        return None;
+    }
+    let mut point = rng.random::<f64>() * total;
+    let mut last = None;
+    for &(item, w) in items {
+        if w <= 0.0 {
+            continue;
+        }
+        if point < w {
+            return Some(item);
+        }
+        point -= w;
+        last = Some(item);
+    }
+    // Rounding can leave `point` a hair above the last weight.
+    last
+}
+
+/// Least-outstanding transform (seed 000): weight / (count + 1).
+pub(crate) fn transformed_weight(weight: f64, count: u32) -> f64 {
+    weight / (f64::from(count) + 1.0)
+}
+
+/// A hash of the client address and a salt that is the same on every node and every run,
+/// so that every aggregator makes the same hash-based choice for a client.
+pub(crate) fn client_hash(ip: IpAddr, salt: &str) -> u64 {
+    let seed = xxh3_64_with_seed(salt.as_bytes(), 0x6d65_7368_6c62);
+    match ip {
+        IpAddr::V4(v4) => xxh3_64_with_seed(&v4.octets(), seed),
+        IpAddr::V6(v6) => xxh3_64_with_seed(&v6.octets(), seed),
+    }
+}
+
+/// Maps a hash to the open interval (0, 1).
+pub(crate) fn unit_interval(hash: u64) -> f64 {
+    // 53 bits of mantissa, shifted off zero.
+    ((hash >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::rngs::StdRng;
+    use rand::SeedableRng;
+
+    #[test]
+    fn weights_of_zero_are_never_drawn() {
+        let mut rng = StdRng::seed_from_u64(1);
+        for _ in 0..1000 {
+            assert_eq!(weighted_pick(&[(1, 0.0), (2, 0.5), (3, 0.0)], &mut rng), Some(2));
+        }
+        assert_eq!(weighted_pick(&[(1, 0.0)], &mut rng), None);
+        assert_eq!(weighted_pick::<u8>(&[], &mut rng), None);
+        assert_eq!(weighted_pick(&[(1, f64::NAN)], &mut rng), None);
+    }
+
+    #[test]
+    fn unit_interval_is_open() {
+        assert!(unit_interval(0) > 0.0);
+        assert!(unit_interval(u64::MAX) < 1.0);
+    }
+}

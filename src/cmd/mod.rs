@@ -1,0 +1,22 @@
+//! One module per subcommand.
+
+pub mod check;
+pub mod regions;
+pub mod simulate;
+
+use std::path::Path;
+
+use lb_core::{ConfigErrors, RegionsTable};
+
+/// The embedded table, or `--regions FILE`.
+pub fn load_regions(path: Option<&Path>) -> Result<RegionsTable, String> {
+    match path {
+        None => RegionsTable::embedded().map_err(|e| e.to_string()),
+        Some(p) => {
+            let file = p.display().to_string();
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("{file}: cannot read the regions file: {e}"))?;
+            RegionsTable::parse(&file, &text).map_err(|e: ConfigErrors| e.to_string())
+        }
+    }
+}

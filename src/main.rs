@@ -1,0 +1,53 @@
+//! The `meshlb` binary: a thin command line over the workspace crates.
+
+mod cmd;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// meshlb — a self-hosted global traffic manager: a health-probe mesh with gossip consensus,
+/// authoritative DNS load balancing and an HTTP reverse proxy.
+#[derive(Debug, Parser)]
+#[command(name = "meshlb", version, about, long_about = None)]
+struct Cli {
+    /// Regions table to use instead of the embedded regions.toml.
+    #[arg(long, global = true, value_name = "FILE")]
+    regions: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Validate a configuration: print a summary and exit 0, or every error and exit 1.
+    Check(cmd::check::Args),
+    /// Run steering decisions offline and print where they went, as JSON.
+    Simulate(cmd::simulate::Args),
+    /// Print the regions table (13 regions, their datacenters, country count).
+    Regions,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let regions = match cmd::load_regions(cli.regions.as_deref()) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => cmd::check::run(&args, &regions),
+        Command::Simulate(args) => cmd::simulate::run(&args, &regions),
+        Command::Regions => cmd::regions::run(&regions),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
