@@ -118,7 +118,11 @@ pub fn decode_cookie(key: &AffinityKey, lb: &str, value: &str) -> Option<CookieC
 /// The session key of header affinity: a hash of the configured headers' values (a
 /// `cookie:<name>` entry reads that cookie). `None` when the request lacks them: any one
 /// missing with `require_all_headers`, all of them otherwise.
-pub fn header_session_key(affinity: &SessionAffinity, lb: &str, http: &HttpFields<'_>) -> Option<u64> {
+pub fn header_session_key(
+    affinity: &SessionAffinity,
+    lb: &str,
+    http: &HttpFields<'_>,
+) -> Option<u64> {
     let mut hasher = Xxh3::new();
     hasher.update(lb.as_bytes());
     let mut found = 0;
@@ -209,7 +213,10 @@ mod tests {
         let key = AffinityKey::derive(b"cluster secret");
         let v = encode_cookie(&key, "www.example.com", &claim());
         assert_eq!(decode_cookie(&key, "api.example.com", &v), None);
-        assert_eq!(decode_cookie(&AffinityKey::derive(b"other"), "www.example.com", &v), None);
+        assert_eq!(
+            decode_cookie(&AffinityKey::derive(b"other"), "www.example.com", &v),
+            None
+        );
         assert_eq!(decode_cookie(&key, "www.example.com", "garbage!"), None);
         assert_eq!(decode_cookie(&key, "www.example.com", ""), None);
     }
@@ -252,10 +259,17 @@ mod tests {
             require_all_headers: false,
         };
         let c = SetCookie::new("v".into(), &a, false);
-        assert_eq!(c.header_value(), "__meshlb=v; Max-Age=82800; Path=/; HttpOnly; SameSite=Lax");
-        assert!(SetCookie::new("v".into(), &a, true).header_value().ends_with("; Secure"));
+        assert_eq!(
+            c.header_value(),
+            "__meshlb=v; Max-Age=82800; Path=/; HttpOnly; SameSite=Lax"
+        );
+        assert!(SetCookie::new("v".into(), &a, true)
+            .header_value()
+            .ends_with("; Secure"));
         a.samesite = SameSite::None;
         a.secure = Secure::Always;
-        assert!(SetCookie::new("v".into(), &a, false).header_value().contains("SameSite=None; Secure"));
+        assert!(SetCookie::new("v".into(), &a, false)
+            .header_value()
+            .contains("SameSite=None; Secure"));
     }
 }

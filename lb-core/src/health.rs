@@ -144,7 +144,13 @@ impl HealthSnapshot {
     }
 
     /// Whether an endpoint may take new traffic: pool and endpoint enabled, healthy.
-    pub fn endpoint_usable(&self, config: &Config, pool: PoolId, endpoint: EndpointId, pop: Region) -> bool {
+    pub fn endpoint_usable(
+        &self,
+        config: &Config,
+        pool: PoolId,
+        endpoint: EndpointId,
+        pop: Region,
+    ) -> bool {
         let p = config.pool(pool);
         p.enabled
             && p.endpoints.get(endpoint.0).is_some_and(|e| e.enabled)

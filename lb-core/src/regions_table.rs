@@ -36,9 +36,10 @@ impl FromStr for CountryCode {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.as_bytes() {
-            [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => {
-                Ok(CountryCode([a.to_ascii_uppercase(), b.to_ascii_uppercase()]))
-            }
+            [a, b] if a.is_ascii_alphabetic() && b.is_ascii_alphabetic() => Ok(CountryCode([
+                a.to_ascii_uppercase(),
+                b.to_ascii_uppercase(),
+            ])),
             _ => Err(format!(
                 "`{s}` is not an ISO 3166-1 alpha-2 country code (two letters, such as DE)"
             )),
@@ -119,7 +120,10 @@ impl RegionsTable {
             };
             let coordinates = Coordinates::new(r.latitude, r.longitude);
             if !coordinates.is_valid() {
-                sink.push(&path, "latitude must be within -90..90 and longitude within -180..180");
+                sink.push(
+                    &path,
+                    "latitude must be within -90..90 and longitude within -180..180",
+                );
             }
             if r.datacenters.len() < 3 {
                 sink.push(
@@ -135,11 +139,17 @@ impl RegionsTable {
                     sink.push(format!("{dpath}.code"), "must be letters, digits or '-'");
                 }
                 if let Some(other) = dc_codes.insert(code.clone(), dpath.clone()) {
-                    sink.push(format!("{dpath}.code"), format!("duplicate datacenter code `{code}` (also at {other})"));
+                    sink.push(
+                        format!("{dpath}.code"),
+                        format!("duplicate datacenter code `{code}` (also at {other})"),
+                    );
                 }
                 let c = Coordinates::new(d.latitude, d.longitude);
                 if !c.is_valid() {
-                    sink.push(&dpath, "latitude must be within -90..90 and longitude within -180..180");
+                    sink.push(
+                        &dpath,
+                        "latitude must be within -90..90 and longitude within -180..180",
+                    );
                 }
                 datacenters.push(Datacenter {
                     code,
@@ -149,7 +159,10 @@ impl RegionsTable {
                 });
             }
             if by_region[region.index()].is_some() {
-                sink.push(format!("{path}.code"), format!("region {region} is listed twice"));
+                sink.push(
+                    format!("{path}.code"),
+                    format!("region {region} is listed twice"),
+                );
             }
             by_region[region.index()] = Some(RegionInfo {
                 region,
@@ -255,8 +268,14 @@ FR = "EU"
 "#;
         let err = RegionsTable::parse("r.toml", text).unwrap_err();
         let all = err.to_string();
-        assert!(all.contains("r.toml: regions[0].code: unknown region `XX`"), "{all}");
-        assert!(all.contains("countries.de: country codes are written upper-case"), "{all}");
+        assert!(
+            all.contains("r.toml: regions[0].code: unknown region `XX`"),
+            "{all}"
+        );
+        assert!(
+            all.contains("countries.de: country codes are written upper-case"),
+            "{all}"
+        );
         assert!(all.contains("countries.FR: unknown region `EU`"), "{all}");
     }
 

@@ -62,9 +62,13 @@ pub struct PoolStateEntry {
 fn region_map(path: &str, raw: &BTreeMap<String, f64>) -> Result<RegionMap<f64>, String> {
     raw.iter()
         .map(|(r, &v)| {
-            let region = r.parse::<Region>().map_err(|e| format!("{path}.{r}: {e}"))?;
+            let region = r
+                .parse::<Region>()
+                .map_err(|e| format!("{path}.{r}: {e}"))?;
             if !v.is_finite() || v < 0.0 {
-                return Err(format!("{path}.{r}: RTT must be a non-negative number of ms"));
+                return Err(format!(
+                    "{path}.{r}: RTT must be a non-negative number of ms"
+                ));
             }
             Ok((region, v))
         })
@@ -82,17 +86,22 @@ impl StateFile {
             let pool = config
                 .pool_by_name(pool_name)
                 .ok_or_else(|| format!("endpoints.{key}: no pool is named `{pool_name}`"))?;
-            let ep = config
-                .pool(pool)
-                .endpoint_by_name(ep_name)
-                .ok_or_else(|| format!("endpoints.{key}: pool `{pool_name}` has no endpoint `{ep_name}`"))?;
+            let ep = config.pool(pool).endpoint_by_name(ep_name).ok_or_else(|| {
+                format!("endpoints.{key}: pool `{pool_name}` has no endpoint `{ep_name}`")
+            })?;
             let mut regional = RegionMap::default();
             for (r, &v) in &st.regional {
-                let region = r.parse::<Region>().map_err(|e| format!("endpoints.{key}.regional.{r}: {e}"))?;
+                let region = r
+                    .parse::<Region>()
+                    .map_err(|e| format!("endpoints.{key}.regional.{r}: {e}"))?;
                 regional.set(region, Some(v));
             }
             snap.endpoints[pool.0][ep.0] = EndpointHealth {
-                verdict: if st.healthy { Verdict::Healthy } else { Verdict::Unhealthy },
+                verdict: if st.healthy {
+                    Verdict::Healthy
+                } else {
+                    Verdict::Unhealthy
+                },
                 regional,
                 rtt_ms: region_map(&format!("endpoints.{key}.rtt_ms"), &st.rtt_ms)?,
                 outstanding: st.outstanding,
@@ -187,13 +196,18 @@ pub fn run(
     let clients: Vec<Option<IpAddr>> = match &sim.clients {
         Clients::None => vec![None],
         Clients::One(ip) => vec![Some(*ip)],
-        Clients::Many(n) => draw_clients((*n).max(1), &mut rng).into_iter().map(Some).collect(),
+        Clients::Many(n) => draw_clients((*n).max(1), &mut rng)
+            .into_iter()
+            .map(Some)
+            .collect(),
     };
     let pop_coordinates = sim
         .pop_datacenter
         .as_deref()
         .and_then(|dc| regions.datacenter(dc))
-        .map_or(regions.region(sim.pop_region).coordinates, |d| d.coordinates);
+        .map_or(regions.region(sim.pop_region).coordinates, |d| {
+            d.coordinates
+        });
     let location = sim.country.map(|c| Location {
         country: Some(c),
         region: regions.country_region(c),
@@ -250,7 +264,10 @@ pub fn run(
             Outcome::Answer { pool, endpoints } => {
                 count(&mut report, config, pool, &endpoints);
                 let p = config.pool(pool);
-                let mut addrs: Vec<String> = endpoints.iter().map(|e| p.endpoints[e.0].address.to_string()).collect();
+                let mut addrs: Vec<String> = endpoints
+                    .iter()
+                    .map(|e| p.endpoints[e.0].address.to_string())
+                    .collect();
                 addrs.sort();
                 if let Some(a) = report.answers.as_mut() {
                     *a.entry(addrs.join(",")).or_default() += 1;

@@ -54,7 +54,9 @@ fn summary(file: &str, c: &Config) -> String {
         ));
     }
     for p in &c.pools {
-        let monitor = p.monitor.map_or("none (always healthy)".to_string(), |i| c.monitors[i].name.clone());
+        let monitor = p.monitor.map_or("none (always healthy)".to_string(), |i| {
+            c.monitors[i].name.clone()
+        });
         out.push_str(&format!(
             "  pool {}: {} endpoint(s), minimum_origins {}, monitor {}, origin steering {}{}\n",
             p.name,
@@ -68,7 +70,10 @@ fn summary(file: &str, c: &Config) -> String {
     for lb in &c.load_balancers {
         let s = &lb.settings;
         let names = |ids: &[lb_core::config::PoolId]| {
-            ids.iter().map(|&p| c.pool(p).name.as_str()).collect::<Vec<_>>().join(", ")
+            ids.iter()
+                .map(|&p| c.pool(p).name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         };
         out.push_str(&format!(
             "  load balancer {} ({}): steering {}, pools [{}], fallback {}, affinity {}, ttl {}s, {} rule(s)\n",

@@ -57,27 +57,39 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(1));
         }
     };
-    let lb = config
-        .load_balancer(&args.lb)
-        .ok_or_else(|| anyhow!("{}: no load balancer is named `{}`", args.config.display(), args.lb))?;
+    let lb = config.load_balancer(&args.lb).ok_or_else(|| {
+        anyhow!(
+            "{}: no load balancer is named `{}`",
+            args.config.display(),
+            args.lb
+        )
+    })?;
     let state = match &args.state {
         None => StateFile::default(),
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("cannot read the state file {}", path.display()))?;
-            serde_json::from_str(&text).with_context(|| format!("{}: invalid state", path.display()))?
+            serde_json::from_str(&text)
+                .with_context(|| format!("{}: invalid state", path.display()))?
         }
     };
-    let snapshot = state
-        .to_snapshot(&config)
-        .map_err(|e| anyhow!("{}: {e}", args.state.as_ref().map_or(String::new(), |p| p.display().to_string())))?;
+    let snapshot = state.to_snapshot(&config).map_err(|e| {
+        anyhow!(
+            "{}: {e}",
+            args.state
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string())
+        )
+    })?;
     let (pop_region, pop_datacenter) = match args.pop.as_deref() {
         None => (Region::Wnam, None),
         Some(p) => match p.parse::<Region>() {
             Ok(r) => (r, None),
             Err(_) => match regions.datacenter(p) {
                 Some(dc) => (dc.region, Some(dc.code.clone())),
-                None => bail!("--pop {p}: neither a region code nor a datacenter of the regions table"),
+                None => {
+                    bail!("--pop {p}: neither a region code nor a datacenter of the regions table")
+                }
             },
         },
     };
@@ -91,7 +103,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let country = args
         .country
         .as_deref()
-        .map(|c| c.parse::<CountryCode>().map_err(|e| anyhow!("--country: {e}")))
+        .map(|c| {
+            c.parse::<CountryCode>()
+                .map_err(|e| anyhow!("--country: {e}"))
+        })
         .transpose()?;
     let clients = match (args.client, args.clients) {
         (Some(ip), _) => Clients::One(ip),

@@ -16,8 +16,8 @@ pub use load_balancer::{
 };
 pub use monitor::{ExpectedCodes, HttpCheck, HttpMethod, Monitor, MonitorKind};
 pub use pool::{
-    Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering,
-    Pool, PoolId, ShedPolicy,
+    Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering, Pool,
+    PoolId, ShedPolicy,
 };
 
 use crate::error::{parse_toml_strict, ConfigError, ConfigErrors};

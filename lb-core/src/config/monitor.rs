@@ -28,14 +28,22 @@ pub enum MonitorKind {
     Http(HttpCheck),
     Https(HttpCheck),
     /// The TCP connection is established (then closed).
-    Tcp { port: u16 },
+    Tcp {
+        port: u16,
+    },
     /// An ICMP echo must pass, then a UDP datagram to `port` must not draw a port-unreachable.
-    UdpIcmp { port: u16 },
+    UdpIcmp {
+        port: u16,
+    },
     IcmpPing,
     /// Greeting 220, HELO/EHLO 250, QUIT 221.
-    Smtp { port: u16 },
+    Smtp {
+        port: u16,
+    },
     /// Connect and bind (and optionally search); port 389 by default.
-    Ldap { port: u16 },
+    Ldap {
+        port: u16,
+    },
 }
 
 impl MonitorKind {

@@ -55,7 +55,10 @@ pub(super) fn validate(
     let mut load_balancers = Vec::new();
     for (i, lb) in raw.load_balancers.iter().enumerate() {
         if let Some(lb) = v.load_balancer(i, lb) {
-            if lb_index.insert(lb.name.clone(), load_balancers.len()).is_some() {
+            if lb_index
+                .insert(lb.name.clone(), load_balancers.len())
+                .is_some()
+            {
                 v.sink.push(
                     format!("load_balancers[{i}].name"),
                     format!("duplicate load balancer `{}`", lb.name),
@@ -213,7 +216,10 @@ impl Validator<'_> {
                 );
                 self.sink.push(
                     format!("{path}.method"),
-                    format!("`{method}` is not a method of {} monitors: {expected}", m.kind),
+                    format!(
+                        "`{method}` is not a method of {} monitors: {expected}",
+                        m.kind
+                    ),
                 );
             }
         }
@@ -235,13 +241,14 @@ impl Validator<'_> {
             self.sink
                 .push(format!("{path}.path"), "must start with `/`");
         }
-        let expected_codes = match ExpectedCodes::parse(m.expected_codes.as_deref().unwrap_or("200")) {
-            Ok(c) => c,
-            Err(e) => {
-                self.sink.push(format!("{path}.expected_codes"), e);
-                ExpectedCodes::default()
-            }
-        };
+        let expected_codes =
+            match ExpectedCodes::parse(m.expected_codes.as_deref().unwrap_or("200")) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.sink.push(format!("{path}.expected_codes"), e);
+                    ExpectedCodes::default()
+                }
+            };
         let headers = self.headers(&format!("{path}.header"), &m.header, false);
         HttpCheck {
             method,
@@ -281,7 +288,8 @@ impl Validator<'_> {
                 self.sink.push(&hpath, "needs exactly one value");
             }
             if values.iter().any(|v| v.contains(['\r', '\n'])) {
-                self.sink.push(&hpath, "header values must not contain line breaks");
+                self.sink
+                    .push(&hpath, "header values must not contain line breaks");
             }
             out.push((name.clone(), values));
         }
@@ -359,8 +367,10 @@ impl Validator<'_> {
             }
         };
         if p.origins.is_empty() {
-            self.sink
-                .push(format!("{path}.origins"), "a pool needs at least one endpoint");
+            self.sink.push(
+                format!("{path}.origins"),
+                "a pool needs at least one endpoint",
+            );
         }
         let mut names = HashSet::new();
         let endpoints: Vec<Endpoint> = p
@@ -475,10 +485,7 @@ impl Validator<'_> {
             );
         }
         let headers = self.headers(&format!("{path}.header"), &e.header, true);
-        let host_header = headers
-            .into_iter()
-            .next()
-            .and_then(|(_, mut v)| v.pop());
+        let host_header = headers.into_iter().next().and_then(|(_, mut v)| v.pop());
         Endpoint {
             name: e.name.clone(),
             address,
@@ -531,10 +538,8 @@ impl Validator<'_> {
             );
         }
         if lb.default_pools.is_empty() {
-            self.sink.push(
-                format!("{path}.default_pools"),
-                "needs at least one pool",
-            );
+            self.sink
+                .push(format!("{path}.default_pools"), "needs at least one pool");
         }
         let default_pools = self.pool_list(&format!("{path}.default_pools"), &lb.default_pools);
         let fallback_pool = lb
@@ -544,9 +549,17 @@ impl Validator<'_> {
         let region_pools = self.region_pools(&format!("{path}.region_pools"), &lb.region_pools);
         let country_pools = self.country_pools(&format!("{path}.country_pools"), &lb.country_pools);
         let pop_pools = self.pop_pools(&format!("{path}.pop_pools"), &lb.pop_pools);
-        let has_geo = !(region_pools.is_empty() && country_pools.is_empty() && pop_pools.is_empty());
-        let steering_policy = self.steering_policy(&format!("{path}.steering_policy"), &lb.steering_policy, has_geo);
-        let random_steering = self.random_steering(&format!("{path}.random_steering"), lb.random_steering.as_ref());
+        let has_geo =
+            !(region_pools.is_empty() && country_pools.is_empty() && pop_pools.is_empty());
+        let steering_policy = self.steering_policy(
+            &format!("{path}.steering_policy"),
+            &lb.steering_policy,
+            has_geo,
+        );
+        let random_steering = self.random_steering(
+            &format!("{path}.random_steering"),
+            lb.random_steering.as_ref(),
+        );
         let session_affinity = self.session_affinity(
             &path,
             &lb.session_affinity,
@@ -560,7 +573,10 @@ impl Validator<'_> {
                 .as_ref()
                 .is_some_and(|a| a.failover_across_pools),
         };
-        let location_strategy = self.location_strategy(&format!("{path}.location_strategy"), lb.location_strategy.as_ref());
+        let location_strategy = self.location_strategy(
+            &format!("{path}.location_strategy"),
+            lb.location_strategy.as_ref(),
+        );
         let ttl = self.ttl(&format!("{path}.ttl"), lb.ttl);
         let settings = SteeringSettings {
             default_pools,
@@ -614,8 +630,7 @@ impl Validator<'_> {
     fn pool_ref(&mut self, path: &str, name: &str) -> Option<PoolId> {
         let found = self.pool_index.get(name).copied();
         if found.is_none() {
-            self.sink
-                .push(path, format!("no pool is named `{name}`"));
+            self.sink.push(path, format!("no pool is named `{name}`"));
         }
         found
     }
@@ -862,7 +877,10 @@ impl Validator<'_> {
         if kind == AffinityKind::Header && !(1..=5).contains(&a.headers.len()) {
             self.sink.push(
                 format!("{apath}.headers"),
-                format!("header affinity needs 1 to 5 header names (got {})", a.headers.len()),
+                format!(
+                    "header affinity needs 1 to 5 header names (got {})",
+                    a.headers.len()
+                ),
             );
         }
         for (k, h) in a.headers.iter().enumerate() {
@@ -886,7 +904,11 @@ impl Validator<'_> {
         }
     }
 
-    fn location_strategy(&mut self, path: &str, raw: Option<&RawLocationStrategy>) -> LocationStrategy {
+    fn location_strategy(
+        &mut self,
+        path: &str,
+        raw: Option<&RawLocationStrategy>,
+    ) -> LocationStrategy {
         let Some(raw) = raw else {
             return LocationStrategy::default();
         };
@@ -942,68 +964,92 @@ impl Validator<'_> {
             || o.adaptive_routing.is_some()
             || o.location_strategy.is_some()
             || o.ttl.is_some();
-        let action = if let Some(f) = &r.fixed_response {
-            if has_overrides {
-                self.sink.push(
+        let action =
+            if let Some(f) = &r.fixed_response {
+                if has_overrides {
+                    self.sink.push(
                     format!("{path}.fixed_response"),
                     "a rule either answers with a fixed response or overrides settings, not both",
                 );
-            }
-            if !proxied {
-                self.sink.push(
-                    format!("{path}.fixed_response"),
-                    "fixed responses need a proxied load balancer (DNS cannot carry them)",
-                );
-            }
-            if !(100..=599).contains(&f.status_code) {
-                self.sink.push(
-                    format!("{path}.fixed_response.status_code"),
-                    format!("must be 100..=599 (got {})", f.status_code),
-                );
-            }
-            RuleAction::FixedResponse(FixedResponse {
-                status_code: f.status_code,
-                message_body: f.message_body.clone(),
-                content_type: f.content_type.clone(),
-                location: f.location.clone(),
-            })
-        } else {
-            let opath = format!("{path}.overrides");
-            let region_pools = o.region_pools.as_ref().map(|m| self.region_pools(&format!("{opath}.region_pools"), m));
-            let country_pools = o.country_pools.as_ref().map(|m| self.country_pools(&format!("{opath}.country_pools"), m));
-            let pop_pools = o.pop_pools.as_ref().map(|m| self.pop_pools(&format!("{opath}.pop_pools"), m));
-            let has_geo = lb_has_geo
-                || region_pools.as_ref().is_some_and(|m| !m.is_empty())
-                || country_pools.as_ref().is_some_and(|m| !m.is_empty())
-                || pop_pools.as_ref().is_some_and(|m| !m.is_empty());
-            let affinity = if o.session_affinity.is_some()
-                || o.session_affinity_ttl.is_some()
-                || o.session_affinity_attributes.is_some()
-            {
-                Some(self.session_affinity(
-                    &opath,
-                    o.session_affinity.as_deref().unwrap_or("none"),
-                    o.session_affinity_ttl,
-                    o.session_affinity_attributes.as_ref(),
-                    proxied,
-                ))
+                }
+                if !proxied {
+                    self.sink.push(
+                        format!("{path}.fixed_response"),
+                        "fixed responses need a proxied load balancer (DNS cannot carry them)",
+                    );
+                }
+                if !(100..=599).contains(&f.status_code) {
+                    self.sink.push(
+                        format!("{path}.fixed_response.status_code"),
+                        format!("must be 100..=599 (got {})", f.status_code),
+                    );
+                }
+                RuleAction::FixedResponse(FixedResponse {
+                    status_code: f.status_code,
+                    message_body: f.message_body.clone(),
+                    content_type: f.content_type.clone(),
+                    location: f.location.clone(),
+                })
             } else {
-                None
+                let opath = format!("{path}.overrides");
+                let region_pools = o
+                    .region_pools
+                    .as_ref()
+                    .map(|m| self.region_pools(&format!("{opath}.region_pools"), m));
+                let country_pools = o
+                    .country_pools
+                    .as_ref()
+                    .map(|m| self.country_pools(&format!("{opath}.country_pools"), m));
+                let pop_pools = o
+                    .pop_pools
+                    .as_ref()
+                    .map(|m| self.pop_pools(&format!("{opath}.pop_pools"), m));
+                let has_geo = lb_has_geo
+                    || region_pools.as_ref().is_some_and(|m| !m.is_empty())
+                    || country_pools.as_ref().is_some_and(|m| !m.is_empty())
+                    || pop_pools.as_ref().is_some_and(|m| !m.is_empty());
+                let affinity = if o.session_affinity.is_some()
+                    || o.session_affinity_ttl.is_some()
+                    || o.session_affinity_attributes.is_some()
+                {
+                    Some(self.session_affinity(
+                        &opath,
+                        o.session_affinity.as_deref().unwrap_or("none"),
+                        o.session_affinity_ttl,
+                        o.session_affinity_attributes.as_ref(),
+                        proxied,
+                    ))
+                } else {
+                    None
+                };
+                RuleAction::Overrides(Box::new(Overrides {
+                    default_pools: o
+                        .default_pools
+                        .as_ref()
+                        .map(|l| self.pool_list(&format!("{opath}.default_pools"), l)),
+                    fallback_pool: o
+                        .fallback_pool
+                        .as_ref()
+                        .and_then(|f| self.pool_ref(&format!("{opath}.fallback_pool"), f)),
+                    region_pools,
+                    country_pools,
+                    pop_pools,
+                    steering_policy: o.steering_policy.as_ref().map(|s| {
+                        self.steering_policy(&format!("{opath}.steering_policy"), s, has_geo)
+                    }),
+                    random_steering: o.random_steering.as_ref().map(|r| {
+                        self.random_steering(&format!("{opath}.random_steering"), Some(r))
+                    }),
+                    session_affinity: affinity,
+                    adaptive_routing: o.adaptive_routing.as_ref().map(|a| AdaptiveRouting {
+                        failover_across_pools: a.failover_across_pools,
+                    }),
+                    location_strategy: o.location_strategy.as_ref().map(|l| {
+                        self.location_strategy(&format!("{opath}.location_strategy"), Some(l))
+                    }),
+                    ttl: o.ttl.map(|t| self.ttl(&format!("{opath}.ttl"), t)),
+                }))
             };
-            RuleAction::Overrides(Box::new(Overrides {
-                default_pools: o.default_pools.as_ref().map(|l| self.pool_list(&format!("{opath}.default_pools"), l)),
-                fallback_pool: o.fallback_pool.as_ref().and_then(|f| self.pool_ref(&format!("{opath}.fallback_pool"), f)),
-                region_pools,
-                country_pools,
-                pop_pools,
-                steering_policy: o.steering_policy.as_ref().map(|s| self.steering_policy(&format!("{opath}.steering_policy"), s, has_geo)),
-                random_steering: o.random_steering.as_ref().map(|r| self.random_steering(&format!("{opath}.random_steering"), Some(r))),
-                session_affinity: affinity,
-                adaptive_routing: o.adaptive_routing.as_ref().map(|a| AdaptiveRouting { failover_across_pools: a.failover_across_pools }),
-                location_strategy: o.location_strategy.as_ref().map(|l| self.location_strategy(&format!("{opath}.location_strategy"), Some(l))),
-                ttl: o.ttl.map(|t| self.ttl(&format!("{opath}.ttl"), t)),
-            }))
-        };
         Some(Rule {
             name: r.name.clone(),
             condition: condition?,

@@ -18,6 +18,7 @@ use winnow::Parser;
 
 use super::ast::IpItem;
 use super::parse::MAX_DEPTH;
+
 /// Compiled-size limit for one regex, so a hostile pattern cannot eat memory.
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
@@ -73,6 +74,8 @@ pub(super) fn pos(i: &In<'_>) -> usize {
     i.current_token_start()
 }
 
+/// Any whitespace, newlines included, so conditions can be wrapped over
+/// several lines in YAML/TOML configuration.
 pub(super) fn ws(i: &mut In<'_>) -> PResult<()> {
     multispace0.void().parse_next(i)
 }
@@ -119,6 +122,8 @@ pub(super) fn taken<'a>(before: &'a str, i: &In<'a>) -> &'a str {
     before.get(..used).unwrap_or("")
 }
 
+/// Enters one more nesting level (parenthesis, `not`, function call), or
+/// fails once [`MAX_DEPTH`] is reached so recursion stays bounded.
 pub(super) fn nest(offset: usize, depth: usize) -> PResult<usize> {
     if depth >= MAX_DEPTH {
         fail(
@@ -201,8 +206,8 @@ fn quoted(i: &mut In<'_>) -> PResult<String> {
             Some(_) => match opt(any).parse_next(i)? {
                 Some(c @ ('"' | '\\')) => out.push(c),
                 Some(c) => {
-                    let msg = format!("invalid escape `\\{c}`; only `\\\"` and `\\\\` are allowed (or use a raw string r\"...\")");
-                    return fail(at, msg);
+                    let hint = "only `\\\"` and `\\\\` are allowed; use r\"...\" for regexes";
+                    return fail(at, format!("invalid escape `\\{c}`; {hint}"));
                 }
                 None => return fail(start, "unterminated string"),
             },

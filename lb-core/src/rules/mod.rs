@@ -60,6 +60,8 @@ mod lex;
 mod parse;
 
 #[cfg(test)]
+mod error_tests;
+#[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;

@@ -35,9 +35,43 @@ const EXAMPLES: &[&str] = &[
 
 /// Fragments spliced into examples to reach error paths.
 const PIECES: &[&str] = &[
-    "\"", "(", ")", "{", "}", "[", "]", " ", "*", "\\", "r#\"", "\"#", "..", "/", "::", "not ",
-    " and ", " or ", "==", "!", "0", "99999999999999999999999", "ü", "\n", "http.host", "ip.src",
-    "lower(", ",", " in ", "~", "#", "1.2.3.4/", "strict ", "**", "[0]", "len(", "ssl",
+    "\"",
+    "(",
+    ")",
+    "{",
+    "}",
+    "[",
+    "]",
+    " ",
+    "*",
+    "\\",
+    "r#\"",
+    "\"#",
+    "..",
+    "/",
+    "::",
+    "not ",
+    " and ",
+    " or ",
+    "==",
+    "!",
+    "0",
+    "99999999999999999999999",
+    "ü",
+    "\n",
+    "http.host",
+    "ip.src",
+    "lower(",
+    ",",
+    " in ",
+    "~",
+    "#",
+    "1.2.3.4/",
+    "strict ",
+    "**",
+    "[0]",
+    "len(",
+    "ssl",
 ];
 
 /// Owned request data for [`RuleInput`] to borrow.
@@ -96,7 +130,12 @@ fn ip() -> impl Strategy<Value = IpAddr> {
 
 fn req() -> impl Strategy<Value = Req> {
     let strs = prop::array::uniform9(prop::option::of(text()));
-    let rest = (pairs(), pairs(), prop::option::of(any::<bool>()), prop::option::of(ip()));
+    let rest = (
+        pairs(),
+        pairs(),
+        prop::option::of(any::<bool>()),
+        prop::option::of(ip()),
+    );
     (strs, rest).prop_map(|(strs, (headers, cookies, tls, ip))| Req {
         strs,
         headers,
@@ -111,7 +150,10 @@ fn check_parse(src: &str) -> Option<Condition> {
     match Condition::parse(src) {
         Ok(c) => Some(c),
         Err(e) => {
-            assert!(e.column >= 1 && e.column <= src.chars().count() + 1, "{src:?}: {e}");
+            assert!(
+                e.column >= 1 && e.column <= src.chars().count() + 1,
+                "{src:?}: {e}"
+            );
             assert!(!e.message.is_empty());
             None
         }
@@ -121,7 +163,11 @@ fn check_parse(src: &str) -> Option<Condition> {
 #[test]
 fn examples_parse() {
     for src in EXAMPLES {
-        assert!(Condition::parse(src).is_ok(), "{src}: {:?}", Condition::parse(src).err());
+        assert!(
+            Condition::parse(src).is_ok(),
+            "{src}: {:?}",
+            Condition::parse(src).err()
+        );
     }
 }
 

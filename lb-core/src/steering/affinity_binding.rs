@@ -19,7 +19,10 @@ pub(super) fn bound_target(engine: &Engine<'_>, s: &mut Step<'_, '_>) -> Option<
         AffinityKind::Cookie | AffinityKind::IpCookie => {
             let raw = s.ctx.affinity_cookie?;
             let Some(claim) = decode_cookie(engine.key, &s.lb.name, raw) else {
-                s.trace.note(|| "affinity cookie ignored: not signed by this cluster for this load balancer".to_string());
+                s.trace.note(|| {
+                    "affinity cookie ignored: not signed by this cluster for this load balancer"
+                        .to_string()
+                });
                 return None;
             };
             if now >= claim.issued_at.saturating_add(u64::from(affinity.ttl)) {
@@ -41,18 +44,25 @@ pub(super) fn bound_target(engine: &Engine<'_>, s: &mut Step<'_, '_>) -> Option<
         }
     };
     if !s.settings.all_pools().contains(&pool) {
-        s.trace.note(|| "affinity binding names a pool this load balancer no longer uses".to_string());
+        s.trace
+            .note(|| "affinity binding names a pool this load balancer no longer uses".to_string());
         return None;
     }
     let target = Target { pool, endpoint };
     if follows(engine, s, pool, endpoint) {
         s.trace.note(|| {
             let p = engine.config.pool(pool);
-            format!("session affinity ({}): bound to {}/{}", affinity.kind.name(), p.name, p.endpoints.get(endpoint.0).map_or("?", |e| e.name.as_str()))
+            format!(
+                "session affinity ({}): bound to {}/{}",
+                affinity.kind.name(),
+                p.name,
+                p.endpoints.get(endpoint.0).map_or("?", |e| e.name.as_str())
+            )
         });
         Some(target)
     } else {
-        s.trace.note(|| "bound endpoint is unhealthy or disabled: steering afresh".to_string());
+        s.trace
+            .note(|| "bound endpoint is unhealthy or disabled: steering afresh".to_string());
         None
     }
 }

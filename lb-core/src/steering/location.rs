@@ -49,7 +49,11 @@ pub(crate) fn locate(
     };
     let from = |loc: &Location, source| complete(loc, source, regions);
     if use_ecs {
-        if let Some(found) = ctx.ecs.as_ref().and_then(|(_, loc)| from(loc, LocationSource::Ecs)) {
+        if let Some(found) = ctx
+            .ecs
+            .as_ref()
+            .and_then(|(_, loc)| from(loc, LocationSource::Ecs))
+        {
             return found;
         }
     }
@@ -72,7 +76,11 @@ pub(crate) fn locate(
 
 /// Fills a partial geolocation: the region from the country, the coordinates from the
 /// region's representative point. `None` when not even a region can be told.
-fn complete(loc: &Location, source: LocationSource, regions: &RegionsTable) -> Option<ClientLocation> {
+fn complete(
+    loc: &Location,
+    source: LocationSource,
+    regions: &RegionsTable,
+) -> Option<ClientLocation> {
     let region = loc
         .region
         .or_else(|| loc.country.and_then(|c| regions.country_region(c)))?;

@@ -67,9 +67,14 @@ pub enum AffinityUpdate {
     /// Send this affinity cookie.
     SetCookie(SetCookie),
     /// Store a new header session.
-    BindHeaderSession { key: u64, target: Target },
+    BindHeaderSession {
+        key: u64,
+        target: Target,
+    },
     /// Refresh an existing header session's activity time (its TTL resets on activity).
-    TouchHeaderSession { key: u64 },
+    TouchHeaderSession {
+        key: u64,
+    },
 }
 
 /// The engine's answer.
@@ -126,7 +131,13 @@ impl<'a> Engine<'a> {
         let mut matched_rules = Vec::new();
         if !lb.enabled {
             trace.note(|| format!("load balancer {} is disabled", lb.name));
-            return finish(Outcome::NoPool, lb.settings.ttl, AffinityUpdate::None, matched_rules, trace);
+            return finish(
+                Outcome::NoPool,
+                lb.settings.ttl,
+                AffinityUpdate::None,
+                matched_rules,
+                trace,
+            );
         }
         let mut settings = Cow::Borrowed(&lb.settings);
         if !lb.rules.is_empty() {
@@ -141,7 +152,13 @@ impl<'a> Engine<'a> {
                     RuleAction::FixedResponse(f) => {
                         trace.note(|| format!("fixed response {}", f.status_code));
                         let ttl = settings.ttl;
-                        return finish(Outcome::Fixed(f.clone()), ttl, AffinityUpdate::None, matched_rules, trace);
+                        return finish(
+                            Outcome::Fixed(f.clone()),
+                            ttl,
+                            AffinityUpdate::None,
+                            matched_rules,
+                            trace,
+                        );
                     }
                     RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
                 }
@@ -152,7 +169,12 @@ impl<'a> Engine<'a> {
             }
         }
         let settings: &SteeringSettings = &settings;
-        let location = location::locate(settings.location_strategy, settings.steering_policy, ctx, self.regions);
+        let location = location::locate(
+            settings.location_strategy,
+            settings.steering_policy,
+            ctx,
+            self.regions,
+        );
         // ip_cookie: every draw for a client comes from an RNG seeded by its address, so the
         // same client gets the same pick on every node (DNS-only affinity, seed 000).
         let mut seeded;
@@ -203,8 +225,19 @@ impl<'a> Engine<'a> {
         if let Some(bound) = affinity_binding::bound_target(self, s) {
             let pool = self.config.pool(bound.pool);
             let shed = pool.load_shedding;
-            if shedding::sheds(shed.session_percent, shed.session_policy, s.ctx.client_ip, &pool.name, s.rng) {
-                s.trace.note(|| format!("pool {} sheds {}% of affinity traffic: this session leaves it", pool.name, shed.session_percent));
+            if shedding::sheds(
+                shed.session_percent,
+                shed.session_policy,
+                s.ctx.client_ip,
+                &pool.name,
+                s.rng,
+            ) {
+                s.trace.note(|| {
+                    format!(
+                        "pool {} sheds {}% of affinity traffic: this session leaves it",
+                        pool.name, shed.session_percent
+                    )
+                });
                 shed_pool = Some(bound.pool);
             } else {
                 let update = match s.header_key {
@@ -212,23 +245,45 @@ impl<'a> Engine<'a> {
                     None => AffinityUpdate::None,
                 };
                 let outcome = match s.ctx.mode {
-                    Mode::Dns => Outcome::Answer { pool: bound.pool, endpoints: vec![bound.endpoint] },
-                    Mode::Proxy => Outcome::Forward { target: bound, retry: self.retry_target(s, bound, &[]) },
+                    Mode::Dns => Outcome::Answer {
+                        pool: bound.pool,
+                        endpoints: vec![bound.endpoint],
+                    },
+                    Mode::Proxy => Outcome::Forward {
+                        target: bound,
+                        retry: self.retry_target(s, bound, &[]),
+                    },
                 };
                 return (outcome, update);
             }
         }
         let candidates = traffic::candidates(s.settings, &s.pools, s.rng, &mut s.trace);
-        let pools: Vec<PoolId> = candidates.pools.iter().copied().filter(|&p| Some(p) != shed_pool).collect();
+        let pools: Vec<PoolId> = candidates
+            .pools
+            .iter()
+            .copied()
+            .filter(|&p| Some(p) != shed_pool)
+            .collect();
         for (i, &pool) in pools.iter().enumerate() {
             let p = self.config.pool(pool);
             let shed = p.load_shedding;
             // Shed traffic moves to the next pool; the last one keeps it (there is nowhere
             // better to send it, and shedding must not turn into an outage).
             if i + 1 < pools.len()
-                && shedding::sheds(shed.default_percent, shed.default_policy, s.ctx.client_ip, &p.name, s.rng)
+                && shedding::sheds(
+                    shed.default_percent,
+                    shed.default_policy,
+                    s.ctx.client_ip,
+                    &p.name,
+                    s.rng,
+                )
             {
-                s.trace.note(|| format!("pool {} sheds {}% of new traffic: this request moves on", p.name, shed.default_percent));
+                s.trace.note(|| {
+                    format!(
+                        "pool {} sheds {}% of new traffic: this request moves on",
+                        p.name, shed.default_percent
+                    )
+                });
                 continue;
             }
             if let Some(found) = self.in_pool(s, pool, &pools[i + 1..], candidates.last_resort) {
@@ -236,7 +291,12 @@ impl<'a> Engine<'a> {
             }
         }
         if let Some(fallback) = candidates.last_resort.filter(|&f| Some(f) != shed_pool) {
-            s.trace.note(|| format!("no usable pool: fallback pool {}", self.config.pool(fallback).name));
+            s.trace.note(|| {
+                format!(
+                    "no usable pool: fallback pool {}",
+                    self.config.pool(fallback).name
+                )
+            });
             if self.config.pool(fallback).enabled {
                 if let Some(found) = self.in_pool(s, fallback, &[], None) {
                     return found;
@@ -257,22 +317,41 @@ impl<'a> Engine<'a> {
     ) -> Option<(Outcome, AffinityUpdate)> {
         let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut s.trace);
         if eligible.is_empty() {
-            s.trace.note(|| format!("pool {} has no eligible endpoint", self.config.pool(pool).name));
+            s.trace.note(|| {
+                format!(
+                    "pool {} has no eligible endpoint",
+                    self.config.pool(pool).name
+                )
+            });
             return None;
         }
         if s.ctx.mode == Mode::Dns {
             let all = s.settings.session_affinity.kind != AffinityKind::IpCookie
                 && endpoint::equal_weights(&s.endpoints, pool, &eligible);
             let endpoints = if all {
-                s.trace.note(|| format!("equal weights: answer with all {} eligible endpoints", eligible.len()));
+                s.trace.note(|| {
+                    format!(
+                        "equal weights: answer with all {} eligible endpoints",
+                        eligible.len()
+                    )
+                });
                 eligible
             } else {
-                vec![endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)?]
+                vec![endpoint::pick(
+                    &s.endpoints,
+                    pool,
+                    &eligible,
+                    s.rng,
+                    &mut s.trace,
+                )?]
             };
             return Some((Outcome::Answer { pool, endpoints }, AffinityUpdate::None));
         }
         let chosen = endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)?;
-        let target = Target { pool, endpoint: chosen };
+        let target = Target {
+            pool,
+            endpoint: chosen,
+        };
         let mut next_pools: Vec<PoolId> = later.to_vec();
         next_pools.extend(last_resort);
         let retry = self.retry_target(s, target, &next_pools);
@@ -291,14 +370,22 @@ impl<'a> Engine<'a> {
 
     /// Zero-downtime failover (seed 000): one retry on another eligible endpoint of the pool;
     /// with `adaptive_routing.failover_across_pools`, on the next pool when the pool has none.
-    fn retry_target(&self, s: &mut Step<'_, '_>, target: Target, next_pools: &[PoolId]) -> Option<Target> {
+    fn retry_target(
+        &self,
+        s: &mut Step<'_, '_>,
+        target: Target,
+        next_pools: &[PoolId],
+    ) -> Option<Target> {
         if s.settings.session_affinity.zero_downtime_failover == ZeroDowntimeFailover::None {
             return None;
         }
         let mut quiet = Trace::new(false);
         let same = endpoint::eligible(&s.endpoints, target.pool, Some(target.endpoint), &mut quiet);
         if let Some(e) = endpoint::pick(&s.endpoints, target.pool, &same, s.rng, &mut quiet) {
-            return Some(Target { pool: target.pool, endpoint: e });
+            return Some(Target {
+                pool: target.pool,
+                endpoint: e,
+            });
         }
         if s.settings.adaptive_routing.failover_across_pools {
             for &pool in next_pools {
@@ -326,7 +413,11 @@ impl<'a> Engine<'a> {
             issued_at: ctx.now,
         };
         let value = encode_cookie(self.key, &lb.name, &claim);
-        SetCookie::new(value, &settings.session_affinity, ctx.http.is_some_and(|h| h.tls))
+        SetCookie::new(
+            value,
+            &settings.session_affinity,
+            ctx.http.is_some_and(|h| h.tls),
+        )
     }
 }
 

@@ -45,8 +45,8 @@ pub(crate) fn client_hash(ip: IpAddr, salt: &str) -> u64 {
 
 /// Maps a hash to the open interval (0, 1).
 pub(crate) fn unit_interval(hash: u64) -> f64 {
-    // 53 bits of mantissa, shifted off zero.
-    ((hash >> 11) as f64 + 0.5) / (1u64 << 53) as f64
+    // 52 bits, centred in their bucket: never 0, and at most 1 - 2^-53 (representable).
+    ((hash >> 12) as f64 + 0.5) / (1u64 << 52) as f64
 }
 
 #[cfg(test)]
@@ -59,7 +59,10 @@ mod tests {
     fn weights_of_zero_are_never_drawn() {
         let mut rng = StdRng::seed_from_u64(1);
         for _ in 0..1000 {
-            assert_eq!(weighted_pick(&[(1, 0.0), (2, 0.5), (3, 0.0)], &mut rng), Some(2));
+            assert_eq!(
+                weighted_pick(&[(1, 0.0), (2, 0.5), (3, 0.0)], &mut rng),
+                Some(2)
+            );
         }
         assert_eq!(weighted_pick(&[(1, 0.0)], &mut rng), None);
         assert_eq!(weighted_pick::<u8>(&[], &mut rng), None);

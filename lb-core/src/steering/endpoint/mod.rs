@@ -56,7 +56,13 @@ pub(crate) fn eligible(
         .filter(|&e| Some(e) != exclude && view.usable(pool, e) && view.weight(pool, e) > 0.0)
         .collect();
     if p.origin_steering.policy == OriginPolicy::Latency {
-        latency::filter(view, pool, usable, p.origin_steering.latency_sensitivity_ms, trace)
+        latency::filter(
+            view,
+            pool,
+            usable,
+            p.origin_steering.latency_sensitivity_ms,
+            trace,
+        )
     } else {
         usable
     }
@@ -109,7 +115,11 @@ pub(crate) fn pick(
 
 /// Whether every eligible endpoint has the same weight: then a DNS answer carries them all
 /// (Cloudflare's DNS-only rule), else exactly one.
-pub(crate) fn equal_weights(view: &EndpointView<'_>, pool: PoolId, eligible: &[EndpointId]) -> bool {
+pub(crate) fn equal_weights(
+    view: &EndpointView<'_>,
+    pool: PoolId,
+    eligible: &[EndpointId],
+) -> bool {
     let mut weights = eligible.iter().map(|&e| view.weight(pool, e));
     match weights.next() {
         Some(first) => weights.all(|w| (w - first).abs() < 1e-9),

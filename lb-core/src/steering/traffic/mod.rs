@@ -113,7 +113,9 @@ pub(crate) fn candidates(
         SteeringPolicy::DynamicLatency => {
             dynamic_latency::order(&with_healthy_fallback(defaults), view, trace)
         }
-        SteeringPolicy::Proximity => proximity::order(&with_healthy_fallback(defaults), view, trace),
+        SteeringPolicy::Proximity => {
+            proximity::order(&with_healthy_fallback(defaults), view, trace)
+        }
     };
     let last_resort = fallback.filter(|f| !pools.contains(f));
     Candidates { pools, last_resort }
@@ -127,6 +129,3 @@ fn append_missing(order: &mut Vec<PoolId>, rest: &[PoolId]) {
         }
     }
 }
-
-#[cfg(test)]
-mod tests;

@@ -1,0 +1,305 @@
+//! Session affinity: cookie, ip_cookie and header; tampering, expiry, replacement, draining;
+//! zero-downtime retry targets.
+
+use super::*;
+use crate::config::{EndpointId, PoolId};
+use crate::request::{HeaderBinding, HttpFields};
+use crate::steering::{AffinityUpdate, Target};
+
+fn affinity_world(kind: &str, attrs: &str) -> World {
+    World::new(&format!(
+        r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "p"
+monitor = "m"
+origins = [
+  {{ name = "e1", address = "192.0.2.1" }},
+  {{ name = "e2", address = "192.0.2.2" }},
+  {{ name = "e3", address = "192.0.2.3" }},
+  {{ name = "e4", address = "192.0.2.4" }},
+]
+[[pools]]
+name = "q"
+monitor = "m"
+origins = [{{ name = "q1", address = "192.0.2.9" }}]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p", "q"]
+session_affinity = "{kind}"
+session_affinity_attributes = {{ {attrs} }}
+"#
+    ))
+}
+
+/// One request carrying `cookie`; returns where it went and the cookie to keep.
+fn request(w: &World, cookie: Option<&str>, now: u64, seed: u64) -> (String, Option<String>) {
+    let http = HttpFields {
+        method: "GET",
+        host: "lb.test",
+        path: "/",
+        query: "",
+        headers: &[],
+        cookies: &[],
+        tls: true,
+    };
+    let mut ctx = w.ctx(Mode::Proxy, Region::Weu);
+    ctx.http = Some(http);
+    ctx.affinity_cookie = cookie;
+    ctx.now = now;
+    let mut rng = StdRng::seed_from_u64(seed);
+    let d = w.decide("lb.test", &ctx, &mut rng);
+    let set = match d.affinity {
+        AffinityUpdate::SetCookie(c) => {
+            assert!(c.header_value().contains("HttpOnly"));
+            assert!(
+                c.header_value().contains("Secure"),
+                "Auto is Secure over TLS"
+            );
+            Some(c.value)
+        }
+        _ => None,
+    };
+    (w.label(&d.outcome, true), set)
+}
+
+const T0: u64 = 1_800_000_000;
+
+#[test]
+fn cookie_affinity_sticks_and_survives_an_unrelated_failure() {
+    let mut w = affinity_world("cookie", "");
+    let (first, cookie) = request(&w, None, T0, 1);
+    let cookie = cookie.expect("a new session gets a cookie");
+    for seed in 0..50 {
+        let (again, set) = request(&w, Some(&cookie), T0 + seed, seed);
+        assert_eq!(again, first);
+        assert_eq!(
+            set, None,
+            "the cookie is not re-issued: its TTL never resets"
+        );
+    }
+    let other = ["p/e1", "p/e2", "p/e3", "p/e4"]
+        .into_iter()
+        .find(|e| *e != first)
+        .unwrap();
+    w.set(other, Verdict::Unhealthy);
+    assert_eq!(request(&w, Some(&cookie), T0 + 100, 5).0, first);
+}
+
+#[test]
+fn tampered_or_expired_cookies_are_ignored() {
+    let w = affinity_world("cookie", "");
+    let (_, cookie) = request(&w, None, T0, 1);
+    let cookie = cookie.unwrap();
+    let mut forged = cookie.clone().into_bytes();
+    let last = forged.len() - 3;
+    forged[last] = if forged[last] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    let (_, reissued) = request(&w, Some(&forged), T0 + 1, 2);
+    assert!(
+        reissued.is_some(),
+        "a forged cookie is ignored and a new session starts"
+    );
+    // Default cookie TTL 82800 s; one second after expiry a new cookie is issued.
+    assert!(request(&w, Some(&cookie), T0 + 82_799, 3).1.is_none());
+    assert!(request(&w, Some(&cookie), T0 + 82_800, 3).1.is_some());
+}
+
+#[test]
+fn unhealthy_bound_endpoint_is_replaced() {
+    let mut w = affinity_world("cookie", "");
+    let (first, cookie) = request(&w, None, T0, 1);
+    w.set(&first, Verdict::Unhealthy);
+    let (moved, reissued) = request(&w, cookie.as_deref(), T0 + 1, 1);
+    assert_ne!(moved, first);
+    assert!(reissued.is_some());
+}
+
+#[test]
+fn draining_endpoint_keeps_sessions_for_drain_duration_only() {
+    let mut w = affinity_world("cookie", "drain_duration = 300");
+    let (first, cookie) = request(&w, None, T0, 1);
+    // Disable the bound endpoint at T0 + 10 (what a config reload does).
+    let (p, e) = w.ids(&first);
+    w.config.pools[p].endpoints[e].enabled = false;
+    w.health.endpoints[p][e].disabled_at = Some(T0 + 10);
+    assert_eq!(
+        request(&w, cookie.as_deref(), T0 + 309, 2).0,
+        first,
+        "within the drain"
+    );
+    assert_ne!(
+        request(&w, cookie.as_deref(), T0 + 310, 2).0,
+        first,
+        "drain over"
+    );
+    // No new session ever lands on it.
+    for seed in 0..200 {
+        assert_ne!(request(&w, None, T0 + 20, seed).0, first);
+    }
+    // Without drain_duration, disabling ends sessions at once.
+    let mut w = affinity_world("cookie", "");
+    let (first, cookie) = request(&w, None, T0, 1);
+    let (p, e) = w.ids(&first);
+    w.config.pools[p].endpoints[e].enabled = false;
+    w.health.endpoints[p][e].disabled_at = Some(T0 + 10);
+    assert_ne!(request(&w, cookie.as_deref(), T0 + 11, 2).0, first);
+}
+
+#[test]
+fn ip_cookie_is_stable_per_client_in_dns_and_proxy() {
+    let w = World::new(
+        r#"
+[[pools]]
+name = "p"
+origins = [
+  { name = "e1", address = "192.0.2.1" },
+  { name = "e2", address = "192.0.2.2" },
+  { name = "e3", address = "192.0.2.3" },
+]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["p"]
+session_affinity = "ip_cookie"
+"#,
+    );
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..60u8 {
+        let mut ctx = w.ctx(Mode::Dns, Region::Weu);
+        ctx.client_ip = Some(IpAddr::from([198, 51, 100, i]));
+        let picks: std::collections::BTreeSet<String> = (0..10)
+            .map(|seed| {
+                let mut rng = StdRng::seed_from_u64(seed);
+                w.label(&w.decide("lb.test", &ctx, &mut rng).outcome, true)
+            })
+            .collect();
+        assert_eq!(
+            picks.len(),
+            1,
+            "one answer per client whatever the RNG: {picks:?}"
+        );
+        seen.extend(picks);
+    }
+    assert_eq!(
+        seen.len(),
+        3,
+        "clients spread over every endpoint, one each: {seen:?}"
+    );
+}
+
+fn header_request(
+    w: &World,
+    headers: &[(String, String)],
+    binding: Option<HeaderBinding>,
+    now: u64,
+) -> (String, AffinityUpdate) {
+    let http = HttpFields {
+        method: "GET",
+        host: "lb.test",
+        path: "/",
+        query: "",
+        headers,
+        cookies: &[],
+        tls: false,
+    };
+    let mut ctx = w.ctx(Mode::Proxy, Region::Weu);
+    ctx.http = Some(http);
+    ctx.header_binding = binding;
+    ctx.now = now;
+    let mut rng = StdRng::seed_from_u64(now);
+    let d = w.decide("lb.test", &ctx, &mut rng);
+    (w.label(&d.outcome, true), d.affinity)
+}
+
+#[test]
+fn header_affinity_binds_touches_and_expires() {
+    let w = affinity_world("header", r#"headers = ["x-session"]"#);
+    let headers = vec![("x-session".to_string(), "abc".to_string())];
+    let (first, update) = header_request(&w, &headers, None, T0);
+    let AffinityUpdate::BindHeaderSession { key, target } = update else {
+        panic!("expected a new header session, got {update:?}");
+    };
+    let binding = HeaderBinding {
+        pool: target.pool,
+        endpoint: target.endpoint,
+        last_seen: T0 + 100,
+    };
+    // Within the default 1800 s of the last activity: same endpoint, TTL refreshed.
+    let (again, update) = header_request(&w, &headers, Some(binding), T0 + 1899);
+    assert_eq!(again, first);
+    assert_eq!(update, AffinityUpdate::TouchHeaderSession { key });
+    // Idle longer than the TTL: a new session.
+    let (_, update) = header_request(&w, &headers, Some(binding), T0 + 1900);
+    assert!(matches!(update, AffinityUpdate::BindHeaderSession { .. }));
+    // Without the header there is no session at all.
+    let (_, update) = header_request(&w, &[], None, T0);
+    assert_eq!(update, AffinityUpdate::None);
+}
+
+#[test]
+fn zero_downtime_failover_retry_targets() {
+    let w = affinity_world("none", r#"zero_downtime_failover = "temporary""#);
+    let mut rng = StdRng::seed_from_u64(3);
+    let d = w.decide("lb.test", &w.ctx(Mode::Proxy, Region::Weu), &mut rng);
+    let Outcome::Forward {
+        target,
+        retry: Some(retry),
+    } = d.outcome
+    else {
+        panic!("expected a retry target: {:?}", d.outcome);
+    };
+    assert_eq!(retry.pool, target.pool);
+    assert_ne!(retry.endpoint, target.endpoint);
+    // A single-endpoint pool retries in the next pool only with failover_across_pools.
+    let toml = |across: bool| {
+        format!(
+            r#"
+[[pools]]
+name = "a"
+origins = [{{ name = "a1", address = "192.0.2.1" }}]
+[[pools]]
+name = "b"
+origins = [{{ name = "b1", address = "192.0.2.2" }}]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["a", "b"]
+session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
+adaptive_routing = {{ failover_across_pools = {across} }}
+"#
+        )
+    };
+    let w = World::new(&toml(false));
+    let d = w.decide("lb.test", &w.ctx(Mode::Proxy, Region::Weu), &mut rng);
+    assert!(matches!(d.outcome, Outcome::Forward { retry: None, .. }));
+    let w = World::new(&toml(true));
+    let d = w.decide("lb.test", &w.ctx(Mode::Proxy, Region::Weu), &mut rng);
+    assert_eq!(
+        d.outcome,
+        Outcome::Forward {
+            target: Target {
+                pool: PoolId(0),
+                endpoint: EndpointId(0)
+            },
+            retry: Some(Target {
+                pool: PoolId(1),
+                endpoint: EndpointId(0)
+            })
+        }
+    );
+}
+
+#[test]
+fn session_shedding_moves_bound_sessions() {
+    let mut w = affinity_world("cookie", "");
+    w.config.pools[0].load_shedding.session_percent = 100.0;
+    let (first, cookie) = request(&w, None, T0, 1);
+    assert!(first.starts_with("p/"));
+    let (moved, _) = request(&w, cookie.as_deref(), T0 + 1, 1);
+    assert_eq!(
+        moved, "q/q1",
+        "a fully shed pool sends its sessions to the next pool"
+    );
+}
