@@ -71,3 +71,6 @@ impl Config {
         self.pools.iter().map(|p| p.endpoints.len()).sum()
     }
 }
+
+#[cfg(test)]
+mod tests;

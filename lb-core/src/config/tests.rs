@@ -1,0 +1,335 @@
+//! Validation: defaults, every rule of DESIGN section 2, and that all errors come at once with
+//! the file, the field path and the reason.
+
+use super::*;
+use crate::regions_table::RegionsTable;
+
+fn regions() -> RegionsTable {
+    RegionsTable::embedded().expect("embedded regions")
+}
+
+fn parse(text: &str) -> Result<Config, ConfigErrors> {
+    Config::parse("meshlb.toml", text, &regions())
+}
+
+/// The errors as "path: reason" lines.
+fn errors(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(_) => panic!("expected errors"),
+        Err(e) => {
+            e.0.iter()
+                .map(|e| {
+                    assert_eq!(e.file, "meshlb.toml");
+                    format!("{}: {}", e.path, e.reason)
+                })
+                .collect()
+        }
+    }
+}
+
+#[track_caller]
+fn has(errors: &[String], needle: &str) {
+    assert!(
+        errors.iter().any(|e| e.contains(needle)),
+        "no error containing {needle:?} in {errors:#?}"
+    );
+}
+
+const MINIMAL: &str = r#"
+[[monitors]]
+name = "m"
+
+[[pools]]
+name = "p"
+monitor = "m"
+origins = [{ name = "e", address = "192.0.2.1" }]
+
+[[load_balancers]]
+name = "WWW.Example.Test."
+default_pools = ["p"]
+"#;
+
+#[test]
+fn cloudflare_defaults() {
+    let c = parse(MINIMAL).expect("valid");
+    let m = &c.monitors[0];
+    let MonitorKind::Http(http) = &m.kind else {
+        panic!("default type is http")
+    };
+    assert_eq!(http.method, HttpMethod::Get);
+    assert_eq!(http.path, "/");
+    assert_eq!(http.port, 0);
+    assert!(http.expected_codes.matches(200) && !http.expected_codes.matches(204));
+    assert!(!http.follow_redirects && !http.allow_insecure && http.expected_body.is_none());
+    assert_eq!(
+        (m.interval.as_secs(), m.timeout.as_secs(), m.retries),
+        (60, 5, 2)
+    );
+    assert_eq!((m.consecutive_up, m.consecutive_down), (1, 1), "0 means 1");
+    let p = &c.pools[0];
+    assert!(p.enabled);
+    assert_eq!(p.minimum_origins, 1);
+    assert_eq!(p.check_regions.len(), 13);
+    assert_eq!(p.endpoints[0].weight, 1.0);
+    assert_eq!(p.endpoints[0].priority, 1);
+    assert_eq!(p.origin_steering.policy, OriginPolicy::Random);
+    let lb = c
+        .load_balancer("www.example.test")
+        .expect("names are case-insensitive");
+    assert_eq!(lb.name, "www.example.test");
+    assert!(!lb.proxied);
+    let s = &lb.settings;
+    assert_eq!(s.ttl, 30);
+    assert_eq!(
+        s.steering_policy,
+        SteeringPolicy::Off,
+        "empty policy without geo maps is off"
+    );
+    assert_eq!(s.session_affinity.kind, AffinityKind::None);
+    assert_eq!(s.session_affinity.ttl, 82_800);
+    assert_eq!(
+        s.location_strategy,
+        LocationStrategy {
+            prefer_ecs: PreferEcs::Proximity,
+            mode: LocationMode::Pop
+        }
+    );
+    assert_eq!(s.random_steering.default_weight, 1.0);
+}
+
+#[test]
+fn monitor_types_and_their_default_ports() {
+    let text = r#"
+[[monitors]]
+name = "tcp"
+type = "tcp"
+[[monitors]]
+name = "smtp"
+type = "smtp"
+[[monitors]]
+name = "ldap"
+type = "ldap"
+[[monitors]]
+name = "ping"
+type = "icmp_ping"
+[[monitors]]
+name = "udp"
+type = "udp_icmp"
+port = 53
+[[monitors]]
+name = "https"
+type = "https"
+method = "HEAD"
+expected_codes = "2xx,304"
+"#;
+    let c = parse(text).expect("valid");
+    let kinds: Vec<_> = c.monitors.iter().map(|m| m.kind.clone()).collect();
+    assert_eq!(kinds[0], MonitorKind::Tcp { port: 80 });
+    assert_eq!(kinds[1], MonitorKind::Smtp { port: 25 });
+    assert_eq!(kinds[2], MonitorKind::Ldap { port: 389 });
+    assert_eq!(kinds[3], MonitorKind::IcmpPing);
+    assert_eq!(kinds[4], MonitorKind::UdpIcmp { port: 53 });
+    let MonitorKind::Https(h) = &kinds[5] else {
+        panic!()
+    };
+    assert_eq!(h.method, HttpMethod::Head);
+    assert!(h.expected_codes.matches(304));
+}
+
+#[test]
+fn endpoints_alias_and_host_header() {
+    let c = parse(r#"
+[[pools]]
+name = "p"
+endpoints = [{ name = "e", address = "Origin.Example.Test", port = 8443, header = { Host = ["app.example.test"] } }]
+"#).expect("valid");
+    let e = &c.pools[0].endpoints[0];
+    assert_eq!(e.address, Address::Hostname("origin.example.test".into()));
+    assert_eq!(e.port, 8443);
+    assert_eq!(e.host_header.as_deref(), Some("app.example.test"));
+}
+
+#[test]
+fn every_error_at_once_with_paths() {
+    let text = r#"
+[[monitors]]
+name = "m"
+interval = 0
+timeout = 9
+retries = 7
+expected_codes = "2x"
+consecutive_donw = 3
+
+[[monitors]]
+name = "m"
+type = "tcp"
+expected_body = "ok"
+
+[[monitors]]
+name = "q"
+type = "gopher"
+
+[[pools]]
+name = "a"
+monitor = "nope"
+check_regions = ["WEU", "MARS"]
+latitude = 10.0
+origins = [
+  { name = "x", address = "192.0.2.1", weight = 1.5, priority = 9 },
+  { name = "x", address = "not an address!" },
+]
+
+[[pools]]
+name = "a"
+minimum_origins = 3
+origins = [{ name = "y", address = "192.0.2.2", header = { X-Other = ["v"] } }]
+
+[[load_balancers]]
+name = "lb.example"
+default_pools = ["a", "missing"]
+fallback_pool = "ghost"
+steering_policy = "fastest"
+session_affinity = "cookie"
+session_affinity_ttl = 10
+region_pools = { MARS = ["a"] }
+country_pools = { XX = ["a"] }
+pop_pools = { zzz = ["a"] }
+ttl = 0
+random_steering = { pool_weights = { a = 2.0 } }
+
+[[load_balancers.rules]]
+name = "r"
+condition = 'http.request.method == "POST" and'
+"#;
+    let e = errors(text);
+    for needle in [
+        "monitors[0].consecutive_donw: unknown field",
+        "monitors[0].interval: must be 1..=3600 seconds (got 0)",
+        "monitors[0].retries: must be 0..=5 (got 7)",
+        "monitors[0].expected_codes: `2x` is not a status code",
+        "monitors[1].name: duplicate monitor name `m`",
+        "monitors[1].expected_body: only applies to http and https monitors",
+        "monitors[2].type: unknown monitor type `gopher`",
+        "pools[1].name: duplicate pool name `a`",
+        "pools[0].monitor: no monitor is named `nope`",
+        "pools[0].check_regions[1]: unknown region `MARS`",
+        "pools[0].latitude: latitude and longitude must be given together",
+        "pools[0].origins[0].weight: must be between 0 and 1 (got 1.5)",
+        "pools[0].origins[0].priority: must be 1..=5 (got 9)",
+        "pools[0].origins[1].name: duplicate endpoint name `x`",
+        "pools[0].origins[1].address: `not an address!` is neither an IP address nor a hostname",
+        "pools[1].minimum_origins: must be 1..=1",
+        "pools[1].origins[0].header.X-Other: endpoints override only the Host header",
+        "load_balancers[0].default_pools[1]: no pool is named `missing`",
+        "load_balancers[0].fallback_pool: no pool is named `ghost`",
+        "load_balancers[0].steering_policy: unknown steering policy `fastest`",
+        "load_balancers[0].session_affinity: `cookie` affinity needs a proxied load balancer",
+        "load_balancers[0].session_affinity_ttl: must be 1800..=604800 seconds for cookie affinity (got 10)",
+        "load_balancers[0].region_pools.MARS: unknown region `MARS`",
+        "load_balancers[0].country_pools.XX: `XX` is not a country of the regions table",
+        "load_balancers[0].pop_pools.zzz: `zzz` is not a datacenter (PoP) of the regions table",
+        "load_balancers[0].ttl: must be 1..=86400 seconds (got 0)",
+        "load_balancers[0].random_steering.pool_weights.a: must be between 0 and 1 (got 2)",
+        "load_balancers[0].rules[0].condition: column 34:",
+    ] {
+        has(&e, needle);
+    }
+}
+
+#[test]
+fn affinity_rules() {
+    let base = |extra: &str| {
+        format!(
+            r#"
+[[pools]]
+name = "p"
+origins = [{{ name = "e", address = "192.0.2.1" }}]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["p"]
+{extra}
+"#
+        )
+    };
+    // Header affinity: TTL 30..=3600, default 1800; needs 1..=5 headers; no sticky failover.
+    let c = parse(&base("proxied = true\nsession_affinity = \"header\"\nsession_affinity_attributes = { headers = [\"X-User\", \"cookie:sid\"] }")).expect("valid");
+    let a = &c.load_balancers[0].settings.session_affinity;
+    assert_eq!((a.kind, a.ttl), (AffinityKind::Header, 1800));
+    assert_eq!(a.headers, vec!["x-user", "cookie:sid"]);
+    let e = errors(&base("proxied = true\nsession_affinity = \"header\"\nsession_affinity_ttl = 7200\nsession_affinity_attributes = { zero_downtime_failover = \"sticky\" }"));
+    has(
+        &e,
+        "session_affinity_ttl: must be 30..=3600 seconds for header affinity (got 7200)",
+    );
+    has(
+        &e,
+        "headers: header affinity needs 1 to 5 header names (got 0)",
+    );
+    has(
+        &e,
+        "zero_downtime_failover: sticky failover rewrites the affinity cookie",
+    );
+    // SameSite=None must be Secure.
+    let e = errors(&base("proxied = true\nsession_affinity = \"cookie\"\nsession_affinity_attributes = { samesite = \"None\", secure = \"Never\" }"));
+    has(&e, "SameSite=None cookies must be Secure");
+    // DNS-only: ip_cookie is fine, fixed responses are not.
+    parse(&base("session_affinity = \"ip_cookie\"")).expect("ip_cookie on DNS-only is valid");
+    let e = errors(&base("[[load_balancers.rules]]\nname = \"x\"\ncondition = \"ssl\"\nfixed_response = { status_code = 503 }"));
+    has(&e, "fixed responses need a proxied load balancer");
+}
+
+#[test]
+fn steering_policy_defaults_to_geo_with_geo_maps() {
+    let c = parse(
+        r#"
+[[pools]]
+name = "p"
+origins = [{ name = "e", address = "192.0.2.1" }]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["p"]
+country_pools = { de = ["p"] }
+"#,
+    )
+    .expect("valid");
+    assert_eq!(
+        c.load_balancers[0].settings.steering_policy,
+        SteeringPolicy::Geo
+    );
+}
+
+#[test]
+fn syntax_errors_name_line_and_column() {
+    let e =
+        parse("[[pools]]\nname = \"p\"\norigins = [{ name = \"e\", address = 5 }]\n").unwrap_err();
+    assert_eq!(e.0.len(), 1);
+    assert!(e.0[0].path.starts_with("line 3, column"), "{:?}", e.0[0]);
+}
+
+#[test]
+fn rules_are_sorted_by_priority_and_disabled_ones_dropped() {
+    let c = parse(r#"
+[[pools]]
+name = "p"
+origins = [{ name = "e", address = "192.0.2.1" }]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p"]
+rules = [
+  { name = "late", condition = "ssl", priority = 9 },
+  { name = "off", condition = "ssl", priority = 1, disabled = true },
+  { name = "early", condition = "not ssl", priority = 2, fixed_response = { status_code = 301, location = "https://lb.test/" } },
+]
+"#).expect("valid");
+    let names: Vec<&str> = c.load_balancers[0]
+        .rules
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(names, vec!["early", "late"]);
+    assert!(
+        c.load_balancers[0].rules[0].terminates,
+        "a fixed response always terminates"
+    );
+}
