@@ -73,4 +73,6 @@ impl Config {
 }
 
 #[cfg(test)]
+mod reference_tests;
+#[cfg(test)]
 mod tests;
