@@ -247,6 +247,10 @@ mod tests {
         assert_eq!(t.country_region(de), Some(Region::Weu));
         assert_eq!(t.country_region("JP".parse().unwrap()), Some(Region::Neas));
         assert_eq!(t.country_region("AU".parse().unwrap()), Some(Region::Oc));
+        // Split countries take the region of most of their population.
+        assert_eq!(t.country_region("US".parse().unwrap()), Some(Region::Enam));
+        assert_eq!(t.country_region("BR".parse().unwrap()), Some(Region::Ssam));
+        assert_eq!(t.country_region("RU".parse().unwrap()), Some(Region::Eeu));
         assert_eq!(t.country_region("ZA".parse().unwrap()), Some(Region::Saf));
         assert_eq!(t.country_region("IN".parse().unwrap()), Some(Region::Sas));
         assert!(t.datacenter("AMS").is_some());
