@@ -25,6 +25,8 @@ enum Command {
     Check(cmd::check::Args),
     /// Run steering decisions offline and print where they went, as JSON.
     Simulate(cmd::simulate::Args),
+    /// Run each selected monitor once now and print the results (exit 3 if any failed).
+    Probe(cmd::probe::Args),
     /// Print the regions table (13 regions, their datacenters, country count).
     Regions,
 }
@@ -41,6 +43,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cmd::check::run(&args, &regions),
         Command::Simulate(args) => cmd::simulate::run(&args, &regions),
+        Command::Probe(args) => cmd::probe::run(&args, &regions),
         Command::Regions => cmd::regions::run(&regions),
     };
     match result {

@@ -1,7 +1,21 @@
-//! meshlb's prober: runs the monitors of `lb-core`'s configuration against every endpoint of
-//! every pool whose `check_regions` include this node's region, and publishes the results.
+//! meshlb's prober: runs the monitors of the configuration against every endpoint of every
+//! pool whose `check_regions` include this node's region, debounces the results, and hands
+//! them to a sink (the gossip publisher of the mesh, a channel, a JSON-lines file).
 //!
-//! The monitors, thresholds and scheduler land with the prober issue; today this crate only
-//! fixes its place in the dependency chain `lb-core <- prober <- aggregator <- meshlb`.
+//! - [`monitors`]: the seven monitor types behind one trait, with retries.
+//! - [`threshold`]: the anti-flap state machines (consecutive, window, counter).
+//! - [`scheduler`]: on-time, burst-free, reloadable probing.
+
+pub mod monitors;
+pub mod outcome;
+pub mod scheduler;
+pub mod sink;
+pub mod target;
+pub mod threshold;
 
 pub use lb_core::config::{Monitor, MonitorKind};
+pub use outcome::{Attempt, HttpTimings, ProbeResult};
+pub use scheduler::{Scheduler, SchedulerSettings, SchedulerStats};
+pub use sink::{ChannelSink, JsonLinesSink, ProbeReport, ResultSink};
+pub use target::{targets, ProbeTarget, TargetKey};
+pub use threshold::{DebouncedState, Debouncer};

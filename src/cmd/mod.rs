@@ -1,6 +1,7 @@
 //! One module per subcommand.
 
 pub mod check;
+pub mod probe;
 pub mod regions;
 pub mod simulate;
 

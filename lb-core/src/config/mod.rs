@@ -14,7 +14,9 @@ pub use load_balancer::{
     Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite, Secure, SessionAffinity,
     SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
-pub use monitor::{ExpectedCodes, HttpCheck, HttpMethod, Monitor, MonitorKind};
+pub use monitor::{
+    ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretSource, Threshold,
+};
 pub use pool::{
     Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering, Pool,
     PoolId, ShedPolicy,

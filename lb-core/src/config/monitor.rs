@@ -19,6 +19,61 @@ pub struct Monitor {
     /// Failing probes in a row to turn unhealthy (`consecutive_down`; 0 means 1).
     pub consecutive_down: u32,
     pub probe_zone: Option<String>,
+    /// The anti-flap rule that turns raw probe results into a debounced state.
+    pub threshold: Threshold,
+}
+
+/// Anti-flap rules. Cloudflare's consecutive counts are the default; Azure Front Door's window
+/// and gdnsd's counter are offered because each damps a different kind of flapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Threshold {
+    /// `up` passes in a row to turn healthy, `down` failures in a row to turn unhealthy.
+    Consecutive { up: u32, down: u32 },
+    /// Healthy while at least `required` of the last `sample_size` probes passed.
+    Window { sample_size: u32, required: u32 },
+    /// gdnsd: while up, `down_thresh` failures (a run of `ok_thresh` passes forgives them) turn
+    /// it down; while down, `up_thresh` passes in a row bring it back.
+    Counter {
+        down_thresh: u32,
+        ok_thresh: u32,
+        up_thresh: u32,
+    },
+}
+
+/// Where a secret comes from: never the config file itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretSource {
+    File(std::path::PathBuf),
+    Env(String),
+}
+
+impl SecretSource {
+    /// Reads the secret now (files are re-read on every call so rotation needs no restart).
+    pub fn read(&self) -> Result<String, String> {
+        match self {
+            SecretSource::File(p) => std::fs::read_to_string(p)
+                .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
+                .map_err(|e| format!("cannot read password file {}: {e}", p.display())),
+            SecretSource::Env(name) => {
+                std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
+            }
+        }
+    }
+}
+
+/// LDAP monitor settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LdapCheck {
+    pub port: u16,
+    /// ldaps:// (TLS from the first byte) rather than ldap://.
+    pub tls: bool,
+    /// DN bind; `None` binds anonymously.
+    pub bind: Option<(String, SecretSource)>,
+    /// Base-object search of this DN must succeed too.
+    pub search_dn: Option<String>,
+    /// Accept any certificate (ldaps).
+    pub allow_insecure: bool,
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// The monitor type with the settings that only make sense for that type, so that an HTTP
@@ -40,13 +95,43 @@ pub enum MonitorKind {
     Smtp {
         port: u16,
     },
-    /// Connect and bind (and optionally search); port 389 by default.
-    Ldap {
-        port: u16,
-    },
+    /// Connect and bind (and optionally search); port 389 (636 for ldaps) by default.
+    Ldap(LdapCheck),
 }
 
 impl MonitorKind {
+    /// The port the monitor names, 0 when it leaves it to the endpoint or the default.
+    pub fn port(&self) -> u16 {
+        match self {
+            MonitorKind::Http(h) | MonitorKind::Https(h) => h.port,
+            MonitorKind::Tcp { port }
+            | MonitorKind::UdpIcmp { port }
+            | MonitorKind::Smtp { port } => *port,
+            MonitorKind::Ldap(l) => l.port,
+            MonitorKind::IcmpPing => 0,
+        }
+    }
+
+    /// The protocol's well-known port (0 for ICMP and for udp_icmp, which has none).
+    pub fn default_port(&self) -> u16 {
+        match self {
+            MonitorKind::Http(_) | MonitorKind::Tcp { .. } => 80,
+            MonitorKind::Https(_) => 443,
+            MonitorKind::Smtp { .. } => 25,
+            MonitorKind::Ldap(l) if l.tls => 636,
+            MonitorKind::Ldap(_) => 389,
+            MonitorKind::IcmpPing | MonitorKind::UdpIcmp { .. } => 0,
+        }
+    }
+
+    /// Port precedence: the monitor's, else the endpoint's, else the protocol default.
+    pub fn resolve_port(&self, endpoint_port: u16) -> u16 {
+        [self.port(), endpoint_port]
+            .into_iter()
+            .find(|&p| p != 0)
+            .unwrap_or_else(|| self.default_port())
+    }
+
     /// The `type` value as written in the configuration.
     pub fn type_name(&self) -> &'static str {
         match self {
@@ -56,7 +141,7 @@ impl MonitorKind {
             MonitorKind::UdpIcmp { .. } => "udp_icmp",
             MonitorKind::IcmpPing => "icmp_ping",
             MonitorKind::Smtp { .. } => "smtp",
-            MonitorKind::Ldap { .. } => "ldap",
+            MonitorKind::Ldap(_) => "ldap",
         }
     }
 }
@@ -78,6 +163,8 @@ pub struct HttpCheck {
     pub follow_redirects: bool,
     /// Accept self-signed or expired certificates and name mismatches.
     pub allow_insecure: bool,
+    /// Extra trust anchors (PEM), for origins behind a private CA.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// Cloudflare allows GET and HEAD for HTTP monitors.

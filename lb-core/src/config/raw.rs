@@ -67,6 +67,36 @@ pub struct RawMonitor {
     #[serde(default)]
     pub consecutive_down: u32,
     pub probe_zone: Option<String>,
+    /// meshlb: an anti-flap rule other than Cloudflare's consecutive counts.
+    pub threshold: Option<RawThreshold>,
+    /// meshlb: settings of `ldap` monitors.
+    pub ldap: Option<RawLdap>,
+    /// meshlb: extra trust anchors (PEM) for https and ldaps monitors.
+    pub ca_file: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawThreshold {
+    pub mode: String,
+    pub sample_size: Option<u32>,
+    pub successful_samples_required: Option<u32>,
+    pub down_thresh: Option<u32>,
+    pub ok_thresh: Option<u32>,
+    pub up_thresh: Option<u32>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawLdap {
+    #[serde(default = "default_ldap_scheme")]
+    pub scheme: String,
+    pub bind_dn: Option<String>,
+    pub password_file: Option<String>,
+    pub password_env: Option<String>,
+    pub search_dn: Option<String>,
+}
+
+fn default_ldap_scheme() -> String {
+    "ldap".into()
 }
 
 fn default_monitor_type() -> String {

@@ -61,6 +61,8 @@ fn every_config_field_is_documented_in_the_readme() {
         .expect("README.md at the workspace root");
     let sections: Vec<(&str, &[&str])> = vec![
         ("monitors[]", fields::<RawMonitor>()),
+        ("monitors[].threshold", fields::<RawThreshold>()),
+        ("monitors[].ldap", fields::<RawLdap>()),
         ("pools[]", fields::<RawPool>()),
         ("pools[].origins[]", fields::<RawEndpoint>()),
         ("pools[].load_shedding", fields::<RawLoadShedding>()),

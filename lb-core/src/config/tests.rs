@@ -124,11 +124,23 @@ expected_codes = "2xx,304"
 "#;
     let c = parse(text).expect("valid");
     let kinds: Vec<_> = c.monitors.iter().map(|m| m.kind.clone()).collect();
-    assert_eq!(kinds[0], MonitorKind::Tcp { port: 80 });
-    assert_eq!(kinds[1], MonitorKind::Smtp { port: 25 });
-    assert_eq!(kinds[2], MonitorKind::Ldap { port: 389 });
+    assert_eq!(kinds[0], MonitorKind::Tcp { port: 0 });
+    assert_eq!(kinds[0].resolve_port(0), 80, "tcp defaults to 80");
+    assert_eq!(
+        kinds[0].resolve_port(8080),
+        8080,
+        "the endpoint's port when the monitor names none"
+    );
+    assert_eq!(kinds[1].resolve_port(0), 25);
+    let MonitorKind::Ldap(l) = &kinds[2] else {
+        panic!()
+    };
+    assert_eq!(
+        (kinds[2].resolve_port(0), l.tls, l.bind.is_none()),
+        (389, false, true)
+    );
     assert_eq!(kinds[3], MonitorKind::IcmpPing);
-    assert_eq!(kinds[4], MonitorKind::UdpIcmp { port: 53 });
+    assert_eq!(kinds[4].resolve_port(9999), 53, "the monitor's port wins");
     let MonitorKind::Https(h) = &kinds[5] else {
         panic!()
     };

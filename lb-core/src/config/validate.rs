@@ -26,14 +26,20 @@ pub(super) fn validate(
         sink,
         regions,
         monitor_index: HashMap::new(),
+        monitor_kinds: HashMap::new(),
         pool_index: HashMap::new(),
     };
-    let monitors = raw
+    let monitors: Vec<Monitor> = raw
         .monitors
         .iter()
         .enumerate()
         .filter_map(|(i, m)| v.monitor(i, m))
         .collect();
+    for m in &monitors {
+        if let Some(&i) = v.monitor_index.get(&m.name) {
+            v.monitor_kinds.insert(i, m.kind.clone());
+        }
+    }
     // Pool names first, so that load balancers can refer to any pool.
     for (i, p) in raw.pools.iter().enumerate() {
         if p.name.trim().is_empty() {
@@ -81,6 +87,8 @@ struct Validator<'a> {
     sink: ErrorSink,
     regions: &'a RegionsTable,
     monitor_index: HashMap<String, usize>,
+    /// The kind of each valid monitor, by index, for pool-level checks.
+    monitor_kinds: HashMap<usize, MonitorKind>,
     pool_index: HashMap<String, PoolId>,
 }
 
@@ -149,18 +157,11 @@ impl Validator<'_> {
             }
             "tcp" => {
                 self.method_must_be(&path, m, Some("connection_established"));
-                MonitorKind::Tcp {
-                    port: if port == 0 { 80 } else { port },
-                }
+                MonitorKind::Tcp { port }
             }
             "udp_icmp" => {
                 self.method_must_be(&path, m, None);
-                if port == 0 {
-                    self.sink.push(
-                        format!("{path}.port"),
-                        "udp_icmp monitors need the UDP port to probe",
-                    );
-                }
+                // Port 0: each endpoint's own port, which pool validation then requires.
                 MonitorKind::UdpIcmp { port }
             }
             "icmp_ping" => {
@@ -169,15 +170,11 @@ impl Validator<'_> {
             }
             "smtp" => {
                 self.method_must_be(&path, m, None);
-                MonitorKind::Smtp {
-                    port: if port == 0 { 25 } else { port },
-                }
+                MonitorKind::Smtp { port }
             }
             "ldap" => {
                 self.method_must_be(&path, m, None);
-                MonitorKind::Ldap {
-                    port: if port == 0 { 389 } else { port },
-                }
+                MonitorKind::Ldap(self.ldap_check(&path, m, port))
             }
             other => {
                 self.sink.push(
@@ -187,6 +184,19 @@ impl Validator<'_> {
                 return None;
             }
         };
+        if m.ldap.is_some() && m.kind != "ldap" {
+            self.sink.push(
+                format!("{path}.ldap"),
+                format!("only applies to ldap monitors, not {}", m.kind),
+            );
+        }
+        if m.ca_file.is_some() && !matches!(m.kind.as_str(), "https" | "ldap") {
+            self.sink.push(
+                format!("{path}.ca_file"),
+                format!("only applies to https and ldap monitors, not {}", m.kind),
+            );
+        }
+        let threshold = self.threshold(&path, m);
         if self.sink_len() != before {
             return None;
         }
@@ -200,7 +210,141 @@ impl Validator<'_> {
             consecutive_up: m.consecutive_up.max(1),
             consecutive_down: m.consecutive_down.max(1),
             probe_zone: m.probe_zone.clone(),
+            threshold,
         })
+    }
+
+    fn threshold(&mut self, path: &str, m: &RawMonitor) -> Threshold {
+        let consecutive = Threshold::Consecutive {
+            up: m.consecutive_up.max(1),
+            down: m.consecutive_down.max(1),
+        };
+        let Some(t) = &m.threshold else {
+            return consecutive;
+        };
+        let tpath = format!("{path}.threshold");
+        let mut positive = |field: &str, value: Option<u32>, default: u32| {
+            let v = value.unwrap_or(default);
+            if !(1..=1000).contains(&v) {
+                self.sink.push(
+                    format!("{tpath}.{field}"),
+                    format!("must be 1..=1000 (got {v})"),
+                );
+            }
+            v
+        };
+        let (window_fields, counter_fields) = (
+            t.sample_size.is_some() || t.successful_samples_required.is_some(),
+            t.down_thresh.is_some() || t.ok_thresh.is_some() || t.up_thresh.is_some(),
+        );
+        match t.mode.as_str() {
+            "consecutive" => {
+                if window_fields || counter_fields {
+                    self.sink.push(&tpath, "consecutive mode takes consecutive_up/consecutive_down on the monitor, no other threshold fields");
+                }
+                consecutive
+            }
+            "window" => {
+                // Azure Front Door's defaults: 3 of the last 4.
+                let sample_size = positive("sample_size", t.sample_size, 4);
+                let required = positive(
+                    "successful_samples_required",
+                    t.successful_samples_required,
+                    3,
+                );
+                if required > sample_size {
+                    self.sink.push(
+                        format!("{tpath}.successful_samples_required"),
+                        format!("cannot exceed sample_size ({sample_size})"),
+                    );
+                }
+                if counter_fields {
+                    self.sink.push(
+                        &tpath,
+                        "down_thresh/ok_thresh/up_thresh belong to counter mode",
+                    );
+                }
+                Threshold::Window {
+                    sample_size,
+                    required,
+                }
+            }
+            "counter" => {
+                // gdnsd's defaults.
+                let down_thresh = positive("down_thresh", t.down_thresh, 10);
+                let ok_thresh = positive("ok_thresh", t.ok_thresh, 10);
+                let up_thresh = positive("up_thresh", t.up_thresh, 20);
+                if window_fields {
+                    self.sink.push(
+                        &tpath,
+                        "sample_size/successful_samples_required belong to window mode",
+                    );
+                }
+                Threshold::Counter {
+                    down_thresh,
+                    ok_thresh,
+                    up_thresh,
+                }
+            }
+            other => {
+                self.sink.push(
+                    format!("{tpath}.mode"),
+                    format!("unknown mode `{other}` (expected consecutive, window or counter)"),
+                );
+                consecutive
+            }
+        }
+    }
+
+    fn ldap_check(&mut self, path: &str, m: &RawMonitor, port: u16) -> LdapCheck {
+        let lpath = format!("{path}.ldap");
+        let (tls, bind, search_dn) = match &m.ldap {
+            None => (false, None, None),
+            Some(l) => {
+                let tls = match l.scheme.as_str() {
+                    "ldap" => false,
+                    "ldaps" => true,
+                    other => {
+                        self.sink.push(
+                            format!("{lpath}.scheme"),
+                            format!("unknown scheme `{other}` (expected ldap or ldaps)"),
+                        );
+                        false
+                    }
+                };
+                let secret = match (&l.password_file, &l.password_env) {
+                    (Some(f), None) => Some(SecretSource::File(f.into())),
+                    (None, Some(e)) => Some(SecretSource::Env(e.clone())),
+                    (None, None) => None,
+                    (Some(_), Some(_)) => {
+                        self.sink
+                            .push(&lpath, "give password_file or password_env, not both");
+                        None
+                    }
+                };
+                let bind = match (&l.bind_dn, secret) {
+                    (Some(dn), Some(secret)) => Some((dn.clone(), secret)),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        self.sink.push(format!("{lpath}.bind_dn"), "a DN bind needs password_file or password_env (passwords never sit in the config)");
+                        None
+                    }
+                    (None, Some(_)) => {
+                        self.sink.push(format!("{lpath}.bind_dn"), "a password without bind_dn: set the DN, or drop the password for an anonymous bind");
+                        None
+                    }
+                };
+                (tls, bind, l.search_dn.clone())
+            }
+        };
+        LdapCheck {
+            port,
+            tls,
+            bind,
+            search_dn,
+            allow_insecure: m.allow_insecure,
+            ca_file: m.ca_file.as_ref().map(Into::into),
+        }
     }
 
     fn sink_len(&self) -> usize {
@@ -259,6 +403,7 @@ impl Validator<'_> {
             expected_body: (!m.expected_body.is_empty()).then(|| m.expected_body.clone()),
             follow_redirects: m.follow_redirects,
             allow_insecure: m.allow_insecure,
+            ca_file: m.ca_file.as_ref().map(Into::into),
         }
     }
 
@@ -388,6 +533,18 @@ impl Validator<'_> {
                 self.endpoint(&epath, e)
             })
             .collect();
+        if let Some(MonitorKind::UdpIcmp { port: 0 }) =
+            monitor.and_then(|m| self.monitor_kinds.get(&m))
+        {
+            for (j, e) in endpoints.iter().enumerate() {
+                if e.port == 0 {
+                    self.sink.push(
+                        format!("{path}.origins[{j}].port"),
+                        "the pool's udp_icmp monitor has no port, so each endpoint needs its UDP port",
+                    );
+                }
+            }
+        }
         if p.minimum_origins < 1 || p.minimum_origins as usize > endpoints.len().max(1) {
             self.sink.push(
                 format!("{path}.minimum_origins"),

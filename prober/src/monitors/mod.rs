@@ -1,0 +1,84 @@
+//! The monitors, one file per type, behind one small trait.
+
+mod http;
+mod icmp;
+mod ldap;
+mod smtp;
+mod tcp;
+mod tls;
+mod udp_icmp;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use lb_core::config::{Address, MonitorKind};
+
+pub use icmp::IcmpClients;
+
+use crate::outcome::{Attempt, ProbeResult};
+use crate::target::ProbeTarget;
+
+/// One monitor type's check. `attempt` must finish by `timeout`; the caller enforces it too.
+pub trait Check: Send + Sync {
+    fn attempt<'a>(&'a self, target: &'a ProbeTarget, timeout: Duration) -> BoxFuture<'a, Attempt>;
+}
+
+/// Builds the check for a target's monitor. Checks hold what is costly to build (TLS configs,
+/// ICMP sockets) and are shared by every target of the monitor.
+pub fn check_for(kind: &MonitorKind, icmp: &IcmpClients) -> Result<Arc<dyn Check>, String> {
+    Ok(match kind {
+        MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false)?),
+        MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true)?),
+        MonitorKind::Tcp { .. } => Arc::new(tcp::TcpMonitor),
+        MonitorKind::IcmpPing => Arc::new(icmp::IcmpMonitor::new(icmp.clone())),
+        MonitorKind::UdpIcmp { .. } => Arc::new(udp_icmp::UdpIcmpMonitor::new(icmp.clone())),
+        MonitorKind::Smtp { .. } => Arc::new(smtp::SmtpMonitor),
+        MonitorKind::Ldap(l) => Arc::new(ldap::LdapMonitor::new(l)?),
+    })
+}
+
+/// Runs a probe: one attempt, and on failure up to `retries` more at once.
+pub async fn probe(check: &dyn Check, target: &ProbeTarget) -> ProbeResult {
+    let m = &target.monitor;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let started = Instant::now();
+        let attempt = match tokio::time::timeout(m.timeout, check.attempt(target, m.timeout)).await
+        {
+            Ok(a) => a,
+            Err(_) => Attempt::fail(started.elapsed(), None, "timeout"),
+        };
+        if attempt.passed || tries > u32::from(m.retries) {
+            return ProbeResult { attempt, tries };
+        }
+    }
+}
+
+/// Resolves the target to a socket address (hostnames through the system resolver).
+pub(crate) async fn socket_addr(address: &Address, port: u16) -> Result<SocketAddr, String> {
+    match address {
+        Address::Ip(ip) => Ok(SocketAddr::new(*ip, port)),
+        Address::Hostname(h) => tokio::net::lookup_host((h.as_str(), port))
+            .await
+            .map_err(|e| format!("dns: {h}: {e}"))?
+            .next()
+            .ok_or_else(|| format!("dns: {h}: no address")),
+    }
+}
+
+/// A short reason for a connect error, in the words operators search for.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind::*;
+    match e.kind() {
+        ConnectionRefused => "connection refused".into(),
+        ConnectionReset => "connection reset".into(),
+        TimedOut => "timeout".into(),
+        HostUnreachable => "host unreachable".into(),
+        NetworkUnreachable => "network unreachable".into(),
+        UnexpectedEof => "connection closed".into(),
+        _ => e.to_string(),
+    }
+}

@@ -1,0 +1,29 @@
+//! TCP: the connection is established within the timeout (then closed).
+
+use std::time::{Duration, Instant};
+
+use futures::future::BoxFuture;
+use tokio::net::TcpStream;
+
+use super::{io_reason, socket_addr, Check};
+use crate::outcome::Attempt;
+use crate::target::ProbeTarget;
+
+pub(super) struct TcpMonitor;
+
+impl Check for TcpMonitor {
+    fn attempt<'a>(&'a self, target: &'a ProbeTarget, timeout: Duration) -> BoxFuture<'a, Attempt> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let addr = match socket_addr(&target.address, target.port).await {
+                Ok(a) => a,
+                Err(e) => return Attempt::fail(start.elapsed(), None, e),
+            };
+            match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+                Ok(Ok(_stream)) => Attempt::pass(start.elapsed(), None),
+                Ok(Err(e)) => Attempt::fail(start.elapsed(), None, io_reason(&e)),
+                Err(_) => Attempt::fail(start.elapsed(), None, "timeout (connect)"),
+            }
+        })
+    }
+}
