@@ -277,7 +277,15 @@ impl HttpMonitor {
 
     async fn next_hop(&self, hop: &Hop, location: &str) -> Result<Hop, String> {
         let scheme = if hop.tls.is_some() { "https" } else { "http" };
-        let base = url::Url::parse(&format!("{scheme}://{}{}", hop.host, hop.path_and_query))
+        // The base is where we really connected: the Host's name with the port in use, so a
+        // relative Location stays on the endpoint's port even when the Host names none.
+        let host_name = tls::host_without_port(&hop.host);
+        let authority = if host_name.contains(':') {
+            format!("[{host_name}]:{}", hop.addr.port())
+        } else {
+            format!("{host_name}:{}", hop.addr.port())
+        };
+        let base = url::Url::parse(&format!("{scheme}://{authority}{}", hop.path_and_query))
             .map_err(|e| format!("redirect: {e}"))?;
         let next = base
             .join(location)
@@ -299,9 +307,15 @@ impl HttpMonitor {
         } else {
             socket_addr(&Address::Hostname(host.clone()), port).await?
         };
-        let host_header = match next.port() {
-            Some(p) => format!("{host}:{p}"),
-            None => host,
+        // Keep the Host as it was for a same-host hop (the origin expects it); otherwise the
+        // Location's authority.
+        let host_header = if same {
+            hop.host.clone()
+        } else {
+            match next.port() {
+                Some(p) => format!("{host}:{p}"),
+                None => host,
+            }
         };
         let mut path = next.path().to_string();
         if let Some(q) = next.query() {

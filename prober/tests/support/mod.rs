@@ -1,0 +1,64 @@
+//! Test harness: real servers on loopback (a hyper origin over HTTP and HTTPS with test
+//! certificates, OpenLDAP slapd, OpenSMTPD) and helpers to probe them with a config written
+//! the way an operator would write it.
+
+#![allow(dead_code)]
+
+pub mod origin;
+pub mod pki;
+pub mod servers;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lb_core::config::Config;
+use lb_core::RegionsTable;
+use prober::monitors::{check_for, probe, IcmpClients};
+use prober::{ProbeResult, ProbeTarget};
+
+/// A fresh directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("meshlb-{tag}-{}-{n}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
+
+/// Parses a config (as an operator writes it) and returns its probe targets.
+pub fn targets(toml: &str) -> Vec<ProbeTarget> {
+    let regions = RegionsTable::embedded().expect("regions");
+    let config = Config::parse("test.toml", toml, &regions).unwrap_or_else(|e| panic!("test config:\n{e}"));
+    prober::targets(&config, None)
+}
+
+/// One monitor, one pool of one endpoint: probes it once (with the monitor's retries).
+pub async fn probe_once(monitor: &str, endpoint: &str) -> ProbeResult {
+    let toml = format!(
+        "[[monitors]]\nname = \"m\"\n{monitor}\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [{endpoint}]\n"
+    );
+    let t = targets(&toml).pop().expect("one target");
+    let check = check_for(&t.monitor.kind, &IcmpClients::new()).expect("check builds");
+    probe(check.as_ref(), &t).await
+}
+
+/// A free TCP port on 127.0.0.1 (bound then released; good enough for tests).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+#[track_caller]
+pub fn assert_pass(r: &ProbeResult) {
+    assert!(r.attempt.passed, "expected pass, got {r:?}");
+}
+
+#[track_caller]
+pub fn assert_fail(r: &ProbeResult, reason: &str) {
+    assert!(!r.attempt.passed, "expected failure ({reason}), got pass: {r:?}");
+    let got = r.attempt.reason.as_deref().unwrap_or("");
+    assert!(got.contains(reason), "expected reason containing {reason:?}, got {got:?}");
+}
