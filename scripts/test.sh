@@ -4,13 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Debian packages the test suite uses (command -> package). The foundation's tests need none
-# yet; later parts add slapd, opensmtpd, bind9-dnsutils, iproute2 and friends here.
-declare -A NEEDED=()
+# Debian packages the test suite uses (file -> package): the prober's tests start a real
+# OpenLDAP slapd and OpenSMTPD on loopback.
+declare -A NEEDED=(
+  [/usr/sbin/slapd]=slapd
+  [/usr/sbin/slapadd]=slapd
+  [/usr/sbin/smtpd]=opensmtpd
+)
 
 missing=()
-for cmd in "${!NEEDED[@]}"; do
-  command -v "$cmd" >/dev/null 2>&1 || missing+=("${NEEDED[$cmd]}")
+for file in "${!NEEDED[@]}"; do
+  [ -e "$file" ] || missing+=("${NEEDED[$file]}")
 done
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -29,7 +29,8 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 /// Parses a config (as an operator writes it) and returns its probe targets.
 pub fn targets(toml: &str) -> Vec<ProbeTarget> {
     let regions = RegionsTable::embedded().expect("regions");
-    let config = Config::parse("test.toml", toml, &regions).unwrap_or_else(|e| panic!("test config:\n{e}"));
+    let config =
+        Config::parse("test.toml", toml, &regions).unwrap_or_else(|e| panic!("test config:\n{e}"));
     prober::targets(&config, None)
 }
 
@@ -58,7 +59,13 @@ pub fn assert_pass(r: &ProbeResult) {
 
 #[track_caller]
 pub fn assert_fail(r: &ProbeResult, reason: &str) {
-    assert!(!r.attempt.passed, "expected failure ({reason}), got pass: {r:?}");
+    assert!(
+        !r.attempt.passed,
+        "expected failure ({reason}), got pass: {r:?}"
+    );
     let got = r.attempt.reason.as_deref().unwrap_or("");
-    assert!(got.contains(reason), "expected reason containing {reason:?}, got {got:?}");
+    assert!(
+        got.contains(reason),
+        "expected reason containing {reason:?}, got {got:?}"
+    );
 }

@@ -23,8 +23,18 @@ fn full(status: u16, body: impl Into<Bytes>) -> Response<Body> {
 }
 
 async fn route(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
-    let host = req.headers().get("host").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
-    let ua = req.headers().get("user-agent").and_then(|h| h.to_str().ok()).unwrap_or("").to_string();
+    let host = req
+        .headers()
+        .get("host")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let ua = req
+        .headers()
+        .get("user-agent")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("")
+        .to_string();
     Ok(match req.uri().path() {
         "/ok" => full(200, "All Systems OK"),
         "/503" => full(503, "down for maintenance"),
@@ -35,27 +45,40 @@ async fn route(req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
         }
         "/redirect" => {
             let mut r = full(301, "");
-            r.headers_mut().insert("location", http::HeaderValue::from_static("/ok"));
+            r.headers_mut()
+                .insert("location", http::HeaderValue::from_static("/ok"));
             r
         }
         "/redirect-loop" => {
             let mut r = full(302, "");
-            r.headers_mut().insert("location", http::HeaderValue::from_static("/redirect-loop"));
+            r.headers_mut()
+                .insert("location", http::HeaderValue::from_static("/redirect-loop"));
             r
         }
         // The expected string beyond the first 10 KiB: must not match.
         "/needle-late" => full(200, format!("{}NEEDLE", "x".repeat(20 * 1024))),
         // Within the first 10 KiB, followed by much more.
-        "/needle-early" => full(200, format!("{}NeEdLe{}", "x".repeat(9 * 1024), "y".repeat(64 * 1024))),
+        "/needle-early" => full(
+            200,
+            format!("{}NeEdLe{}", "x".repeat(9 * 1024), "y".repeat(64 * 1024)),
+        ),
         // An endless body (~1 GiB): the probe must read only its head.
         "/endless" => {
             let chunk = Bytes::from(vec![b'z'; 64 * 1024]);
-            let stream = futures::stream::iter((0..16_384).map(move |_| Ok::<_, Infallible>(Frame::data(chunk.clone()))));
+            let stream = futures::stream::iter(
+                (0..16_384).map(move |_| Ok::<_, Infallible>(Frame::data(chunk.clone()))),
+            );
             Response::new(StreamBody::new(stream).boxed())
         }
         "/host" if host == "good.example" => full(200, "right host"),
         "/host" => full(421, format!("wrong host {host}")),
-        "/headers" if req.headers().get("x-probe").is_some_and(|v| v == "yes") && ua.contains("meshlb") && ua.contains("pool p") => full(200, "headers ok"),
+        "/headers"
+            if req.headers().get("x-probe").is_some_and(|v| v == "yes")
+                && ua.contains("meshlb")
+                && ua.contains("pool p") =>
+        {
+            full(200, "headers ok")
+        }
         "/headers" => full(400, format!("missing headers, ua {ua}")),
         _ => full(404, "not found"),
     })
@@ -68,14 +91,18 @@ pub async fn spawn(tls: Option<Arc<rustls::ServerConfig>>) -> SocketAddr {
     let acceptor = tls.map(TlsAcceptor::from);
     tokio::spawn(async move {
         loop {
-            let Ok((stream, _)) = listener.accept().await else { continue };
+            let Ok((stream, _)) = listener.accept().await else {
+                continue;
+            };
             let acceptor = acceptor.clone();
             tokio::spawn(async move {
                 let service = service_fn(route);
                 let builder = hyper::server::conn::http1::Builder::new();
                 match acceptor {
                     None => {
-                        let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                        let _ = builder
+                            .serve_connection(TokioIo::new(stream), service)
+                            .await;
                     }
                     Some(a) => {
                         // A failed handshake (the probe rejected our certificate) just ends.

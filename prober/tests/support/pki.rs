@@ -40,8 +40,10 @@ pub struct Pki {
 }
 
 fn leaf_params(names: &[&str]) -> CertificateParams {
-    let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>()).expect("params");
-    p.subject_alt_names.push(SanType::IpAddress("127.0.0.1".parse().expect("ip")));
+    let mut p = CertificateParams::new(names.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        .expect("params");
+    p.subject_alt_names
+        .push(SanType::IpAddress("127.0.0.1".parse().expect("ip")));
     p
 }
 
@@ -64,7 +66,9 @@ impl Pki {
         let ca_key = KeyPair::generate().expect("ca key");
         let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        ca_params.distinguished_name.push(rcgen::DnType::CommonName, "meshlb test CA");
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "meshlb test CA");
         let ca_cert = ca_params.self_signed(&ca_key).expect("ca cert");
         let issuer = Issuer::new(ca_params, ca_key);
         let ca_file = dir.join("ca.pem");
@@ -77,7 +81,10 @@ impl Pki {
             valid: leaf(leaf_params(&["localhost", "good.example"]), Some(&issuer)),
             self_signed: leaf(leaf_params(&["localhost"]), None),
             expired: leaf(expired, Some(&issuer)),
-            wrong_name: leaf(CertificateParams::new(vec!["other.example".to_string()]).expect("params"), Some(&issuer)),
+            wrong_name: leaf(
+                CertificateParams::new(vec!["other.example".to_string()]).expect("params"),
+                Some(&issuer),
+            ),
         }
     }
 }

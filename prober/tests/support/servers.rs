@@ -60,19 +60,41 @@ impl Slapd {
         );
         std::fs::write(dir.join("init.ldif"), ldif).expect("ldif");
         let out = Command::new(slapadd)
-            .args(["-f", &format!("{d}/slapd.conf"), "-l", &format!("{d}/init.ldif")])
+            .args([
+                "-f",
+                &format!("{d}/slapd.conf"),
+                "-l",
+                &format!("{d}/init.ldif"),
+            ])
             .output()
             .expect("run slapadd");
-        assert!(out.status.success(), "slapadd failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "slapadd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let (port, ldaps_port) = (free_port(), free_port());
         let out = Command::new(slapd)
-            .args(["-f", &format!("{d}/slapd.conf"), "-h", &format!("ldap://127.0.0.1:{port}/ ldaps://127.0.0.1:{ldaps_port}/")])
+            .args([
+                "-f",
+                &format!("{d}/slapd.conf"),
+                "-h",
+                &format!("ldap://127.0.0.1:{port}/ ldaps://127.0.0.1:{ldaps_port}/"),
+            ])
             .output()
             .expect("run slapd");
-        assert!(out.status.success(), "slapd failed: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "slapd failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         wait_listening(port, "slapd");
         wait_listening(ldaps_port, "slapd (ldaps)");
-        Slapd { port, ldaps_port, dir }
+        Slapd {
+            port,
+            ldaps_port,
+            dir,
+        }
     }
 }
 
