@@ -114,6 +114,7 @@ fn bench(c: &mut Criterion) {
         let pop = Pop {
             region: Region::Weu,
             datacenter: Some("fra"),
+            country: None,
             coordinates: w.regions.region(Region::Weu).coordinates,
         };
         let mut ctx = RequestContext::new(*mode, pop, 1_800_000_000);
@@ -133,6 +134,7 @@ fn bench(c: &mut Criterion) {
     let pop = Pop {
         region: Region::Weu,
         datacenter: None,
+        country: None,
         coordinates: w.regions.region(Region::Weu).coordinates,
     };
     let mut ctx = RequestContext::new(Mode::Proxy, pop, 1_800_000_000);

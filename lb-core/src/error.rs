@@ -67,10 +67,6 @@ impl ErrorSink {
         self.errors.len()
     }
 
-    pub(crate) fn is_empty(&self) -> bool {
-        self.errors.is_empty()
-    }
-
     /// `Ok(value)` when nothing was reported, else every error.
     pub(crate) fn finish<T>(self, value: T) -> Result<T, ConfigErrors> {
         if self.errors.is_empty() {

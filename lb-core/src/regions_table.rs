@@ -53,6 +53,8 @@ pub struct Datacenter {
     /// Lower-case code, unique over the table (`ams`).
     pub code: String,
     pub city: String,
+    /// The datacenter's country: what a PoP-located client's country is for `country_pools`.
+    pub country: CountryCode,
     pub coordinates: Coordinates,
     pub region: Region,
 }
@@ -93,6 +95,7 @@ struct RawRegion {
 struct RawDatacenter {
     code: String,
     city: String,
+    country: String,
     latitude: f64,
     longitude: f64,
 }
@@ -144,6 +147,13 @@ impl RegionsTable {
                         format!("duplicate datacenter code `{code}` (also at {other})"),
                     );
                 }
+                let country = match d.country.parse::<CountryCode>() {
+                    Ok(cc) => cc,
+                    Err(e) => {
+                        sink.push(format!("{dpath}.country"), e);
+                        continue;
+                    }
+                };
                 let c = Coordinates::new(d.latitude, d.longitude);
                 if !c.is_valid() {
                     sink.push(
@@ -154,6 +164,7 @@ impl RegionsTable {
                 datacenters.push(Datacenter {
                     code,
                     city: d.city.clone(),
+                    country,
                     coordinates: c,
                     region,
                 });
@@ -172,7 +183,7 @@ impl RegionsTable {
             });
         }
         for region in Region::ALL {
-            if by_region[region.index()].is_none() && sink.is_empty() {
+            if by_region[region.index()].is_none() {
                 sink.push("regions", format!("region {region} is missing"));
             }
         }

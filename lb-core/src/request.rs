@@ -23,6 +23,8 @@ pub struct Pop<'a> {
     pub region: Region,
     /// The datacenter code (`ams`), for `pop_pools`.
     pub datacenter: Option<&'a str>,
+    /// The datacenter's country: a PoP-located client's country, for `country_pools`.
+    pub country: Option<CountryCode>,
     pub coordinates: Coordinates,
 }
 

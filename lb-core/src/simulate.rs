@@ -112,8 +112,12 @@ impl StateFile {
         for (i, eps) in snap.endpoints.iter().enumerate() {
             snap.pools[i] = PoolHealth {
                 rtt_ms: RegionMap::default(),
-                outstanding: eps.iter().map(|e| e.outstanding).sum(),
-                connections: eps.iter().map(|e| e.connections).sum(),
+                outstanding: eps
+                    .iter()
+                    .fold(0u32, |a, e| a.saturating_add(e.outstanding)),
+                connections: eps
+                    .iter()
+                    .fold(0u32, |a, e| a.saturating_add(e.connections)),
             };
         }
         for (name, st) in &self.pools {
@@ -170,6 +174,9 @@ pub struct Report {
     pub fixed_responses: u64,
 }
 
+/// The most distinct clients a simulation draws (memory stays small, drawing terminates).
+pub const MAX_CLIENTS: u32 = 1_000_000;
+
 /// Draws `n` distinct IPv4 client addresses from `rng`, avoiding 0.x and multicast space.
 fn draw_clients(n: u32, rng: &mut StdRng) -> Vec<IpAddr> {
     let mut seen = std::collections::HashSet::new();
@@ -201,13 +208,13 @@ pub fn run(
             .map(Some)
             .collect(),
     };
-    let pop_coordinates = sim
+    let pop_dc = sim
         .pop_datacenter
         .as_deref()
-        .and_then(|dc| regions.datacenter(dc))
-        .map_or(regions.region(sim.pop_region).coordinates, |d| {
-            d.coordinates
-        });
+        .and_then(|dc| regions.datacenter(dc));
+    let pop_coordinates = pop_dc.map_or(regions.region(sim.pop_region).coordinates, |d| {
+        d.coordinates
+    });
     let location = sim.country.map(|c| Location {
         country: Some(c),
         region: regions.country_region(c),
@@ -241,6 +248,7 @@ pub fn run(
             pop: Pop {
                 region: sim.pop_region,
                 datacenter: sim.pop_datacenter.as_deref(),
+                country: pop_dc.map(|d| d.country),
                 coordinates: pop_coordinates,
             },
             client_ip: client,

@@ -27,14 +27,14 @@ pub struct Args {
     /// One client address for every request.
     #[arg(long, value_name = "IP", conflicts_with = "clients")]
     client: Option<IpAddr>,
-    /// N distinct client addresses drawn from the seed.
-    #[arg(long, value_name = "N")]
+    /// N distinct client addresses drawn from the seed (at most 1,000,000).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     clients: Option<u32>,
     /// The client's country (ISO 3166-1 alpha-2), as geolocation would report it.
     #[arg(long, value_name = "CC")]
     country: Option<String>,
     /// EDNS Client Subnet sent with each query (located by --country).
-    #[arg(long, value_name = "SUBNET")]
+    #[arg(long, value_name = "SUBNET", requires = "country")]
     ecs: Option<ipnet::IpNet>,
     /// dns or proxy; default: proxy for proxied load balancers, else dns.
     #[arg(long, value_name = "MODE")]

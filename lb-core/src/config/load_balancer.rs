@@ -40,6 +40,18 @@ pub struct SteeringSettings {
 }
 
 impl SteeringSettings {
+    /// Whether this load balancer can send traffic to `pool` (no allocation: hot path).
+    pub fn uses_pool(&self, pool: PoolId) -> bool {
+        self.default_pools.contains(&pool)
+            || self.fallback_pool == Some(pool)
+            || self
+                .region_pools
+                .values()
+                .chain(self.country_pools.values())
+                .chain(self.pop_pools.values())
+                .any(|l| l.contains(&pool))
+    }
+
     /// Every pool this load balancer can send traffic to, each once.
     pub fn all_pools(&self) -> Vec<PoolId> {
         let mut all: Vec<PoolId> = self.default_pools.clone();

@@ -345,3 +345,91 @@ rules = [
         "a fixed response always terminates"
     );
 }
+
+#[test]
+fn rule_overrides_merge_onto_the_load_balancers_affinity() {
+    let c = parse(
+        r#"
+[[pools]]
+name = "p"
+origins = [{ name = "e", address = "192.0.2.1" }]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p"]
+session_affinity = "cookie"
+session_affinity_attributes = { drain_duration = 60, zero_downtime_failover = "sticky" }
+[[load_balancers.rules]]
+name = "checkout"
+condition = 'starts_with(http.request.uri.path, "/checkout")'
+overrides = { session_affinity_ttl = 7200 }
+"#,
+    )
+    .expect("valid");
+    let lb = &c.load_balancers[0];
+    let RuleAction::Overrides(o) = &lb.rules[0].action else {
+        panic!()
+    };
+    let a = o.session_affinity.as_ref().expect("affinity override");
+    assert_eq!(
+        (a.kind, a.ttl, a.drain_duration),
+        (AffinityKind::Cookie, 7200, 60),
+        "only the TTL changes"
+    );
+    assert_eq!(a.zero_downtime_failover, ZeroDowntimeFailover::Sticky);
+}
+
+#[test]
+fn settings_that_would_silently_do_nothing_are_rejected() {
+    let base = |extra: &str| {
+        format!(
+            r#"
+[[pools]]
+name = "p"
+origins = [{{ name = "e", address = "192.0.2.1" }}]
+[[pools]]
+name = "q"
+latitude = 1.0
+longitude = 1.0
+origins = [{{ name = "f", address = "192.0.2.2", weight = 0.0 }}]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p"]
+{extra}
+"#
+        )
+    };
+    let e = errors(&base("steering_policy = \"proximity\"\nrandom_steering = { pool_weights = { q = 0.5 } }\nsession_affinity_attributes = { zero_downtime_failover = \"sticky\", headers = [\"x\"], drain_duration = 5 }\n[[load_balancers.rules]]\nname = \"r\"\ncondition = \"ssl\"\noverrides = { default_pools = [] }"));
+    has(
+        &e,
+        "proximity steering needs coordinates on every pool: pool `p` has no latitude/longitude",
+    );
+    has(
+        &e,
+        "random_steering.pool_weights.q: pool `q` is not one of this load balancer's pools",
+    );
+    has(&e, "pools[1].origins: every endpoint has weight 0");
+    has(
+        &e,
+        "sticky failover rewrites the affinity cookie, which needs cookie or ip_cookie affinity",
+    );
+    has(&e, "headers only apply to header affinity");
+    has(
+        &e,
+        "draining keeps existing sessions, so it needs session affinity",
+    );
+    has(
+        &e,
+        "rules[0].overrides.default_pools: needs at least one pool",
+    );
+    let long = "x".repeat(300);
+    let e = errors(&base("").replace("name = \"p\"\n", &format!("name = \"{long}\"\n")));
+    has(&e, "pools[0].name: must be at most 255 bytes");
+    // Cookie names keep their case; header names do not matter.
+    let c = parse(&base("session_affinity = \"header\"\nsession_affinity_attributes = { headers = [\"X-User\", \"cookie:SessionID\"] }").replace("weight = 0.0", "weight = 1.0")).expect("valid");
+    assert_eq!(
+        c.load_balancers[0].settings.session_affinity.headers,
+        vec!["x-user", "cookie:SessionID"]
+    );
+}

@@ -43,7 +43,7 @@ pub(super) fn bound_target(engine: &Engine<'_>, s: &mut Step<'_, '_>) -> Option<
             (b.pool, b.endpoint)
         }
     };
-    if !s.settings.all_pools().contains(&pool) {
+    if !s.settings.uses_pool(pool) {
         s.trace
             .note(|| "affinity binding names a pool this load balancer no longer uses".to_string());
         return None;

@@ -68,7 +68,7 @@ pub(crate) fn locate(
     }
     ClientLocation {
         region: ctx.pop.region,
-        country: None,
+        country: ctx.pop.country,
         coordinates: ctx.pop.coordinates,
         source: LocationSource::Pop,
     }

@@ -16,14 +16,14 @@ pub(crate) mod weighted;
 
 use std::borrow::Cow;
 
-use rand::rngs::SmallRng;
 use rand::{RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
 
 pub use location::{ClientLocation, LocationSource};
 
 use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};
 use crate::config::{
-    AffinityKind, Config, EndpointId, FixedResponse, LoadBalancer, PoolId, RuleAction,
+    Address, AffinityKind, Config, EndpointId, FixedResponse, LoadBalancer, PoolId, RuleAction,
     SteeringSettings, ZeroDowntimeFailover,
 };
 use crate::health::HealthSnapshot;
@@ -88,6 +88,9 @@ pub struct Decision {
     pub matched_rules: Vec<String>,
     /// One line per step, when `RequestContext::explain` is set.
     pub explanation: Vec<String>,
+    /// With `zero_downtime_failover = "sticky"`: the cookie to send when the retry target
+    /// answers instead of the first one.
+    pub retry_cookie: Option<SetCookie>,
 }
 
 /// The engine: borrows a validated config, the regions table and the cookie key.
@@ -180,7 +183,9 @@ impl<'a> Engine<'a> {
         let mut seeded;
         let rng: &mut dyn RngCore = match (settings.session_affinity.kind, ctx.client_ip) {
             (AffinityKind::IpCookie, Some(ip)) => {
-                seeded = SmallRng::seed_from_u64(weighted::client_hash(ip, &lb.name));
+                // ChaCha8 is specified and portable: every build of every node draws alike.
+                seeded =
+                    ChaCha8Rng::seed_from_u64(weighted::client_hash(ip, &["ip_cookie", &lb.name]));
                 &mut seeded
             }
             _ => rng,
@@ -208,67 +213,99 @@ impl<'a> Engine<'a> {
                 health,
                 mode: ctx.mode,
                 pop_region: ctx.pop.region,
-                client_region: location.region,
                 client_ip: ctx.client_ip,
             },
             rng,
             trace,
             header_key,
         };
-        let (outcome, affinity) = self.steer(&mut step);
-        let ttl = settings.ttl;
-        finish(outcome, ttl, affinity, matched_rules, step.trace)
+        let (outcome, affinity, retry_cookie) = self.steer(&mut step);
+        let mut decision = finish(outcome, settings.ttl, affinity, matched_rules, step.trace);
+        decision.retry_cookie = retry_cookie;
+        decision
     }
 
-    fn steer(&self, s: &mut Step<'_, '_>) -> (Outcome, AffinityUpdate) {
-        let mut shed_pool = None;
+    fn steer(&self, s: &mut Step<'_, '_>) -> (Outcome, AffinityUpdate, Option<SetCookie>) {
         if let Some(bound) = affinity_binding::bound_target(self, s) {
             let pool = self.config.pool(bound.pool);
             let shed = pool.load_shedding;
-            if shedding::sheds(
+            if !shedding::sheds(
                 shed.session_percent,
                 shed.session_policy,
                 s.ctx.client_ip,
                 &pool.name,
                 s.rng,
             ) {
-                s.trace.note(|| {
-                    format!(
-                        "pool {} sheds {}% of affinity traffic: this session leaves it",
-                        pool.name, shed.session_percent
-                    )
-                });
-                shed_pool = Some(bound.pool);
-            } else {
-                let update = match s.header_key {
-                    Some(key) => AffinityUpdate::TouchHeaderSession { key },
-                    None => AffinityUpdate::None,
-                };
-                let outcome = match s.ctx.mode {
-                    Mode::Dns => Outcome::Answer {
-                        pool: bound.pool,
-                        endpoints: vec![bound.endpoint],
-                    },
-                    Mode::Proxy => Outcome::Forward {
-                        target: bound,
-                        retry: self.retry_target(s, bound, &[]),
-                    },
-                };
-                return (outcome, update);
+                return self.follow(s, bound);
             }
+            s.trace.note(|| {
+                format!(
+                    "pool {} sheds {}% of affinity traffic: this session leaves it",
+                    pool.name, shed.session_percent
+                )
+            });
+            if let Some(found) = self.steer_new(s, Some(bound.pool)) {
+                return found;
+            }
+            // Shedding must not turn into an outage: with nowhere else to go, the session stays.
+            s.trace
+                .note(|| "no other pool can take the shed session: it stays".to_string());
+            return self.follow(s, bound);
         }
+        self.steer_new(s, None).unwrap_or_else(|| {
+            s.trace.note(|| "no pool can take the request".to_string());
+            (Outcome::NoPool, AffinityUpdate::None, None)
+        })
+    }
+
+    /// Follows an existing session to its endpoint (proxy only).
+    fn follow(
+        &self,
+        s: &mut Step<'_, '_>,
+        bound: Target,
+    ) -> (Outcome, AffinityUpdate, Option<SetCookie>) {
+        let update = match s.header_key {
+            Some(key) => AffinityUpdate::TouchHeaderSession { key },
+            None => AffinityUpdate::None,
+        };
+        // The pools a retry may move to, in failover order.
+        let next: Vec<PoolId> = s
+            .settings
+            .default_pools
+            .iter()
+            .copied()
+            .chain(s.settings.fallback_pool)
+            .filter(|&p| p != bound.pool)
+            .collect();
+        let (retry, retry_cookie) = self.retry_target(s, bound, &next);
+        (
+            Outcome::Forward {
+                target: bound,
+                retry,
+            },
+            update,
+            retry_cookie,
+        )
+    }
+
+    /// Traffic steering for a request without a (followed) session; `None` when no pool can
+    /// take it. `exclude`: a pool the request was shed from.
+    fn steer_new(
+        &self,
+        s: &mut Step<'_, '_>,
+        exclude: Option<PoolId>,
+    ) -> Option<(Outcome, AffinityUpdate, Option<SetCookie>)> {
         let candidates = traffic::candidates(s.settings, &s.pools, s.rng, &mut s.trace);
         let pools: Vec<PoolId> = candidates
             .pools
             .iter()
             .copied()
-            .filter(|&p| Some(p) != shed_pool)
+            .filter(|&p| Some(p) != exclude)
             .collect();
+        let mut shed_from = Vec::new();
         for (i, &pool) in pools.iter().enumerate() {
             let p = self.config.pool(pool);
             let shed = p.load_shedding;
-            // Shed traffic moves to the next pool; the last one keeps it (there is nowhere
-            // better to send it, and shedding must not turn into an outage).
             if i + 1 < pools.len()
                 && shedding::sheds(
                     shed.default_percent,
@@ -284,27 +321,35 @@ impl<'a> Engine<'a> {
                         p.name, shed.default_percent
                     )
                 });
+                shed_from.push(pool);
                 continue;
             }
             if let Some(found) = self.in_pool(s, pool, &pools[i + 1..], candidates.last_resort) {
-                return found;
+                return Some(found);
             }
         }
-        if let Some(fallback) = candidates.last_resort.filter(|&f| Some(f) != shed_pool) {
+        // Shed traffic that found no other home goes back where it came from, before the
+        // fallback (which is only for when every pool is critical).
+        for (i, &pool) in shed_from.iter().enumerate() {
             s.trace.note(|| {
                 format!(
-                    "no usable pool: fallback pool {}",
-                    self.config.pool(fallback).name
+                    "no later pool took it: back to pool {}",
+                    self.config.pool(pool).name
                 )
             });
-            if self.config.pool(fallback).enabled {
-                if let Some(found) = self.in_pool(s, fallback, &[], None) {
-                    return found;
-                }
+            if let Some(found) = self.in_pool(s, pool, &shed_from[i + 1..], candidates.last_resort)
+            {
+                return Some(found);
             }
         }
-        s.trace.note(|| "no pool can take the request".to_string());
-        (Outcome::NoPool, AffinityUpdate::None)
+        let fallback = candidates.last_resort.filter(|&f| Some(f) != exclude)?;
+        s.trace.note(|| {
+            format!(
+                "no usable pool: fallback pool {}",
+                self.config.pool(fallback).name
+            )
+        });
+        self.in_pool(s, fallback, &[], None)
     }
 
     /// Steers within one pool; `None` when it has no eligible endpoint.
@@ -314,7 +359,7 @@ impl<'a> Engine<'a> {
         pool: PoolId,
         later: &[PoolId],
         last_resort: Option<PoolId>,
-    ) -> Option<(Outcome, AffinityUpdate)> {
+    ) -> Option<(Outcome, AffinityUpdate, Option<SetCookie>)> {
         let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut s.trace);
         if eligible.is_empty() {
             s.trace.note(|| {
@@ -326,26 +371,12 @@ impl<'a> Engine<'a> {
             return None;
         }
         if s.ctx.mode == Mode::Dns {
-            let all = s.settings.session_affinity.kind != AffinityKind::IpCookie
-                && endpoint::equal_weights(&s.endpoints, pool, &eligible);
-            let endpoints = if all {
-                s.trace.note(|| {
-                    format!(
-                        "equal weights: answer with all {} eligible endpoints",
-                        eligible.len()
-                    )
-                });
-                eligible
-            } else {
-                vec![endpoint::pick(
-                    &s.endpoints,
-                    pool,
-                    &eligible,
-                    s.rng,
-                    &mut s.trace,
-                )?]
-            };
-            return Some((Outcome::Answer { pool, endpoints }, AffinityUpdate::None));
+            let endpoints = self.dns_answer(s, pool, eligible);
+            return Some((
+                Outcome::Answer { pool, endpoints },
+                AffinityUpdate::None,
+                None,
+            ));
         }
         let chosen = endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)?;
         let target = Target {
@@ -354,7 +385,7 @@ impl<'a> Engine<'a> {
         };
         let mut next_pools: Vec<PoolId> = later.to_vec();
         next_pools.extend(last_resort);
-        let retry = self.retry_target(s, target, &next_pools);
+        let (retry, retry_cookie) = self.retry_target(s, target, &next_pools);
         let update = match s.settings.session_affinity.kind {
             AffinityKind::Cookie | AffinityKind::IpCookie => {
                 AffinityUpdate::SetCookie(self.affinity_cookie(s.lb, s.settings, target, s.ctx))
@@ -365,37 +396,88 @@ impl<'a> Engine<'a> {
             },
             AffinityKind::None => AffinityUpdate::None,
         };
-        Some((Outcome::Forward { target, retry }, update))
+        Some((Outcome::Forward { target, retry }, update, retry_cookie))
+    }
+
+    /// The DNS answer set: the pool is chosen whatever the query type (so A and AAAA agree);
+    /// within it, A answers carry IPv4 endpoints, AAAA answers IPv6 ones, and a hostname
+    /// endpoint (a CNAME) fits either. All of them when their weights are equal (Cloudflare's
+    /// DNS-only rule), else one by the pool's policy; a CNAME is always alone. An empty set is
+    /// NODATA.
+    fn dns_answer(
+        &self,
+        s: &mut Step<'_, '_>,
+        pool: PoolId,
+        mut eligible: Vec<EndpointId>,
+    ) -> Vec<EndpointId> {
+        let p = self.config.pool(pool);
+        let family = s.ctx.dns.map(|q| q.qtype.to_ascii_uppercase());
+        let fits = |e: &EndpointId| match (&p.endpoints[e.0].address, family.as_deref()) {
+            (Address::Ip(ip), Some("A")) => ip.is_ipv4(),
+            (Address::Ip(ip), Some("AAAA")) => ip.is_ipv6(),
+            _ => true,
+        };
+        eligible.retain(fits);
+        let has_cname = eligible
+            .iter()
+            .any(|e| matches!(p.endpoints[e.0].address, Address::Hostname(_)));
+        let all = !has_cname
+            && s.settings.session_affinity.kind != AffinityKind::IpCookie
+            && endpoint::equal_weights(&s.endpoints, pool, &eligible);
+        if all {
+            s.trace.note(|| {
+                format!(
+                    "equal weights: answer with all {} eligible endpoints",
+                    eligible.len()
+                )
+            });
+            return eligible;
+        }
+        endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)
+            .into_iter()
+            .collect()
     }
 
     /// Zero-downtime failover (seed 000): one retry on another eligible endpoint of the pool;
     /// with `adaptive_routing.failover_across_pools`, on the next pool when the pool has none.
+    /// With `sticky`, also the cookie that rebinds the session to the retry target.
     fn retry_target(
         &self,
         s: &mut Step<'_, '_>,
         target: Target,
         next_pools: &[PoolId],
-    ) -> Option<Target> {
-        if s.settings.session_affinity.zero_downtime_failover == ZeroDowntimeFailover::None {
-            return None;
+    ) -> (Option<Target>, Option<SetCookie>) {
+        let mode = s.settings.session_affinity.zero_downtime_failover;
+        if mode == ZeroDowntimeFailover::None {
+            return (None, None);
         }
         let mut quiet = Trace::new(false);
         let same = endpoint::eligible(&s.endpoints, target.pool, Some(target.endpoint), &mut quiet);
-        if let Some(e) = endpoint::pick(&s.endpoints, target.pool, &same, s.rng, &mut quiet) {
-            return Some(Target {
-                pool: target.pool,
-                endpoint: e,
+        let mut retry =
+            endpoint::pick(&s.endpoints, target.pool, &same, s.rng, &mut quiet).map(|endpoint| {
+                Target {
+                    pool: target.pool,
+                    endpoint,
+                }
             });
-        }
-        if s.settings.adaptive_routing.failover_across_pools {
+        if retry.is_none() && s.settings.adaptive_routing.failover_across_pools {
             for &pool in next_pools {
                 let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut quiet);
-                if let Some(e) = endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut quiet) {
-                    return Some(Target { pool, endpoint: e });
+                if let Some(endpoint) =
+                    endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut quiet)
+                {
+                    retry = Some(Target { pool, endpoint });
+                    break;
                 }
             }
         }
-        None
+        let cookie = match (mode, retry) {
+            (ZeroDowntimeFailover::Sticky, Some(r)) => {
+                Some(self.affinity_cookie(s.lb, s.settings, r, s.ctx))
+            }
+            _ => None,
+        };
+        (retry, cookie)
     }
 
     /// The Set-Cookie binding a client to `target`, issued now.
@@ -434,6 +516,7 @@ fn finish(
         affinity,
         matched_rules,
         explanation: trace.into_steps(),
+        retry_cookie: None,
     }
 }
 

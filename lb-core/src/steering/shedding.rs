@@ -21,7 +21,7 @@ pub(crate) fn sheds(
         return false;
     }
     let draw = match (policy, client) {
-        (ShedPolicy::Hash, Some(ip)) => unit_interval(client_hash(ip, pool_name)),
+        (ShedPolicy::Hash, Some(ip)) => unit_interval(client_hash(ip, &["shed", pool_name])),
         _ => rng.random::<f64>(),
     };
     draw * 100.0 < percent

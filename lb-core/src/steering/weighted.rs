@@ -3,18 +3,21 @@
 use std::net::IpAddr;
 
 use rand::{Rng, RngCore};
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use xxhash_rust::xxh3::Xxh3;
 
 /// Draws one item with probability weight / sum(weights). Items of weight 0 are never drawn;
 /// `None` when no item has a positive weight.
 pub(crate) fn weighted_pick<T: Copy>(items: &[(T, f64)], rng: &mut dyn RngCore) -> Option<T> {
-    let total: f64 = items.iter().map(|(_, w)| w.max(0.0)).sum();
+    // NaN and negative weights count as 0: never drawn, never poisoning the total.
+    let usable = |w: f64| if w.is_finite() && w > 0.0 { w } else { 0.0 };
+    let total: f64 = items.iter().map(|&(_, w)| usable(w)).sum();
     if !total.is_finite() || total <= 0.0 {
         return None;
     }
     let mut point = rng.random::<f64>() * total;
     let mut last = None;
     for &(item, w) in items {
+        let w = usable(w);
         if w <= 0.0 {
             continue;
         }
@@ -34,13 +37,20 @@ pub(crate) fn transformed_weight(weight: f64, count: u32) -> f64 {
 }
 
 /// A hash of the client address and a salt that is the same on every node and every run,
-/// so that every aggregator makes the same hash-based choice for a client.
-pub(crate) fn client_hash(ip: IpAddr, salt: &str) -> u64 {
-    let seed = xxh3_64_with_seed(salt.as_bytes(), 0x6d65_7368_6c62);
-    match ip {
-        IpAddr::V4(v4) => xxh3_64_with_seed(&v4.octets(), seed),
-        IpAddr::V6(v6) => xxh3_64_with_seed(&v6.octets(), seed),
+/// so that every aggregator makes the same hash-based choice for a client. The salt parts
+/// start with a tag naming the purpose (`"endpoint"`, `"shed"`, ...), so that choices made for
+/// different purposes, or for same-named things in different pools, are independent.
+pub(crate) fn client_hash(ip: IpAddr, salt: &[&str]) -> u64 {
+    let mut h = Xxh3::with_seed(0x6d65_7368_6c62);
+    for part in salt {
+        h.update(part.as_bytes());
+        h.update(&[0]);
     }
+    match ip {
+        IpAddr::V4(v4) => h.update(&v4.octets()),
+        IpAddr::V6(v6) => h.update(&v6.octets()),
+    }
+    h.digest()
 }
 
 /// Maps a hash to the open interval (0, 1).
@@ -67,6 +77,12 @@ mod tests {
         assert_eq!(weighted_pick(&[(1, 0.0)], &mut rng), None);
         assert_eq!(weighted_pick::<u8>(&[], &mut rng), None);
         assert_eq!(weighted_pick(&[(1, f64::NAN)], &mut rng), None);
+        for _ in 0..100 {
+            assert_eq!(
+                weighted_pick(&[(1, f64::NAN), (2, 0.3), (3, -1.0)], &mut rng),
+                Some(2)
+            );
+        }
     }
 
     #[test]

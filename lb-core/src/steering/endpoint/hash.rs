@@ -18,7 +18,11 @@ pub(super) fn pick(
     eligible
         .iter()
         .map(|&e| {
-            let u = unit_interval(client_hash(client, view.name(pool, e)));
+            let pool_name = &view.config.pool(pool).name;
+            let u = unit_interval(client_hash(
+                client,
+                &["endpoint", pool_name, view.name(pool, e)],
+            ));
             (e, -view.weight(pool, e) / u.ln())
         })
         .max_by(|a, b| a.1.total_cmp(&b.1))

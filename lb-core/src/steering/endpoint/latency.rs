@@ -1,6 +1,7 @@
 //! Azure Front Door's routing (seed 004): among enabled, healthy endpoints keep the lowest
 //! priority value, then those within `latency_sensitivity_ms` of the fastest as measured from
-//! the client's region; weights then split traffic among what is left.
+//! the PoP's region (seed 004: from the environment where the request arrived); weights then
+//! split traffic among what is left.
 
 use crate::config::{EndpointId, PoolId};
 use crate::steering::endpoint::EndpointView;
@@ -21,8 +22,14 @@ pub(super) fn filter(
         .into_iter()
         .filter(|e| p.endpoints[e.0].priority == top)
         .collect();
-    let region = view.client_region;
-    let rtt = |e: EndpointId| view.health.endpoint(pool, e).rtt_ms.get(region);
+    let region = view.pop_region;
+    let rtt = |e: EndpointId| {
+        view.health
+            .endpoint(pool, e)
+            .rtt_ms
+            .get(region)
+            .filter(|r| r.is_finite())
+    };
     let Some(fastest) = prioritized
         .iter()
         .filter_map(|&e| rtt(e))

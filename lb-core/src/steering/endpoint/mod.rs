@@ -20,10 +20,9 @@ pub(crate) struct EndpointView<'a> {
     pub config: &'a Config,
     pub health: &'a HealthSnapshot,
     pub mode: Mode,
-    /// Region whose verdicts count for `health_sources = ["regional", "global"]`.
+    /// Region whose verdicts count for `health_sources = ["regional", "global"]`, and whose
+    /// RTT the `latency` policy compares.
     pub pop_region: Region,
-    /// Region whose RTT the `latency` policy compares.
-    pub client_region: Region,
     pub client_ip: Option<IpAddr>,
 }
 

@@ -303,3 +303,49 @@ fn session_shedding_moves_bound_sessions() {
         "a fully shed pool sends its sessions to the next pool"
     );
 }
+
+#[test]
+fn sticky_failover_comes_with_the_rebinding_cookie() {
+    let w = affinity_world("cookie", r#"zero_downtime_failover = "sticky""#);
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut ctx = w.ctx(Mode::Proxy, Region::Weu);
+    let http = HttpFields {
+        method: "GET",
+        host: "lb.test",
+        path: "/",
+        query: "",
+        headers: &[],
+        cookies: &[],
+        tls: true,
+    };
+    ctx.http = Some(http);
+    let d = w.decide("lb.test", &ctx, &mut rng);
+    let Outcome::Forward {
+        retry: Some(retry), ..
+    } = d.outcome
+    else {
+        panic!("{:?}", d.outcome)
+    };
+    let cookie = d
+        .retry_cookie
+        .expect("sticky: a cookie for the retry target");
+    let claim =
+        crate::affinity::decode_cookie(&w.key, "lb.test", &cookie.value).expect("valid cookie");
+    assert_eq!(
+        claim.endpoint,
+        w.config.pool(retry.pool).endpoints[retry.endpoint.0].name
+    );
+}
+
+#[test]
+fn a_shed_session_with_nowhere_to_go_stays() {
+    let mut w = affinity_world("cookie", "");
+    w.config.pools[0].load_shedding.session_percent = 100.0;
+    w.set("q/q1", Verdict::Unhealthy);
+    let (first, cookie) = request(&w, None, T0, 1);
+    let (again, _) = request(&w, cookie.as_deref(), T0 + 1, 1);
+    assert_eq!(
+        again, first,
+        "q is critical: the session keeps its endpoint"
+    );
+}

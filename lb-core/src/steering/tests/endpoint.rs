@@ -207,3 +207,63 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn dns_answers_follow_the_query_type() {
+    let w = World::new(
+        r#"
+[[pools]]
+name = "p"
+origins = [
+  { name = "v4a", address = "192.0.2.1" },
+  { name = "v4b", address = "192.0.2.2" },
+  { name = "v6", address = "2001:db8::1" },
+]
+[[pools]]
+name = "c"
+origins = [{ name = "cdn", address = "cdn.example.net" }, { name = "v4", address = "192.0.2.9" }]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["p"]
+[[load_balancers]]
+name = "cname.test"
+default_pools = ["c"]
+"#,
+    );
+    let ask = |lb: &str, qtype: &'static str| {
+        let mut ctx = w.ctx(Mode::Dns, Region::Weu);
+        ctx.dns = Some(crate::request::DnsQuestion { qname: "x", qtype });
+        w.one(lb, &ctx)
+    };
+    assert_eq!(ask("lb.test", "A"), "p/v4a+v4b");
+    assert_eq!(ask("lb.test", "AAAA"), "p/v6");
+    assert_eq!(ask("lb.test", "TXT"), "p/v4a+v4b+v6");
+    // A CNAME is always alone in an answer.
+    let shares = {
+        let mut ctx = w.ctx(Mode::Dns, Region::Weu);
+        ctx.dns = Some(crate::request::DnsQuestion {
+            qname: "x",
+            qtype: "A",
+        });
+        w.shares("cname.test", &ctx, 2000, true)
+    };
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    near(&shares, "c/cdn", 0.5, 0.05);
+    // AAAA with no IPv6 endpoint: the pool is still chosen, the answer is empty (NODATA).
+    let w2 = World::new(
+        r#"
+[[pools]]
+name = "p"
+origins = [{ name = "v4", address = "192.0.2.1" }]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["p"]
+"#,
+    );
+    let mut ctx = w2.ctx(Mode::Dns, Region::Weu);
+    ctx.dns = Some(crate::request::DnsQuestion {
+        qname: "x",
+        qtype: "AAAA",
+    });
+    assert_eq!(w2.one("lb.test", &ctx), "p/");
+}

@@ -77,6 +77,7 @@ impl World {
         Pop {
             region,
             datacenter: None,
+            country: None,
             coordinates: self.regions.region(region).coordinates,
         }
     }

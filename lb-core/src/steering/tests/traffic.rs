@@ -287,12 +287,9 @@ name = "tokyo"
 latitude = 35.7
 longitude = 139.7
 origins = [{ name = "t", address = "192.0.2.3" }]
-[[pools]]
-name = "nowhere"
-origins = [{ name = "n", address = "192.0.2.4" }]
 [[load_balancers]]
 name = "lb.test"
-default_pools = ["nowhere", "virginia", "frankfurt", "tokyo"]
+default_pools = ["virginia", "frankfurt", "tokyo"]
 steering_policy = "proximity"
 "#,
     );
@@ -469,4 +466,57 @@ fn every_decision_explains_itself() {
     let mut quiet = w.ctx(Mode::Dns, Region::Weu);
     quiet.explain = false;
     assert!(w.decide("lb.test", &quiet, &mut rng).explanation.is_empty());
+}
+
+#[test]
+fn shedding_never_turns_into_an_outage() {
+    // a sheds everything, but b (the only other pool) is critical: traffic stays on a.
+    let mut w = World::new(
+        r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "a"
+load_shedding = { default_percent = 100.0 }
+origins = [{ name = "a1", address = "192.0.2.1" }]
+[[pools]]
+name = "b"
+monitor = "m"
+origins = [{ name = "b1", address = "192.0.2.2" }]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["a", "b"]
+"#,
+    );
+    let ctx = w.ctx(Mode::Proxy, Region::Weu);
+    assert_eq!(
+        w.one("lb.test", &ctx),
+        "b/b1",
+        "a sheds to b while b is healthy"
+    );
+    w.set("b/b1", Verdict::Unhealthy);
+    assert_eq!(
+        w.one("lb.test", &ctx),
+        "a/a1",
+        "b is critical: the shed traffic comes back"
+    );
+}
+
+#[test]
+fn geo_cascades_through_every_mapping_and_uses_the_pops_country() {
+    let mut w = geo_world();
+    // lhr's PoP mapping (lon) and the UK (GB, from the PoP's datacenter) map nothing else;
+    // WEU's region mapping follows.
+    let mut ctx = w.ctx(Mode::Dns, Region::Weu);
+    ctx.pop.datacenter = Some("lhr");
+    ctx.pop.country = Some("GB".parse().unwrap());
+    assert_eq!(w.one("lb.test", &ctx), "lon/lon1");
+    // A Japanese PoP: country_pools[JP] applies in the default (pop) mode.
+    let mut ctx = w.ctx(Mode::Dns, Region::Neas);
+    ctx.pop.country = Some("JP".parse().unwrap());
+    assert_eq!(w.one("lb.test", &ctx), "jp/jp1");
+    // jp down: JP's list continues with us before the region's and default lists.
+    w.set("jp/jp1", Verdict::Unhealthy);
+    assert_eq!(w.one("lb.test", &ctx), "us/us1");
 }

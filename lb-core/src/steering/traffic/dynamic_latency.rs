@@ -1,5 +1,5 @@
-//! Dynamic steering (seed 003): the pool with the lowest EWMA RTT measured from the client's
-//! region. Pools without RTT data there follow in failover order, so with no data at all the
+//! Dynamic steering (seed 003): the pool with the lowest EWMA RTT measured from the serving
+//! PoP's region (the region whose probers measured it). Pools without RTT data there follow in failover order, so with no data at all the
 //! order is plain failover, as Cloudflare does while it builds RTT profiles.
 
 use crate::config::PoolId;
@@ -7,12 +7,19 @@ use crate::steering::trace::Trace;
 use crate::steering::traffic::PoolView;
 
 pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) -> Vec<PoolId> {
-    let region = view.location.region;
+    let region = view.pop_region;
     let mut measured: Vec<(PoolId, f64)> = pools
         .iter()
-        .filter_map(|&p| view.health.pool(p).rtt_ms.get(region).map(|rtt| (p, rtt)))
+        .filter_map(|&p| {
+            view.health
+                .pool(p)
+                .rtt_ms
+                .get(region)
+                .filter(|r| r.is_finite())
+                .map(|rtt| (p, rtt))
+        })
         .collect();
-    // Stable, so equal RTTs keep failover order; total_cmp orders NaN last.
+    // Stable, so equal RTTs keep failover order (non-finite values were dropped above).
     measured.sort_by(|a, b| a.1.total_cmp(&b.1));
     trace.note(|| {
         let parts: Vec<String> = measured

@@ -109,7 +109,7 @@ pub(crate) fn candidates(
             let pools = with_healthy_fallback(defaults);
             weighted::random_order(settings, view, &pools, Some(policy), rng, trace)
         }
-        SteeringPolicy::Geo => geo::order(settings, view, trace),
+        SteeringPolicy::Geo => with_healthy_fallback(geo::order(settings, view, trace)),
         SteeringPolicy::DynamicLatency => {
             dynamic_latency::order(&with_healthy_fallback(defaults), view, trace)
         }

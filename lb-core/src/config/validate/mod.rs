@@ -1,0 +1,492 @@
+//! Raw file -> validated model. Every rule of DESIGN section 2 lives here, and every violation
+//! is reported (file, field path, reason) before anything is rejected.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+mod affinity;
+mod load_balancer;
+mod pool;
+
+use super::load_balancer::*;
+use super::monitor::*;
+use super::pool::*;
+use super::raw::*;
+use super::Config;
+use crate::error::{ConfigErrors, ErrorSink};
+use crate::geo::Coordinates;
+use crate::region::Region;
+use crate::regions_table::{CountryCode, RegionsTable};
+use crate::rules::Condition;
+
+/// `sink` already holds the unknown-field errors of the parse.
+pub(super) fn validate(
+    sink: ErrorSink,
+    raw: RawConfig,
+    regions: &RegionsTable,
+) -> Result<Config, ConfigErrors> {
+    let mut v = Validator {
+        sink,
+        regions,
+        monitor_index: HashMap::new(),
+        monitor_kinds: HashMap::new(),
+        pool_located: Vec::new(),
+        pool_index: HashMap::new(),
+    };
+    let monitors: Vec<Monitor> = raw
+        .monitors
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| v.monitor(i, m))
+        .collect();
+    for m in &monitors {
+        if let Some(&i) = v.monitor_index.get(&m.name) {
+            v.monitor_kinds.insert(i, m.kind.clone());
+        }
+    }
+    // Pool names first, so that load balancers can refer to any pool.
+    for (i, p) in raw.pools.iter().enumerate() {
+        if let Some(problem) = name_problem(&p.name) {
+            v.sink.push(format!("pools[{i}].name"), problem);
+        } else if v.pool_index.insert(p.name.clone(), PoolId(i)).is_some() {
+            v.sink.push(
+                format!("pools[{i}].name"),
+                format!("duplicate pool name `{}`", p.name),
+            );
+        }
+    }
+    let pools: Vec<Pool> = raw
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(i, p)| v.pool(i, p))
+        .collect();
+    v.pool_located = pools.iter().map(|p| p.coordinates.is_some()).collect();
+    let mut lb_index = HashMap::new();
+    let mut load_balancers = Vec::new();
+    for (i, lb) in raw.load_balancers.iter().enumerate() {
+        if let Some(lb) = v.load_balancer(i, lb) {
+            if lb_index
+                .insert(lb.name.clone(), load_balancers.len())
+                .is_some()
+            {
+                v.sink.push(
+                    format!("load_balancers[{i}].name"),
+                    format!("duplicate load balancer `{}`", lb.name),
+                );
+            }
+            load_balancers.push(lb);
+        }
+    }
+    let pool_index = v.pool_index;
+    v.sink.finish(Config {
+        monitors,
+        pools,
+        load_balancers,
+        pool_index: pool_index.into_iter().collect(),
+        lb_index,
+    })
+}
+
+struct Validator<'a> {
+    sink: ErrorSink,
+    regions: &'a RegionsTable,
+    monitor_index: HashMap<String, usize>,
+    /// The kind of each valid monitor, by index, for pool-level checks.
+    monitor_kinds: HashMap<usize, MonitorKind>,
+    /// Whether each pool has coordinates, for proximity steering checks.
+    pool_located: Vec<bool>,
+    pool_index: HashMap<String, PoolId>,
+}
+
+const MONITOR_TYPES: &str = "http, https, tcp, udp_icmp, icmp_ping, smtp, ldap";
+
+impl Validator<'_> {
+    fn monitor(&mut self, i: usize, m: &RawMonitor) -> Option<Monitor> {
+        let path = format!("monitors[{i}]");
+        let before = self.sink_len();
+        if let Some(problem) = name_problem(&m.name) {
+            self.sink.push(format!("{path}.name"), problem);
+        } else if self.monitor_index.insert(m.name.clone(), i).is_some() {
+            self.sink.push(
+                format!("{path}.name"),
+                format!("duplicate monitor name `{}`", m.name),
+            );
+        }
+        if !(1..=3600).contains(&m.interval) {
+            self.sink.push(
+                format!("{path}.interval"),
+                format!("must be 1..=3600 seconds (got {})", m.interval),
+            );
+        }
+        if m.timeout < 1 || m.timeout > m.interval.max(1) {
+            self.sink.push(
+                format!("{path}.timeout"),
+                format!(
+                    "must be at least 1 second and no longer than the interval ({} s) (got {})",
+                    m.interval, m.timeout
+                ),
+            );
+        }
+        if m.retries > 5 {
+            self.sink.push(
+                format!("{path}.retries"),
+                format!("must be 0..=5 (got {})", m.retries),
+            );
+        }
+        let port = self.port(&format!("{path}.port"), m.port);
+        let is_http = matches!(m.kind.as_str(), "http" | "https");
+        if !is_http {
+            let http_only = [
+                ("expected_codes", m.expected_codes.is_some()),
+                ("expected_body", !m.expected_body.is_empty()),
+                ("follow_redirects", m.follow_redirects),
+                ("header", !m.header.is_empty()),
+                ("path", m.path != "/"),
+            ];
+            for (field, set) in http_only {
+                if set {
+                    self.sink.push(
+                        format!("{path}.{field}"),
+                        format!("only applies to http and https monitors, not {}", m.kind),
+                    );
+                }
+            }
+        }
+        let kind = match m.kind.as_str() {
+            "http" | "https" => {
+                let check = self.http_check(&path, m, port);
+                if m.kind == "http" {
+                    MonitorKind::Http(check)
+                } else {
+                    MonitorKind::Https(check)
+                }
+            }
+            "tcp" => {
+                self.method_must_be(&path, m, Some("connection_established"));
+                MonitorKind::Tcp { port }
+            }
+            "udp_icmp" => {
+                self.method_must_be(&path, m, None);
+                // Port 0: each endpoint's own port, which pool validation then requires.
+                MonitorKind::UdpIcmp { port }
+            }
+            "icmp_ping" => {
+                self.method_must_be(&path, m, None);
+                MonitorKind::IcmpPing
+            }
+            "smtp" => {
+                self.method_must_be(&path, m, None);
+                MonitorKind::Smtp { port }
+            }
+            "ldap" => {
+                self.method_must_be(&path, m, None);
+                MonitorKind::Ldap(self.ldap_check(&path, m, port))
+            }
+            other => {
+                self.sink.push(
+                    format!("{path}.type"),
+                    format!("unknown monitor type `{other}` (expected one of {MONITOR_TYPES})"),
+                );
+                return None;
+            }
+        };
+        if m.ldap.is_some() && m.kind != "ldap" {
+            self.sink.push(
+                format!("{path}.ldap"),
+                format!("only applies to ldap monitors, not {}", m.kind),
+            );
+        }
+        if m.ca_file.is_some() && !matches!(m.kind.as_str(), "https" | "ldap") {
+            self.sink.push(
+                format!("{path}.ca_file"),
+                format!("only applies to https and ldap monitors, not {}", m.kind),
+            );
+        }
+        let threshold = self.threshold(&path, m);
+        if self.sink_len() != before {
+            return None;
+        }
+        Some(Monitor {
+            name: m.name.clone(),
+            description: m.description.clone(),
+            kind,
+            interval: Duration::from_secs(m.interval),
+            timeout: Duration::from_secs(m.timeout),
+            retries: m.retries.min(5) as u8,
+            consecutive_up: m.consecutive_up.max(1),
+            consecutive_down: m.consecutive_down.max(1),
+            probe_zone: m.probe_zone.clone(),
+            threshold,
+        })
+    }
+
+    fn threshold(&mut self, path: &str, m: &RawMonitor) -> Threshold {
+        let consecutive = Threshold::Consecutive {
+            up: m.consecutive_up.max(1),
+            down: m.consecutive_down.max(1),
+        };
+        let Some(t) = &m.threshold else {
+            return consecutive;
+        };
+        let tpath = format!("{path}.threshold");
+        let mut positive = |field: &str, value: Option<u32>, default: u32| {
+            let v = value.unwrap_or(default);
+            if !(1..=1000).contains(&v) {
+                self.sink.push(
+                    format!("{tpath}.{field}"),
+                    format!("must be 1..=1000 (got {v})"),
+                );
+            }
+            v
+        };
+        let (window_fields, counter_fields) = (
+            t.sample_size.is_some() || t.successful_samples_required.is_some(),
+            t.down_thresh.is_some() || t.ok_thresh.is_some() || t.up_thresh.is_some(),
+        );
+        match t.mode.as_str() {
+            "consecutive" => {
+                if window_fields || counter_fields {
+                    self.sink.push(&tpath, "consecutive mode takes consecutive_up/consecutive_down on the monitor, no other threshold fields");
+                }
+                consecutive
+            }
+            "window" => {
+                // Azure Front Door's defaults: 3 of the last 4.
+                let sample_size = positive("sample_size", t.sample_size, 4);
+                let required = positive(
+                    "successful_samples_required",
+                    t.successful_samples_required,
+                    3,
+                );
+                if required > sample_size {
+                    self.sink.push(
+                        format!("{tpath}.successful_samples_required"),
+                        format!("cannot exceed sample_size ({sample_size})"),
+                    );
+                }
+                if counter_fields {
+                    self.sink.push(
+                        &tpath,
+                        "down_thresh/ok_thresh/up_thresh belong to counter mode",
+                    );
+                }
+                Threshold::Window {
+                    sample_size,
+                    required,
+                }
+            }
+            "counter" => {
+                // gdnsd's defaults.
+                let down_thresh = positive("down_thresh", t.down_thresh, 10);
+                let ok_thresh = positive("ok_thresh", t.ok_thresh, 10);
+                let up_thresh = positive("up_thresh", t.up_thresh, 20);
+                if window_fields {
+                    self.sink.push(
+                        &tpath,
+                        "sample_size/successful_samples_required belong to window mode",
+                    );
+                }
+                Threshold::Counter {
+                    down_thresh,
+                    ok_thresh,
+                    up_thresh,
+                }
+            }
+            other => {
+                self.sink.push(
+                    format!("{tpath}.mode"),
+                    format!("unknown mode `{other}` (expected consecutive, window or counter)"),
+                );
+                consecutive
+            }
+        }
+    }
+
+    fn ldap_check(&mut self, path: &str, m: &RawMonitor, port: u16) -> LdapCheck {
+        let lpath = format!("{path}.ldap");
+        let (tls, bind, search_dn) = match &m.ldap {
+            None => (false, None, None),
+            Some(l) => {
+                let tls = match l.scheme.as_str() {
+                    "ldap" => false,
+                    "ldaps" => true,
+                    other => {
+                        self.sink.push(
+                            format!("{lpath}.scheme"),
+                            format!("unknown scheme `{other}` (expected ldap or ldaps)"),
+                        );
+                        false
+                    }
+                };
+                let secret = match (&l.password_file, &l.password_env) {
+                    (Some(f), None) => Some(SecretSource::File(f.into())),
+                    (None, Some(e)) => Some(SecretSource::Env(e.clone())),
+                    (None, None) => None,
+                    (Some(_), Some(_)) => {
+                        self.sink
+                            .push(&lpath, "give password_file or password_env, not both");
+                        None
+                    }
+                };
+                let bind = match (&l.bind_dn, secret) {
+                    (Some(dn), Some(secret)) => Some((dn.clone(), secret)),
+                    (None, None) => None,
+                    (Some(_), None) => {
+                        self.sink.push(format!("{lpath}.bind_dn"), "a DN bind needs password_file or password_env (passwords never sit in the config)");
+                        None
+                    }
+                    (None, Some(_)) => {
+                        self.sink.push(format!("{lpath}.bind_dn"), "a password without bind_dn: set the DN, or drop the password for an anonymous bind");
+                        None
+                    }
+                };
+                (tls, bind, l.search_dn.clone())
+            }
+        };
+        LdapCheck {
+            port,
+            tls,
+            bind,
+            search_dn,
+            allow_insecure: m.allow_insecure,
+            ca_file: m.ca_file.as_ref().map(Into::into),
+        }
+    }
+
+    fn sink_len(&self) -> usize {
+        self.sink.len()
+    }
+
+    fn method_must_be(&mut self, path: &str, m: &RawMonitor, allowed: Option<&str>) {
+        if let Some(method) = &m.method {
+            if Some(method.as_str()) != allowed {
+                let expected = allowed.map_or_else(
+                    || "leave it unset".to_string(),
+                    |a| format!("`{a}` or leave it unset"),
+                );
+                self.sink.push(
+                    format!("{path}.method"),
+                    format!(
+                        "`{method}` is not a method of {} monitors: {expected}",
+                        m.kind
+                    ),
+                );
+            }
+        }
+    }
+
+    fn http_check(&mut self, path: &str, m: &RawMonitor, port: u16) -> HttpCheck {
+        let method = match m.method.as_deref().map(str::to_ascii_uppercase).as_deref() {
+            None | Some("GET") => HttpMethod::Get,
+            Some("HEAD") => HttpMethod::Head,
+            Some(_) => {
+                self.sink.push(
+                    format!("{path}.method"),
+                    "HTTP monitors use GET or HEAD (Cloudflare's choice: probes must not change state)",
+                );
+                HttpMethod::Get
+            }
+        };
+        if !m.path.starts_with('/') {
+            self.sink
+                .push(format!("{path}.path"), "must start with `/`");
+        }
+        let expected_codes =
+            match ExpectedCodes::parse(m.expected_codes.as_deref().unwrap_or("200")) {
+                Ok(c) => c,
+                Err(e) => {
+                    self.sink.push(format!("{path}.expected_codes"), e);
+                    ExpectedCodes::default()
+                }
+            };
+        let headers = self.headers(&format!("{path}.header"), &m.header, false);
+        HttpCheck {
+            method,
+            path: m.path.clone(),
+            port,
+            headers,
+            expected_codes,
+            expected_body: (!m.expected_body.is_empty()).then(|| m.expected_body.clone()),
+            follow_redirects: m.follow_redirects,
+            allow_insecure: m.allow_insecure,
+            ca_file: m.ca_file.as_ref().map(Into::into),
+        }
+    }
+
+    fn headers(
+        &mut self,
+        path: &str,
+        raw: &BTreeMap<String, HeaderValues>,
+        host_only: bool,
+    ) -> Vec<(String, Vec<String>)> {
+        let mut out = Vec::new();
+        for (name, values) in raw {
+            let values = values.clone().into_vec();
+            let hpath = format!("{path}.{name}");
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+            {
+                self.sink.push(&hpath, "is not a valid HTTP header name");
+            } else if host_only && !name.eq_ignore_ascii_case("host") {
+                self.sink.push(
+                    &hpath,
+                    "endpoints override only the Host header (Cloudflare's rule)",
+                );
+            }
+            if values.is_empty() || (host_only && values.len() != 1) {
+                self.sink.push(&hpath, "needs exactly one value");
+            }
+            if values.iter().any(|v| v.contains(['\r', '\n'])) {
+                self.sink
+                    .push(&hpath, "header values must not contain line breaks");
+            }
+            out.push((name.clone(), values));
+        }
+        out
+    }
+
+    fn port(&mut self, path: &str, port: u32) -> u16 {
+        match u16::try_from(port) {
+            Ok(p) => p,
+            Err(_) => {
+                self.sink
+                    .push(path, format!("must be 0..=65535 (got {port})"));
+                0
+            }
+        }
+    }
+}
+
+/// Names end up in cookies, gossip keys and metric labels: keep them short and printable.
+pub(super) fn name_problem(name: &str) -> Option<&'static str> {
+    if name.trim().is_empty() {
+        Some("must not be empty")
+    } else if name.len() > 255 {
+        Some("must be at most 255 bytes")
+    } else if name.chars().any(char::is_control) {
+        Some("must not contain control characters")
+    } else {
+        None
+    }
+}
+
+/// RFC 1123 host name: labels of letters, digits and hyphens, 1..=63 bytes, 253 in all.
+fn is_hostname(s: &str) -> bool {
+    let s = s.trim_end_matches('.');
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        // An all-numeric name is a mistyped address, not a host.
+        && !s.split('.').all(|l| l.bytes().all(|b| b.is_ascii_digit()))
+}

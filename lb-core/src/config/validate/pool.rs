@@ -1,0 +1,247 @@
+//! Validation of pools.
+
+use std::collections::HashSet;
+use std::net::IpAddr;
+
+use super::*;
+
+impl Validator<'_> {
+    pub(super) fn pool(&mut self, i: usize, p: &RawPool) -> Pool {
+        let path = format!("pools[{i}]");
+        let monitor = p.monitor.as_ref().and_then(|name| {
+            let found = self.monitor_index.get(name).copied();
+            if found.is_none() {
+                self.sink.push(
+                    format!("{path}.monitor"),
+                    format!("no monitor is named `{name}`"),
+                );
+            }
+            found
+        });
+        let check_regions = match &p.check_regions {
+            None => Region::ALL.to_vec(),
+            Some(list) if list.is_empty() => {
+                self.sink.push(
+                    format!("{path}.check_regions"),
+                    "must name at least one region, or be left unset for all regions",
+                );
+                Vec::new()
+            }
+            Some(list) => {
+                let mut out = Vec::new();
+                for (j, r) in list.iter().enumerate() {
+                    if r == "ALL_REGIONS" {
+                        out = Region::ALL.to_vec();
+                        break;
+                    }
+                    match r.parse::<Region>() {
+                        Ok(r) if !out.contains(&r) => out.push(r),
+                        Ok(_) => {}
+                        Err(e) => self
+                            .sink
+                            .push(format!("{path}.check_regions[{j}]"), e.to_string()),
+                    }
+                }
+                out
+            }
+        };
+        let coordinates = match (p.latitude, p.longitude) {
+            (None, None) => None,
+            (Some(lat), Some(lon)) => {
+                let c = Coordinates::new(lat, lon);
+                if !c.is_valid() {
+                    self.sink.push(
+                        format!("{path}.latitude"),
+                        "latitude must be within -90..90 and longitude within -180..180",
+                    );
+                }
+                Some(c)
+            }
+            _ => {
+                self.sink.push(
+                    format!("{path}.latitude"),
+                    "latitude and longitude must be given together",
+                );
+                None
+            }
+        };
+        if p.origins.is_empty() {
+            self.sink.push(
+                format!("{path}.origins"),
+                "a pool needs at least one endpoint",
+            );
+        }
+        let mut names = HashSet::new();
+        let endpoints: Vec<Endpoint> = p
+            .origins
+            .iter()
+            .enumerate()
+            .map(|(j, e)| {
+                let epath = format!("{path}.origins[{j}]");
+                if !names.insert(e.name.as_str()) {
+                    self.sink.push(
+                        format!("{epath}.name"),
+                        format!("duplicate endpoint name `{}` in pool `{}`", e.name, p.name),
+                    );
+                }
+                self.endpoint(&epath, e)
+            })
+            .collect();
+        if !endpoints.is_empty() && endpoints.iter().all(|e| e.weight <= 0.0) {
+            self.sink.push(
+                format!("{path}.origins"),
+                "every endpoint has weight 0, so the pool can never take traffic: disable the pool instead",
+            );
+        }
+        if let Some(MonitorKind::UdpIcmp { port: 0 }) =
+            monitor.and_then(|m| self.monitor_kinds.get(&m))
+        {
+            for (j, e) in endpoints.iter().enumerate() {
+                if e.port == 0 {
+                    self.sink.push(
+                        format!("{path}.origins[{j}].port"),
+                        "the pool's udp_icmp monitor has no port, so each endpoint needs its UDP port",
+                    );
+                }
+            }
+        }
+        if p.minimum_origins < 1 || p.minimum_origins as usize > endpoints.len().max(1) {
+            self.sink.push(
+                format!("{path}.minimum_origins"),
+                format!(
+                    "must be 1..={} (the pool's endpoint count) (got {})",
+                    endpoints.len().max(1),
+                    p.minimum_origins
+                ),
+            );
+        }
+        let load_shedding = p
+            .load_shedding
+            .as_ref()
+            .map(|s| self.load_shedding(&format!("{path}.load_shedding"), s))
+            .unwrap_or_default();
+        let origin_steering = p
+            .origin_steering
+            .as_ref()
+            .map(|s| {
+                let policy = match s.policy.as_str() {
+                    "random" => OriginPolicy::Random,
+                    "hash" => OriginPolicy::Hash,
+                    "least_outstanding_requests" => OriginPolicy::LeastOutstandingRequests,
+                    "least_connections" => OriginPolicy::LeastConnections,
+                    "latency" => OriginPolicy::Latency,
+                    other => {
+                        self.sink.push(
+                            format!("{path}.origin_steering.policy"),
+                            format!("unknown policy `{other}` (expected random, hash, least_outstanding_requests, least_connections or latency)"),
+                        );
+                        OriginPolicy::Random
+                    }
+                };
+                OriginSteering {
+                    policy,
+                    latency_sensitivity_ms: s.latency_sensitivity_ms,
+                }
+            })
+            .unwrap_or_default();
+        let health_sources = match p.health_sources.as_deref() {
+            None => HealthSources::Global,
+            Some([g]) if g == "global" => HealthSources::Global,
+            Some([r, g]) if r == "regional" && g == "global" => HealthSources::RegionalThenGlobal,
+            Some(_) => {
+                self.sink.push(
+                    format!("{path}.health_sources"),
+                    r#"must be ["global"] or ["regional", "global"]"#,
+                );
+                HealthSources::Global
+            }
+        };
+        Pool {
+            name: p.name.clone(),
+            description: p.description.clone(),
+            enabled: p.enabled,
+            minimum_origins: p.minimum_origins,
+            monitor,
+            check_regions,
+            coordinates,
+            endpoints,
+            load_shedding,
+            origin_steering,
+            health_sources,
+        }
+    }
+
+    pub(super) fn endpoint(&mut self, path: &str, e: &RawEndpoint) -> Endpoint {
+        if let Some(problem) = name_problem(&e.name) {
+            self.sink.push(format!("{path}.name"), problem);
+        }
+        let address = match e.address.parse::<IpAddr>() {
+            Ok(ip) => Address::Ip(ip),
+            Err(_) if is_hostname(&e.address) => {
+                Address::Hostname(e.address.trim_end_matches('.').to_ascii_lowercase())
+            }
+            Err(_) => {
+                self.sink.push(
+                    format!("{path}.address"),
+                    format!("`{}` is neither an IP address nor a hostname", e.address),
+                );
+                Address::Hostname(String::new())
+            }
+        };
+        let port = self.port(&format!("{path}.port"), e.port);
+        if !(0.0..=1.0).contains(&e.weight) {
+            self.sink.push(
+                format!("{path}.weight"),
+                format!("must be between 0 and 1 (got {})", e.weight),
+            );
+        }
+        if !(1..=5).contains(&e.priority) {
+            self.sink.push(
+                format!("{path}.priority"),
+                format!("must be 1..=5 (got {})", e.priority),
+            );
+        }
+        let headers = self.headers(&format!("{path}.header"), &e.header, true);
+        let host_header = headers.into_iter().next().and_then(|(_, mut v)| v.pop());
+        Endpoint {
+            name: e.name.clone(),
+            address,
+            port,
+            enabled: e.enabled,
+            weight: e.weight.clamp(0.0, 1.0),
+            priority: e.priority.clamp(1, 5) as u8,
+            host_header,
+        }
+    }
+
+    pub(super) fn load_shedding(&mut self, path: &str, s: &RawLoadShedding) -> LoadShedding {
+        for (field, value) in [
+            ("default_percent", s.default_percent),
+            ("session_percent", s.session_percent),
+        ] {
+            if !(0.0..=100.0).contains(&value) {
+                self.sink.push(
+                    format!("{path}.{field}"),
+                    format!("must be 0..=100 (got {value})"),
+                );
+            }
+        }
+        let mut policy = |field: &str, v: &str| match v {
+            "random" => ShedPolicy::Random,
+            "hash" => ShedPolicy::Hash,
+            other => {
+                self.sink.push(
+                    format!("{path}.{field}"),
+                    format!("unknown policy `{other}` (expected random or hash)"),
+                );
+                ShedPolicy::Random
+            }
+        };
+        LoadShedding {
+            default_percent: s.default_percent.clamp(0.0, 100.0),
+            default_policy: policy("default_policy", &s.default_policy),
+            session_percent: s.session_percent.clamp(0.0, 100.0),
+            session_policy: policy("session_policy", &s.session_policy),
+        }
+    }
+}
