@@ -1,0 +1,65 @@
+//! `meshlb probe`: one round of real probes, printed as a table or JSON lines.
+
+use std::process::Command;
+
+#[test]
+fn probe_prints_each_result_and_exits_by_outcome() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let open = listener.local_addr().expect("addr").port();
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let dir = std::env::temp_dir().join(format!("meshlb-probe-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let path = dir.join("meshlb.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[monitors]]\nname = \"tcp\"\ntype = \"tcp\"\ntimeout = 1\nretries = 1\n[[pools]]\nname = \"web\"\nmonitor = \"tcp\"\ncheck_regions = [\"WEU\"]\norigins = [{{ name = \"up\", address = \"127.0.0.1\", port = {open} }}, {{ name = \"down\", address = \"127.0.0.1\", port = {closed} }}]\n"
+        ),
+    )
+    .expect("write");
+    let run = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .arg("probe")
+            .arg("--config")
+            .arg(&path)
+            .args(extra)
+            .output()
+            .expect("run meshlb")
+    };
+    let out = run(&[]);
+    assert_eq!(out.status.code(), Some(3), "a failed probe exits 3");
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("up") && l.contains("pass")),
+        "{table}"
+    );
+    assert!(
+        table
+            .lines()
+            .any(|l| l.contains("down") && l.contains("FAIL") && l.contains("connection refused")),
+        "{table}"
+    );
+    let out = run(&["--endpoint", "up", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+    assert_eq!(
+        (
+            v["pool"].as_str(),
+            v["passed"].as_bool(),
+            v["tries"].as_u64()
+        ),
+        (Some("web"), Some(true), Some(1))
+    );
+    // A prober in another region has nothing to probe here.
+    let out = run(&["--region", "NEAS"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing to probe"));
+    let down = run(&["--endpoint", "down", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&down.stdout).expect("json");
+    assert_eq!(v["tries"], 2, "one retry after the failure");
+}
