@@ -1,7 +1,11 @@
 //! meshlb's aggregator: tallies the probers' gossiped results into a health snapshot and serves
 //! it through the embedded `lb-core` frontends.
 //!
-//! The mesh, the tally and the frontends land with the mesh, DNS and proxy issues; today this
-//! crate only fixes its place in the dependency chain `lb-core <- prober <- aggregator <- meshlb`.
+//! - [`tally`]: the pure vote-counting core (DESIGN section 4).
+//!
+//! The mesh (chitchat with an authenticated transport), the admin API and the frontends land
+//! with the mesh, DNS and proxy issues.
+
+pub mod tally;
 
 pub use lb_core::health::HealthSnapshot;

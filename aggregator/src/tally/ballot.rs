@@ -1,0 +1,35 @@
+//! The tally's input: what each prober last said about each endpoint it probes.
+
+use std::time::Duration;
+
+use lb_core::Region;
+
+/// One prober node: the region and datacenter it was started with, and its node id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ProberId {
+    pub region: Region,
+    pub datacenter: String,
+    pub node: String,
+}
+
+/// A prober's debounced verdict on one endpoint, as last gossiped.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vote {
+    pub healthy: bool,
+    pub rtt_ms: Option<f64>,
+    pub code: Option<u32>,
+    pub reason: Option<String>,
+    /// How old the result is; a result older than [`crate::tally::TallySettings::max_age`]
+    /// intervals is stale and does not count.
+    pub age: Duration,
+}
+
+/// Everything one prober said. `votes` is indexed like the config:
+/// `votes[pool][endpoint]`, `None` where it has no (debounced) result.
+#[derive(Debug, Clone)]
+pub struct Ballot {
+    pub prober: ProberId,
+    /// The failure detector holds the node alive.
+    pub alive: bool,
+    pub votes: Vec<Vec<Option<Vote>>>,
+}
