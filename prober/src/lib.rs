@@ -6,6 +6,7 @@
 //! - [`threshold`]: the anti-flap state machines (consecutive, window, counter).
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
 
+pub mod mesh;
 pub mod monitors;
 pub mod outcome;
 pub mod scheduler;
