@@ -25,6 +25,10 @@ enum Command {
     Check(cmd::check::Args),
     /// Run steering decisions offline and print where they went, as JSON.
     Simulate(cmd::simulate::Args),
+    /// Run a prober: probe this region's pools and gossip the results.
+    Prober(cmd::prober::Args),
+    /// Run an aggregator: tally the probers' votes and serve the admin API.
+    Aggregator(cmd::aggregator::Args),
     /// Run each selected monitor once now and print the results (exit 3 if any failed).
     Probe(cmd::probe::Args),
     /// Print the regions table (13 regions, their datacenters, country count).
@@ -43,6 +47,8 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Check(args) => cmd::check::run(&args, &regions),
         Command::Simulate(args) => cmd::simulate::run(&args, &regions),
+        Command::Prober(args) => cmd::prober::run(&args, &regions),
+        Command::Aggregator(args) => cmd::aggregator::run(&args, &regions),
         Command::Probe(args) => cmd::probe::run(&args, &regions),
         Command::Regions => cmd::regions::run(&regions),
     };

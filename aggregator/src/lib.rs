@@ -1,11 +1,16 @@
-//! meshlb's aggregator: tallies the probers' gossiped results into a health snapshot and serves
-//! it through the embedded `lb-core` frontends.
+//! meshlb's aggregator: reads every live prober's gossiped results, tallies them into a health
+//! snapshot that the embedded `lb-core` frontends read, logs every health change with the votes
+//! behind it, and serves the admin API.
 //!
 //! - [`tally`]: the pure vote-counting core (DESIGN section 4).
-//!
-//! The mesh (chitchat with an authenticated transport), the admin API and the frontends land
-//! with the mesh, DNS and proxy issues.
+//! - [`mesh_view`]: the incremental view of the gossip state.
+//! - [`service`]: the loop that ties them together.
+//! - [`admin`]: the admin API (status, events, members).
 
+pub mod admin;
+pub mod events;
+pub mod mesh_view;
+pub mod service;
 pub mod tally;
 
 pub use lb_core::health::HealthSnapshot;

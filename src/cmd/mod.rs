@@ -1,7 +1,10 @@
 //! One module per subcommand.
 
+pub mod aggregator;
 pub mod check;
+mod mesh_args;
 pub mod probe;
+pub mod prober;
 pub mod regions;
 pub mod simulate;
 

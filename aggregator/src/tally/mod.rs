@@ -180,9 +180,10 @@ struct Counted {
     regions: Vec<(Region, RegionCount)>,
 }
 
-/// One region's datacenters on endpoint `ei` of pool `pi`: the counts (and the region's
-/// verdict), the mean RTT of the passing fresh votes, and how many votes were counted.
-fn count_region(
+/// One region's datacenters (each with its nodes' ballots) on endpoint `ei` of pool `pi`: the
+/// counts (and the region's verdict), the mean RTT of the passing fresh votes, and how many
+/// votes were counted.
+pub fn count_region(
     dcs: &[Vec<&Ballot>],
     pi: usize,
     ei: usize,

@@ -2,8 +2,13 @@
 //! aggregators.
 
 mod codec;
+pub mod keys;
+pub mod node;
+pub mod publisher;
 pub mod seal;
 pub mod transport;
 
+pub use node::{start, MeshNode, MeshSettings, NodeIdentity};
+pub use publisher::GossipPublisher;
 pub use seal::{KeyError, KeyRing};
 pub use transport::{SealedTransport, TransportStats};

@@ -1,0 +1,248 @@
+//! The admin API (DESIGN section 6), JSON over HTTP with an optional bearer token:
+//!
+//! - `GET /status`: every load balancer, pool and endpoint with its state and the votes behind
+//!   it (per region, per datacenter: healthy, RTT, code, reason — the shape of Cloudflare's
+//!   pool health `pop_health`), EWMA RTTs, whether the aggregator is static.
+//! - `GET /events?since=&until=&pool=&endpoint=`: health changes (unix ms bounds).
+//! - `GET /members`: mesh members, their tags and liveness, config drift.
+//! - `GET /healthz`: liveness of the aggregator itself, no token needed.
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use lb_core::config::{EndpointId, PoolId};
+use serde::Serialize;
+use tokio::net::TcpListener;
+
+use crate::events::{EventFilter, RegionVotes};
+use crate::service::Shared;
+
+#[derive(Serialize)]
+struct Status {
+    snapshot_version: u64,
+    fail_static: bool,
+    votes_counted: usize,
+    load_balancers: Vec<LbStatus>,
+    pools: Vec<PoolStatus>,
+}
+
+#[derive(Serialize)]
+struct LbStatus {
+    name: String,
+    state: String,
+    proxied: bool,
+}
+
+#[derive(Serialize)]
+struct PoolStatus {
+    name: String,
+    state: &'static str,
+    rtt_ms: BTreeMap<String, f64>,
+    endpoints: Vec<EndpointStatus>,
+}
+
+#[derive(Serialize)]
+struct EndpointStatus {
+    name: String,
+    address: String,
+    enabled: bool,
+    healthy: Option<bool>,
+    verdict: String,
+    rtt_ms: BTreeMap<String, f64>,
+    regions: Vec<RegionVotes>,
+}
+
+fn status(shared: &Shared) -> Status {
+    let config = &shared.config;
+    let snapshot = shared.snapshot.load();
+    let ballots = shared.ballots.load();
+    let lb_states = shared.lb_states.load();
+    let region = shared.settings.region;
+    let pools = config
+        .pools
+        .iter()
+        .enumerate()
+        .map(|(pi, p)| PoolStatus {
+            name: p.name.clone(),
+            state: snapshot.pool_state(config, PoolId(pi), region).name(),
+            rtt_ms: snapshot
+                .pool(PoolId(pi))
+                .rtt_ms
+                .iter()
+                .map(|(r, v)| (r.code().to_string(), v))
+                .collect(),
+            endpoints: p
+                .endpoints
+                .iter()
+                .enumerate()
+                .map(|(ei, e)| {
+                    let h = snapshot.endpoint(PoolId(pi), EndpointId(ei));
+                    EndpointStatus {
+                        name: e.name.clone(),
+                        address: e.address.to_string(),
+                        enabled: e.enabled,
+                        healthy: match h.verdict {
+                            lb_core::health::Verdict::Healthy => Some(true),
+                            lb_core::health::Verdict::Unhealthy => Some(false),
+                            lb_core::health::Verdict::Unknown => None,
+                        },
+                        verdict: format!("{:?}", h.verdict).to_lowercase(),
+                        rtt_ms: h
+                            .rtt_ms
+                            .iter()
+                            .map(|(r, v)| (r.code().to_string(), v))
+                            .collect(),
+                        regions: if p.monitor.is_some() {
+                            shared.endpoint_votes(&ballots, PoolId(pi), EndpointId(ei))
+                        } else {
+                            Vec::new()
+                        },
+                    }
+                })
+                .collect(),
+        })
+        .collect();
+    Status {
+        snapshot_version: snapshot.version,
+        fail_static: snapshot.fail_static,
+        votes_counted: shared.votes_counted.load(Ordering::Relaxed),
+        load_balancers: config
+            .load_balancers
+            .iter()
+            .enumerate()
+            .map(|(i, lb)| LbStatus {
+                name: lb.name.clone(),
+                state: lb_states
+                    .get(i)
+                    .copied()
+                    .flatten()
+                    .map_or("unknown".to_string(), |s| format!("{s:?}").to_lowercase()),
+                proxied: lb.proxied,
+            })
+            .collect(),
+        pools,
+    }
+}
+
+fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
+    let body = serde_json::to_vec_pretty(value).unwrap_or_default();
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Full<Bytes>> {
+    json(status, &serde_json::json!({ "error": message }))
+}
+
+/// Compares in time independent of where the strings differ.
+fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Response<Full<Bytes>> {
+    let path = req.uri().path();
+    if path == "/healthz" {
+        return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
+    }
+    if let Some(token) = token {
+        let given = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| same_token(g, token)) {
+            return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+        }
+    }
+    if req.method() != http::Method::GET {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "the admin API is read-only: use GET",
+        );
+    }
+    match path {
+        "/status" => json(StatusCode::OK, &status(shared)),
+        "/members" => json(StatusCode::OK, &**shared.members.load()),
+        "/events" => {
+            let mut filter = EventFilter::default();
+            let query = req.uri().query().unwrap_or("");
+            for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+                match &*k {
+                    "since" | "until" => match v.parse::<u64>() {
+                        Ok(ms) if k == "since" => filter.since_ms = Some(ms),
+                        Ok(ms) => filter.until_ms = Some(ms),
+                        Err(_) => {
+                            return error(
+                                StatusCode::BAD_REQUEST,
+                                &format!("{k}: expected unix milliseconds, got `{v}`"),
+                            )
+                        }
+                    },
+                    "pool" => filter.pool = Some(v.into_owned()),
+                    "endpoint" => filter.endpoint = Some(v.into_owned()),
+                    other => {
+                        return error(
+                            StatusCode::BAD_REQUEST,
+                            &format!("unknown parameter `{other}` (since, until, pool, endpoint)"),
+                        )
+                    }
+                }
+            }
+            match shared.events.lock() {
+                Ok(log) => json(StatusCode::OK, &log.query(&filter)),
+                Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "event log unavailable"),
+            }
+        }
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "no such endpoint: /status, /events, /members, /healthz",
+        ),
+    }
+}
+
+/// Serves the admin API on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<String>) {
+    let token: Option<Arc<str>> = token.map(Into::into);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let token = token.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let response = route(&shared, token.as_deref(), &req);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Binds the admin listener (an error names the address).
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    use anyhow::Context;
+    TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("cannot listen on {addr} for the admin API"))
+}

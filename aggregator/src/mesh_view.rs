@@ -1,0 +1,165 @@
+//! The aggregator's view of the mesh: members with their tags and liveness, and every live
+//! prober's published results, re-parsed only when a value's version changes. Vote freshness
+//! is the time since the prober's `progress` key last moved, as seen here.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use chitchat::Chitchat;
+use lb_core::config::Config;
+use lb_core::Region;
+use prober::mesh::keys::{self, EndpointResult};
+use serde::Serialize;
+
+use crate::tally::{Ballot, ProberId, Vote};
+
+/// A cluster member as the admin API shows it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Member {
+    pub node_id: String,
+    pub generation: u64,
+    pub address: SocketAddr,
+    pub role: String,
+    pub region: String,
+    pub datacenter: String,
+    pub version: String,
+    pub config_hash: String,
+    pub alive: bool,
+    /// Runs a config other than this aggregator's.
+    pub config_drift: bool,
+}
+
+struct ProberCache {
+    progress: Option<String>,
+    progress_moved: Instant,
+    /// pool name -> (value version, parsed results)
+    pools: HashMap<String, (u64, BTreeMap<String, EndpointResult>)>,
+}
+
+/// Incrementally maintained view.
+#[derive(Default)]
+pub struct MeshView {
+    probers: HashMap<(String, u64), ProberCache>,
+    members: Vec<Member>,
+}
+
+impl MeshView {
+    /// Reads what changed from chitchat (call with the lock held; cheap when nothing changed).
+    /// Returns whether anything the tally reads changed.
+    pub fn refresh(&mut self, c: &Chitchat, own_config_hash: &str, now: Instant) -> bool {
+        let live: HashSet<_> = c.live_nodes().cloned().collect();
+        let mut changed = false;
+        let mut members = Vec::with_capacity(c.node_states().len());
+        let mut seen = HashSet::new();
+        for (id, st) in c.node_states() {
+            let get = |k: &str| st.get(k).unwrap_or("").to_string();
+            let member = Member {
+                node_id: id.node_id.to_string(),
+                generation: id.generation_id,
+                address: id.gossip_advertise_addr,
+                role: get(keys::ROLE),
+                region: get(keys::REGION),
+                datacenter: get(keys::DATACENTER),
+                version: get(keys::VERSION),
+                config_hash: get(keys::CONFIG_HASH),
+                alive: live.contains(id),
+                config_drift: false,
+            };
+            let member = Member {
+                config_drift: !member.config_hash.is_empty()
+                    && member.config_hash != own_config_hash,
+                ..member
+            };
+            if member.role == "prober" {
+                let key = (member.node_id.clone(), member.generation);
+                seen.insert(key.clone());
+                let cache = self.probers.entry(key).or_insert_with(|| {
+                    changed = true;
+                    ProberCache {
+                        progress: None,
+                        progress_moved: now,
+                        pools: HashMap::new(),
+                    }
+                });
+                let progress = st.get(keys::PROGRESS).map(str::to_string);
+                if progress != cache.progress {
+                    cache.progress = progress;
+                    cache.progress_moved = now;
+                }
+                for (k, vv) in st.key_values_including_deleted() {
+                    let Some(pool) = k.strip_prefix(keys::POOL_PREFIX) else {
+                        continue;
+                    };
+                    if vv.is_deleted() {
+                        changed |= cache.pools.remove(pool).is_some();
+                    } else if cache.pools.get(pool).is_none_or(|(v, _)| *v != vv.version) {
+                        cache
+                            .pools
+                            .insert(pool.to_string(), (vv.version, keys::decode_pool(&vv.value)));
+                        changed = true;
+                    }
+                }
+            }
+            members.push(member);
+        }
+        let before = self.probers.len();
+        self.probers.retain(|k, _| seen.contains(k));
+        changed |= self.probers.len() != before;
+        let liveness = |m: &[Member]| {
+            m.iter()
+                .map(|m| (m.node_id.clone(), m.alive))
+                .collect::<Vec<_>>()
+        };
+        changed |= liveness(&members) != liveness(&self.members);
+        self.members = members;
+        changed
+    }
+
+    pub fn members(&self) -> &[Member] {
+        &self.members
+    }
+
+    /// Every prober's ballot against `config` (indexed like it).
+    pub fn ballots(&self, config: &Config, now: Instant) -> Vec<Ballot> {
+        let mut out = Vec::new();
+        for m in self.members.iter().filter(|m| m.role == "prober") {
+            let Ok(region) = m.region.parse::<Region>() else {
+                continue;
+            };
+            let Some(cache) = self.probers.get(&(m.node_id.clone(), m.generation)) else {
+                continue;
+            };
+            let age = now.saturating_duration_since(cache.progress_moved);
+            let votes = config
+                .pools
+                .iter()
+                .map(|pool| {
+                    let results = cache.pools.get(&pool.name).map(|(_, r)| r);
+                    pool.endpoints
+                        .iter()
+                        .map(|e| {
+                            results.and_then(|r| r.get(&e.name)).map(|r| Vote {
+                                healthy: r.healthy,
+                                rtt_ms: r.rtt_ms,
+                                code: r.code,
+                                reason: r.reason.clone(),
+                                age,
+                            })
+                        })
+                        .collect()
+                })
+                .collect();
+            out.push(Ballot {
+                prober: ProberId {
+                    region,
+                    datacenter: m.datacenter.clone(),
+                    node: m.node_id.clone(),
+                },
+                alive: m.alive,
+                votes,
+            });
+        }
+        out
+    }
+}

@@ -1,0 +1,201 @@
+//! The aggregator's loop: read the mesh, tally, publish the snapshot (arc-swap, read by the
+//! frontends without a lock), log every health change with the votes behind it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use chitchat::Chitchat;
+use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::health::HealthSnapshot;
+
+use crate::events::{DatacenterVote, EventLog, HealthEvent, RegionVotes};
+use crate::mesh_view::{Member, MeshView};
+use crate::tally::{count_region, tally, Ballot, HealthChange, LbState, TallySettings, TallyState};
+
+/// What the loop publishes and the admin API reads.
+pub struct Shared {
+    pub config: Arc<Config>,
+    pub settings: TallySettings,
+    pub config_hash: String,
+    pub snapshot: ArcSwap<HealthSnapshot>,
+    pub ballots: ArcSwap<Vec<Ballot>>,
+    pub members: ArcSwap<Vec<Member>>,
+    pub lb_states: ArcSwap<Vec<Option<LbState>>>,
+    pub events: Mutex<EventLog>,
+    pub votes_counted: AtomicUsize,
+}
+
+impl Shared {
+    pub fn new(config: Arc<Config>, settings: TallySettings, config_hash: String) -> Arc<Shared> {
+        Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(HealthSnapshot::initial(&config)),
+            ballots: ArcSwap::from_pointee(Vec::new()),
+            members: ArcSwap::from_pointee(Vec::new()),
+            lb_states: ArcSwap::from_pointee(vec![None; config.load_balancers.len()]),
+            events: Mutex::new(EventLog::default()),
+            votes_counted: AtomicUsize::new(0),
+            config,
+            settings,
+            config_hash,
+        })
+    }
+
+    /// The votes behind one endpoint's verdict, region by region and node by node.
+    pub fn endpoint_votes(
+        &self,
+        ballots: &[Ballot],
+        pool: PoolId,
+        endpoint: EndpointId,
+        now: Instant,
+    ) -> Vec<RegionVotes> {
+        let config = &self.config;
+        let p = config.pool(pool);
+        let max_age = p
+            .monitor
+            .and_then(|m| config.monitors.get(m))
+            .map_or(Duration::MAX, |m| {
+                m.interval.mul_f64(self.settings.max_age_intervals)
+            });
+        p.check_regions
+            .iter()
+            .map(|&region| {
+                let mine: Vec<&Ballot> = ballots
+                    .iter()
+                    .filter(|b| b.prober.region == region)
+                    .collect();
+                let mut dcs: Vec<Vec<&Ballot>> = Vec::new();
+                let mut names: Vec<&str> = Vec::new();
+                for b in mine.iter().filter(|b| b.alive) {
+                    match names.iter().position(|n| *n == b.prober.datacenter) {
+                        Some(i) => dcs[i].push(b),
+                        None => {
+                            names.push(&b.prober.datacenter);
+                            dcs.push(vec![b]);
+                        }
+                    }
+                }
+                let (count, _, _) = count_region(&dcs, pool.0, endpoint.0, max_age);
+                let datacenters = mine
+                    .iter()
+                    .map(|b| {
+                        let v = b
+                            .votes
+                            .get(pool.0)
+                            .and_then(|v| v.get(endpoint.0))
+                            .and_then(Option::as_ref);
+                        DatacenterVote {
+                            datacenter: b.prober.datacenter.clone(),
+                            node: b.prober.node.clone(),
+                            alive: b.alive,
+                            healthy: v.map(|v| v.healthy),
+                            stale: v.is_some_and(|v| v.age > max_age),
+                            rtt_ms: v.and_then(|v| v.rtt_ms),
+                            code: v.and_then(|v| v.code),
+                            reason: v.and_then(|v| v.reason.clone()),
+                        }
+                    })
+                    .collect();
+                RegionVotes {
+                    region: region.code().to_string(),
+                    verdict: count.verdict,
+                    healthy_dcs: count.healthy_dcs,
+                    unhealthy_dcs: count.unhealthy_dcs,
+                    silent_dcs: count.silent_dcs,
+                    datacenters,
+                }
+            })
+            .collect()
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Runs until the task is dropped: polls the mesh every `poll` (a change is tallied at once;
+/// without changes the tally still reruns every 500 ms, since votes go stale with time).
+pub async fn run(shared: Arc<Shared>, chitchat: Arc<tokio::sync::Mutex<Chitchat>>, poll: Duration) {
+    let config = Arc::clone(&shared.config);
+    let mut view = MeshView::default();
+    let mut state = TallyState::new(&config);
+    let mut last: Option<Instant> = None;
+    let mut ticker = tokio::time::interval(poll);
+    loop {
+        ticker.tick().await;
+        let now = Instant::now();
+        let changed = {
+            let c = chitchat.lock().await;
+            view.refresh(&c, &shared.config_hash, now)
+        };
+        if !changed && last.is_some_and(|l| now.duration_since(l) < Duration::from_millis(500)) {
+            continue;
+        }
+        last = Some(now);
+        let ballots = view.ballots(&config, now);
+        let outcome = tally(&config, &ballots, &state, &shared.settings, now);
+        shared
+            .votes_counted
+            .store(outcome.votes_counted, Ordering::Relaxed);
+        let at_ms = unix_ms();
+        let mut lb_states = (**shared.lb_states.load()).clone();
+        if !outcome.changes.is_empty() {
+            if let Ok(mut log) = shared.events.lock() {
+                for change in &outcome.changes {
+                    let event = match *change {
+                        HealthChange::Endpoint {
+                            pool,
+                            endpoint,
+                            from,
+                            to,
+                            ..
+                        } => HealthEvent {
+                            at_ms,
+                            kind: "endpoint",
+                            load_balancer: None,
+                            pool: Some(config.pool(pool).name.clone()),
+                            endpoint: Some(config.pool(pool).endpoints[endpoint.0].name.clone()),
+                            from: format!("{from:?}").to_lowercase(),
+                            to: format!("{to:?}").to_lowercase(),
+                            regions: shared.endpoint_votes(&ballots, pool, endpoint),
+                        },
+                        HealthChange::Pool { pool, from, to } => HealthEvent {
+                            at_ms,
+                            kind: "pool",
+                            load_balancer: None,
+                            pool: Some(config.pool(pool).name.clone()),
+                            endpoint: None,
+                            from: from.name().to_string(),
+                            to: to.name().to_string(),
+                            regions: Vec::new(),
+                        },
+                        HealthChange::LoadBalancer { lb, from, to } => {
+                            lb_states[lb] = Some(to);
+                            HealthEvent {
+                                at_ms,
+                                kind: "load_balancer",
+                                load_balancer: Some(config.load_balancers[lb].name.clone()),
+                                pool: None,
+                                endpoint: None,
+                                from: from.map_or("unknown".to_string(), |s| {
+                                    format!("{s:?}").to_lowercase()
+                                }),
+                                to: format!("{to:?}").to_lowercase(),
+                                regions: Vec::new(),
+                            }
+                        }
+                    };
+                    log.push(event);
+                }
+            }
+        }
+        state = outcome.state;
+        shared.lb_states.store(Arc::new(lb_states));
+        shared.snapshot.store(Arc::new(outcome.snapshot));
+        shared.ballots.store(Arc::new(ballots));
+        shared.members.store(Arc::new(view.members().to_vec()));
+    }
+}

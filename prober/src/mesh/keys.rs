@@ -1,0 +1,156 @@
+//! What probers publish in gossip, and how it is encoded.
+//!
+//! Per DESIGN section 4 (measured on chitchat): keep keys few and values stable. A prober
+//! publishes one value per pool it probes (`pool/<name>`), holding every endpoint's debounced
+//! state, RTT, code and reason, and rewrites it only when that meaning changes (state, code,
+//! reason, or RTT beyond a band). Freshness travels separately in one small `progress` key that
+//! advances once per probe round.
+
+use std::collections::BTreeMap;
+
+/// Node tags.
+pub const ROLE: &str = "role";
+pub const REGION: &str = "region";
+pub const DATACENTER: &str = "dc";
+pub const VERSION: &str = "version";
+pub const CONFIG_HASH: &str = "config_hash";
+/// Advances every probe round; its movement is the freshness of the prober's votes.
+pub const PROGRESS: &str = "progress";
+/// Prefix of the per-pool result keys.
+pub const POOL_PREFIX: &str = "pool/";
+
+/// A published RTT is rewritten only when it moves by more than this fraction (or 2 ms).
+pub const RTT_BAND: f64 = 0.2;
+pub const RTT_BAND_MIN_MS: f64 = 2.0;
+
+/// One endpoint's published result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointResult {
+    pub healthy: bool,
+    pub rtt_ms: Option<f64>,
+    pub code: Option<u32>,
+    pub reason: Option<String>,
+}
+
+impl EndpointResult {
+    /// Whether `newer` means something `self` does not: a state, code or reason change, or an
+    /// RTT outside the band.
+    pub fn differs(&self, newer: &EndpointResult) -> bool {
+        if self.healthy != newer.healthy || self.code != newer.code || self.reason != newer.reason {
+            return true;
+        }
+        match (self.rtt_ms, newer.rtt_ms) {
+            (Some(a), Some(b)) => (a - b).abs() > (a * RTT_BAND).max(RTT_BAND_MIN_MS),
+            (None, None) => false,
+            _ => true,
+        }
+    }
+}
+
+pub fn pool_key(pool: &str) -> String {
+    format!("{POOL_PREFIX}{pool}")
+}
+
+/// One line per endpoint: `name \t H|U \t rtt_ms \t code \t reason` (empty fields allowed).
+pub fn encode_pool(results: &BTreeMap<String, EndpointResult>) -> String {
+    let clean = |s: &str| s.replace(['\t', '\n', '\r'], " ");
+    let mut out = String::new();
+    for (name, r) in results {
+        out.push_str(&clean(name));
+        out.push('\t');
+        out.push(if r.healthy { 'H' } else { 'U' });
+        out.push('\t');
+        if let Some(rtt) = r.rtt_ms {
+            out.push_str(&format!("{rtt:.1}"));
+        }
+        out.push('\t');
+        if let Some(c) = r.code {
+            out.push_str(&c.to_string());
+        }
+        out.push('\t');
+        if let Some(reason) = &r.reason {
+            out.push_str(&clean(reason));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Parses a pool value; malformed lines (another version, a bug) are skipped, never fatal.
+pub fn decode_pool(value: &str) -> BTreeMap<String, EndpointResult> {
+    value
+        .lines()
+        .filter_map(|line| {
+            let mut f = line.split('\t');
+            let name = f.next()?.to_string();
+            let healthy = match f.next()? {
+                "H" => true,
+                "U" => false,
+                _ => return None,
+            };
+            let rtt_ms = f
+                .next()
+                .and_then(|s| s.parse::<f64>().ok())
+                .filter(|r| r.is_finite() && *r >= 0.0);
+            let code = f.next().and_then(|s| s.parse().ok());
+            let reason = f.next().filter(|s| !s.is_empty()).map(str::to_string);
+            Some((
+                name,
+                EndpointResult {
+                    healthy,
+                    rtt_ms,
+                    code,
+                    reason,
+                },
+            ))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn round_trip_and_band() {
+        let mut m = BTreeMap::new();
+        m.insert(
+            "web-1".to_string(),
+            EndpointResult {
+                healthy: true,
+                rtt_ms: Some(12.34),
+                code: Some(200),
+                reason: None,
+            },
+        );
+        m.insert(
+            "web\t2".to_string(),
+            EndpointResult {
+                healthy: false,
+                rtt_ms: None,
+                code: Some(503),
+                reason: Some("unexpected code 503\nmore".into()),
+            },
+        );
+        let back = decode_pool(&encode_pool(&m));
+        assert_eq!(back["web-1"].rtt_ms, Some(12.3));
+        assert_eq!(
+            back["web 2"].reason.as_deref(),
+            Some("unexpected code 503 more")
+        );
+        let a = &m["web-1"];
+        let mut b = a.clone();
+        b.rtt_ms = Some(13.5);
+        assert!(!a.differs(&b), "within the band");
+        b.rtt_ms = Some(20.0);
+        assert!(a.differs(&b));
+    }
+
+    proptest! {
+        #[test]
+        fn decoding_never_panics(s in ".{0,500}") {
+            let _ = decode_pool(&s);
+        }
+    }
+}

@@ -1,0 +1,104 @@
+//! Command-line settings every mesh member shares: cluster, key, addresses, seeds.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use prober::mesh::{KeyRing, MeshSettings};
+
+#[derive(Debug, Clone, clap::Args)]
+pub struct MeshArgs {
+    /// UDP address to gossip on.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Address peers reach this node at, when it differs from --listen (NAT, containers).
+    #[arg(long, value_name = "ADDR")]
+    pub advertise: Option<SocketAddr>,
+    /// A member to join through (repeatable; host:port).
+    #[arg(long = "seed", value_name = "ADDR")]
+    pub seeds: Vec<String>,
+    /// Cluster id: nodes of another cluster are never mixed in.
+    #[arg(long, default_value = "meshlb")]
+    pub cluster_id: String,
+    /// File holding the cluster key (64 hex digits, or a passphrase of 16+ characters);
+    /// else the MESHLB_GOSSIP_KEY environment variable.
+    #[arg(long, value_name = "FILE")]
+    pub key_file: Option<PathBuf>,
+    /// The previous key during a rotation (still accepted, never used to seal); else
+    /// MESHLB_GOSSIP_KEY_PREVIOUS.
+    #[arg(long, value_name = "FILE")]
+    pub previous_key_file: Option<PathBuf>,
+    /// Gossip interval in milliseconds (100–200 for sub-second propagation on 39 nodes).
+    #[arg(long, default_value_t = 150)]
+    pub gossip_interval_ms: u64,
+    /// This node's id (default: role-region-dc-port).
+    #[arg(long)]
+    pub node_id: Option<String>,
+}
+
+fn read_key(file: Option<&PathBuf>, env: &str) -> anyhow::Result<Option<String>> {
+    match file {
+        Some(f) => Ok(Some(std::fs::read_to_string(f).with_context(|| {
+            format!("cannot read the key file {}", f.display())
+        })?)),
+        None => Ok(std::env::var(env).ok()),
+    }
+}
+
+impl MeshArgs {
+    pub fn settings(&self) -> anyhow::Result<MeshSettings> {
+        let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
+            .ok_or_else(|| anyhow!("no cluster key: pass --key-file FILE or set MESHLB_GOSSIP_KEY (gossip is always authenticated)"))?;
+        let previous = read_key(
+            self.previous_key_file.as_ref(),
+            "MESHLB_GOSSIP_KEY_PREVIOUS",
+        )?;
+        let keys =
+            KeyRing::new(&current, previous.as_deref()).map_err(|e| anyhow!("cluster key: {e}"))?;
+        if !(10..=10_000).contains(&self.gossip_interval_ms) {
+            bail!("--gossip-interval-ms must be 10..=10000");
+        }
+        Ok(MeshSettings {
+            cluster_id: self.cluster_id.clone(),
+            listen: self.listen,
+            advertise: self.advertise,
+            seeds: self.seeds.clone(),
+            gossip_interval: Duration::from_millis(self.gossip_interval_ms),
+            keys,
+        })
+    }
+
+    pub fn node_id(&self, role: &str, region: &str, dc: &str) -> String {
+        self.node_id.clone().unwrap_or_else(|| {
+            format!(
+                "{role}-{}-{}-{}",
+                region.to_lowercase(),
+                dc.to_lowercase(),
+                self.listen.port()
+            )
+        })
+    }
+}
+
+/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
+pub async fn stopped() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}

@@ -1,0 +1,87 @@
+//! `meshlb prober`: probe the pools this region checks and publish the results in gossip.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{anyhow, Context};
+use lb_core::config::Config;
+use lb_core::{Region, RegionsTable};
+use prober::mesh::{self, node::config_hash, GossipPublisher, NodeIdentity};
+use prober::{Scheduler, SchedulerSettings};
+
+use super::mesh_args::{stopped, MeshArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// The configuration file (re-read on SIGHUP).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// This prober's region.
+    #[arg(long)]
+    region: Region,
+    /// This prober's datacenter (a code of regions.toml, or any name unique in the region).
+    #[arg(long)]
+    dc: String,
+    /// Probes in flight at once.
+    #[arg(long, default_value_t = 512)]
+    concurrency: usize,
+    #[command(flatten)]
+    mesh: MeshArgs,
+}
+
+fn load(path: &PathBuf, regions: &RegionsTable) -> anyhow::Result<(Config, String)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let config =
+        Config::parse(&path.display().to_string(), &text, regions).map_err(|e| anyhow!("{e}"))?;
+    Ok((config, config_hash(&text)))
+}
+
+fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
+    targets
+        .iter()
+        .map(|t| (t.key.pool.clone(), t.key.endpoint.clone()))
+        .collect()
+}
+
+pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
+    let (config, hash) = load(&args.config, regions)?;
+    let settings = args.mesh.settings()?;
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let identity = NodeIdentity {
+            node_id: args.mesh.node_id("prober", args.region.code(), &args.dc),
+            role: "prober",
+            region: args.region.code().to_string(),
+            datacenter: args.dc.clone(),
+            config_hash: hash,
+        };
+        let node = mesh::start(&identity, &settings).await?;
+        let targets = prober::targets(&config, Some(args.region));
+        let round = config.monitors.iter().map(|m| m.interval).min().unwrap_or(std::time::Duration::from_secs(60));
+        let publisher = GossipPublisher::start(&node.handle, round);
+        eprintln!("meshlb prober {} ({}/{}) gossiping on {}: {} targets", identity.node_id, identity.region, identity.datacenter, settings.listen, targets.len());
+        let scheduler = Scheduler::start(targets, SchedulerSettings { concurrency: args.concurrency, ..SchedulerSettings::default() }, Arc::clone(&publisher) as _);
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("SIGHUP handler")?;
+        loop {
+            tokio::select! {
+                _ = stopped() => break,
+                _ = hup.recv() => match load(&args.config, regions) {
+                    Ok((config, hash)) => {
+                        let targets = prober::targets(&config, Some(args.region));
+                        eprintln!("config reloaded: {} targets", targets.len());
+                        publisher.retain(keep(&targets));
+                        scheduler.replace_targets(targets);
+                        node.handle.with_chitchat(|c| c.self_node_state().set(prober::mesh::keys::CONFIG_HASH, &hash)).await;
+                    }
+                    Err(e) => eprintln!("config reload refused, keeping the running config: {e:#}"),
+                },
+            }
+        }
+        scheduler.shutdown().await;
+        let _ = node.handle.shutdown().await;
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,324 @@
+//! A real mesh on loopback: 9 `meshlb prober` processes (3 regions x 3 datacenters) and one
+//! `meshlb aggregator`, sealed gossip, real HTTP origins. Killing a minority of probers in
+//! every region changes nothing; stopping an origin marks it unhealthy within
+//! interval x consecutive_down + 1 s (asserted with a margin; the exact figure is reported by
+//! the propagation benchmark); a node with the wrong key never joins.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Kills its processes when dropped, so a failed test leaves nothing behind.
+struct Procs(Vec<Child>);
+
+impl Drop for Procs {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn free_udp() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("udp port")
+}
+
+fn free_tcp() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .expect("tcp port")
+}
+
+/// A minimal HTTP origin that answers 200 until `up` is cleared, then refuses connections.
+fn origin(up: Arc<AtomicBool>) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("origin");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut listener = Some(listener);
+        loop {
+            if !up.load(Ordering::SeqCst) {
+                listener = None; // closed: connections are refused
+                std::thread::sleep(Duration::from_millis(20));
+                continue;
+            }
+            let l = listener
+                .get_or_insert_with(|| TcpListener::bind(("127.0.0.1", port)).expect("rebind"));
+            l.set_nonblocking(true).ok();
+            match l.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).ok();
+                    let mut buf = [0u8; 1024];
+                    let _ = s.read(&mut buf);
+                    let _ = s.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
+                    );
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    });
+    port
+}
+
+fn get(admin: SocketAddr, path: &str) -> Option<Value> {
+    let mut s = TcpStream::connect(admin).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer secret-token\r\n\r\n"
+    )
+    .ok()?;
+    let mut body = String::new();
+    s.read_to_string(&mut body).ok()?;
+    let json = body.split_once("\r\n\r\n")?.1;
+    serde_json::from_str(json).ok()
+}
+
+fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
+    status["pools"][0]["endpoints"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == endpoint)
+        .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
+}
+
+fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if ok() {
+            return start.elapsed();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("timed out after {within:?} waiting for {what}");
+}
+
+#[test]
+fn mesh_of_real_processes_votes_and_fails_over() {
+    let dir = std::env::temp_dir().join(format!("meshlb-mesh-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb integration test cluster key").expect("key");
+    let bad_key = dir.join("bad-key");
+    std::fs::write(&bad_key, "some other cluster entirely, wrong key").expect("key");
+    let up1 = Arc::new(AtomicBool::new(true));
+    let up2 = Arc::new(AtomicBool::new(true));
+    let (p1, p2) = (origin(Arc::clone(&up1)), origin(Arc::clone(&up2)));
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+path = "/"
+interval = 1
+timeout = 1
+retries = 0
+consecutive_down = 2
+[[pools]]
+name = "web"
+monitor = "http"
+check_regions = ["WEU", "ENAM", "NEAS"]
+origins = [
+  {{ name = "one", address = "127.0.0.1", port = {p1} }},
+  {{ name = "two", address = "127.0.0.1", port = {p2} }},
+]
+[[load_balancers]]
+name = "www.example.test"
+default_pools = ["web"]
+"#
+        ),
+    )
+    .expect("config");
+    let bin = env!("CARGO_BIN_EXE_meshlb");
+    let token = dir.join("token");
+    std::fs::write(&token, "secret-token").expect("token");
+    let agg_gossip = free_udp();
+    let admin = free_tcp();
+    let mut procs = Procs(Vec::new());
+    let mesh_args = |listen: SocketAddr, key: &std::path::Path| -> Vec<String> {
+        vec![
+            "--listen".into(),
+            listen.to_string(),
+            "--seed".into(),
+            agg_gossip.to_string(),
+            "--key-file".into(),
+            key.display().to_string(),
+            "--gossip-interval-ms".into(),
+            "100".into(),
+        ]
+    };
+    procs.0.push(
+        Command::new(bin)
+            .args([
+                "aggregator",
+                "--config",
+                config.to_str().unwrap(),
+                "--region",
+                "WEU",
+                "--admin",
+                &admin.to_string(),
+                "--admin-token-file",
+                token.to_str().unwrap(),
+            ])
+            .args(mesh_args(agg_gossip, &key))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("aggregator"),
+    );
+    let mut probers = Vec::new();
+    for region in ["WEU", "ENAM", "NEAS"] {
+        for dc in ["a", "b", "c"] {
+            let child = Command::new(bin)
+                .args([
+                    "prober",
+                    "--config",
+                    config.to_str().unwrap(),
+                    "--region",
+                    region,
+                    "--dc",
+                    dc,
+                ])
+                .args(mesh_args(free_udp(), &key))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("prober");
+            probers.push((region, dc, procs.0.len()));
+            procs.0.push(child);
+        }
+    }
+    // An intruder with the wrong key, in a fourth region.
+    procs.0.push(
+        Command::new(bin)
+            .args([
+                "prober",
+                "--config",
+                config.to_str().unwrap(),
+                "--region",
+                "SAS",
+                "--dc",
+                "x",
+                "--node-id",
+                "intruder",
+            ])
+            .args(mesh_args(free_udp(), &bad_key))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("intruder"),
+    );
+
+    // 1. Everything healthy, by majority of every region.
+    wait_for("both endpoints healthy", Duration::from_secs(30), || {
+        get(admin, "/status").is_some_and(|s| {
+            endpoint_verdict(&s, "one").as_deref() == Some("healthy")
+                && endpoint_verdict(&s, "two").as_deref() == Some("healthy")
+        })
+    });
+    let status = get(admin, "/status").expect("status");
+    let regions = status["pools"][0]["endpoints"][0]["regions"]
+        .as_array()
+        .expect("regions")
+        .clone();
+    assert_eq!(regions.len(), 3);
+    assert!(regions.iter().all(|r| r["healthy_dcs"] == 3), "{regions:?}");
+    let members = get(admin, "/members").expect("members");
+    assert!(
+        !members
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["node_id"] == "intruder"),
+        "the wrong key never joins: {members}"
+    );
+    assert_eq!(
+        members
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "prober")
+            .count(),
+        9
+    );
+
+    // 2. Kill one prober per region: no health change.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    for (region, dc, i) in &probers {
+        if *dc == "a" {
+            let _ = procs.0[*i].kill();
+            let _ = region;
+        }
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let events = get(admin, &format!("/events?since={since}")).expect("events");
+    let endpoint_events: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "endpoint")
+        .collect();
+    assert!(
+        endpoint_events.is_empty(),
+        "a minority of probers in every region changed nothing: {endpoint_events:?}"
+    );
+
+    // 3. Stop origin one: unhealthy everywhere within interval x consecutive_down + 1 s
+    // (2 s + 1 s), asserted with a generous margin for a loaded 2-core machine.
+    up1.store(false, Ordering::SeqCst);
+    let took = wait_for("endpoint one unhealthy", Duration::from_secs(15), || {
+        get(admin, "/status")
+            .is_some_and(|s| endpoint_verdict(&s, "one").as_deref() == Some("unhealthy"))
+    });
+    eprintln!("failover detected in {took:?}");
+    assert!(took < Duration::from_secs(8), "detection took {took:?}");
+    let status = get(admin, "/status").expect("status");
+    assert_eq!(endpoint_verdict(&status, "two").as_deref(), Some("healthy"));
+    let events = get(admin, "/events?pool=web&endpoint=one").expect("events");
+    let down = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["to"] == "unhealthy")
+        .expect("an event");
+    assert!(
+        down["regions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["verdict"] == false),
+        "{down}"
+    );
+    // 4. Start it again: healthy again.
+    up1.store(true, Ordering::SeqCst);
+    wait_for(
+        "endpoint one healthy again",
+        Duration::from_secs(15),
+        || {
+            get(admin, "/status")
+                .is_some_and(|s| endpoint_verdict(&s, "one").as_deref() == Some("healthy"))
+        },
+    );
+    // The admin API wants its token.
+    let mut s = TcpStream::connect(admin).expect("admin");
+    write!(s, "GET /status HTTP/1.0\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    assert!(
+        body.starts_with("HTTP/1.0 401") || body.starts_with("HTTP/1.1 401"),
+        "{body}"
+    );
+}
