@@ -48,7 +48,6 @@ impl Shared {
         ballots: &[Ballot],
         pool: PoolId,
         endpoint: EndpointId,
-        now: Instant,
     ) -> Vec<RegionVotes> {
         let config = &self.config;
         let p = config.pool(pool);
