@@ -294,14 +294,11 @@ default_pools = ["web"]
         .iter()
         .find(|e| e["to"] == "unhealthy")
         .expect("an event");
-    assert!(
-        down["regions"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["verdict"] == false),
-        "{down}"
-    );
+    // The votes behind it: a strict majority of the regions with a verdict says down (at the
+    // moment of change some regions may still be split or not have noticed yet).
+    let regions = down["regions"].as_array().expect("regions");
+    let says = |v: bool| regions.iter().filter(|r| r["verdict"] == v).count();
+    assert!(says(false) > says(true), "{down}");
     // 4. Start it again: healthy again.
     up1.store(true, Ordering::SeqCst);
     wait_for(
