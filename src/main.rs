@@ -29,6 +29,10 @@ enum Command {
     Prober(cmd::prober::Args),
     /// Run an aggregator: tally the probers' votes and serve the admin API.
     Aggregator(cmd::aggregator::Args),
+    /// Show load balancers, pools and endpoints with the votes behind them (admin API).
+    Status(cmd::status::Args),
+    /// Explain why a request from a PoP goes where it goes (admin API).
+    Explain(cmd::explain::Args),
     /// Run each selected monitor once now and print the results (exit 3 if any failed).
     Probe(cmd::probe::Args),
     /// Print the regions table (13 regions, their datacenters, country count).
@@ -49,6 +53,8 @@ fn main() -> ExitCode {
         Command::Simulate(args) => cmd::simulate::run(&args, &regions),
         Command::Prober(args) => cmd::prober::run(&args, &regions),
         Command::Aggregator(args) => cmd::aggregator::run(&args, &regions),
+        Command::Status(args) => cmd::status::run(&args),
+        Command::Explain(args) => cmd::explain::run(&args),
         Command::Probe(args) => cmd::probe::run(&args, &regions),
         Command::Regions => cmd::regions::run(&regions),
     };

@@ -309,6 +309,66 @@ default_pools = ["web"]
                 .is_some_and(|s| endpoint_verdict(&s, "one").as_deref() == Some("healthy"))
         },
     );
+    // `meshlb explain` and `meshlb status` read the admin API.
+    let out = Command::new(bin)
+        .args([
+            "explain",
+            "--admin",
+            &admin.to_string(),
+            "--token-file",
+            token.to_str().unwrap(),
+            "--lb",
+            "www.example.test",
+            "--pop",
+            "ENAM",
+        ])
+        .output()
+        .expect("explain");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && text.contains("www.example.test from ENAM (dns): answer web/one, web/two"),
+        "{text}"
+    );
+    let out = Command::new(bin)
+        .args([
+            "status",
+            "--admin",
+            &admin.to_string(),
+            "--token-file",
+            token.to_str().unwrap(),
+        ])
+        .output()
+        .expect("status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("www.example.test") && text.contains("healthy"),
+        "{text}"
+    );
+
+    // 5. Kill every prober of one region: no health change (the other two regions decide).
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
+    for (region, _, i) in &probers {
+        if *region == "NEAS" {
+            let _ = procs.0[*i].kill();
+        }
+    }
+    std::thread::sleep(Duration::from_secs(4));
+    let events = get(admin, &format!("/events?since={since}")).expect("events");
+    let endpoint_events: Vec<&Value> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "endpoint")
+        .collect();
+    assert!(
+        endpoint_events.is_empty(),
+        "a whole region killed changed nothing: {endpoint_events:?}"
+    );
+
     // The admin API wants its token.
     let mut s = TcpStream::connect(admin).expect("admin");
     write!(s, "GET /status HTTP/1.0\r\n\r\n").unwrap();

@@ -5,6 +5,8 @@
 //!   pool health `pop_health`), EWMA RTTs, whether the aggregator is static.
 //! - `GET /events?since=&until=&pool=&endpoint=`: health changes (unix ms bounds).
 //! - `GET /members`: mesh members, their tags and liveness, config drift.
+//! - `GET /explain?lb=NAME[&pop=REGION][&client=IP][&mode=dns|proxy]`: why a request from
+//!   there goes where it goes, on the current snapshot (one steering decision, explained).
 //! - `GET /healthz`: liveness of the aggregator itself, no token needed.
 
 use std::collections::BTreeMap;
@@ -133,6 +135,127 @@ fn status(shared: &Shared) -> Status {
     }
 }
 
+#[derive(Serialize)]
+struct Explained {
+    load_balancer: String,
+    pop: String,
+    mode: &'static str,
+    outcome: String,
+    ttl: u32,
+    matched_rules: Vec<String>,
+    steps: Vec<String>,
+}
+
+fn explain(shared: &Shared, query: &str) -> Response<Full<Bytes>> {
+    use lb_core::request::{Mode, Pop, RequestContext};
+    use lb_core::steering::{Engine, Outcome};
+    let (mut lb_name, mut pop, mut client, mut mode) = (None, shared.settings.region, None, None);
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "lb" => lb_name = Some(v.into_owned()),
+            "pop" => match v.parse() {
+                Ok(r) => pop = r,
+                Err(e) => return error(StatusCode::BAD_REQUEST, &format!("pop: {e}")),
+            },
+            "client" => match v.parse::<std::net::IpAddr>() {
+                Ok(ip) => client = Some(ip),
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("client: `{v}` is not an IP address"),
+                    )
+                }
+            },
+            "mode" => mode = Some(v.into_owned()),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("unknown parameter `{other}` (lb, pop, client, mode)"),
+                )
+            }
+        }
+    }
+    let config = &shared.config;
+    let Some(lb) = lb_name.as_deref().and_then(|n| config.load_balancer(n)) else {
+        return error(StatusCode::NOT_FOUND, "lb: no such load balancer");
+    };
+    let mode = match mode.as_deref() {
+        Some("dns") => Mode::Dns,
+        Some("proxy") => Mode::Proxy,
+        None if lb.proxied => Mode::Proxy,
+        None => Mode::Dns,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("mode: `{other}` (dns or proxy)"),
+            )
+        }
+    };
+    let regions = match lb_core::RegionsTable::embedded() {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+    };
+    let key = lb_core::affinity::AffinityKey::derive(b"meshlb explain");
+    let engine = Engine::new(config, &regions, &key);
+    let snapshot = shared.snapshot.load();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let mut ctx = RequestContext::new(
+        mode,
+        Pop {
+            region: pop,
+            datacenter: None,
+            country: None,
+            coordinates: regions.region(pop).coordinates,
+        },
+        now,
+    );
+    ctx.client_ip = client;
+    ctx.explain = true;
+    let mut rng = rand::rng();
+    let d = engine.decide(lb, &snapshot, &ctx, &mut rng);
+    let name = |p: lb_core::config::PoolId, e: EndpointId| {
+        format!(
+            "{}/{}",
+            config.pool(p).name,
+            config.pool(p).endpoints[e.0].name
+        )
+    };
+    let outcome = match &d.outcome {
+        Outcome::Forward { target, retry } => format!(
+            "forward to {}{}",
+            name(target.pool, target.endpoint),
+            retry.map_or(String::new(), |r| format!(
+                " (retry at {})",
+                name(r.pool, r.endpoint)
+            ))
+        ),
+        Outcome::Answer { pool, endpoints } => {
+            let list: Vec<String> = endpoints.iter().map(|&e| name(*pool, e)).collect();
+            if list.is_empty() {
+                "NODATA".to_string()
+            } else {
+                format!("answer {}", list.join(", "))
+            }
+        }
+        Outcome::Fixed(f) => format!("fixed response {}", f.status_code),
+        Outcome::NoPool => "no pool: HTTP 530 / NODATA with the SOA".to_string(),
+    };
+    json(
+        StatusCode::OK,
+        &Explained {
+            load_balancer: lb.name.clone(),
+            pop: pop.code().to_string(),
+            mode: if mode == Mode::Dns { "dns" } else { "proxy" },
+            outcome,
+            ttl: d.ttl,
+            matched_rules: d.matched_rules,
+            steps: d.explanation,
+        },
+    )
+}
+
 fn json<T: Serialize>(status: StatusCode, value: &T) -> Response<Full<Bytes>> {
     let body = serde_json::to_vec_pretty(value).unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(body)));
@@ -211,9 +334,10 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
                 Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "event log unavailable"),
             }
         }
+        "/explain" => explain(shared, req.uri().query().unwrap_or("")),
         _ => error(
             StatusCode::NOT_FOUND,
-            "no such endpoint: /status, /events, /members, /healthz",
+            "no such endpoint: /status, /events, /members, /explain, /healthz",
         ),
     }
 }

@@ -1,12 +1,15 @@
 //! One module per subcommand.
 
+mod admin_client;
 pub mod aggregator;
 pub mod check;
+pub mod explain;
 mod mesh_args;
 pub mod probe;
 pub mod prober;
 pub mod regions;
 pub mod simulate;
+pub mod status;
 
 use std::path::Path;
 
