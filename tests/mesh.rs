@@ -177,8 +177,14 @@ default_pools = ["web"]
             .expect("aggregator"),
     );
     let mut probers = Vec::new();
+    let prober_metrics = free_tcp();
     for region in ["WEU", "ENAM", "NEAS"] {
         for dc in ["a", "b", "c"] {
+            let metrics_args: Vec<String> = if (region, dc) == ("WEU", "b") {
+                vec!["--metrics".into(), prober_metrics.to_string()]
+            } else {
+                Vec::new()
+            };
             let child = Command::new(bin)
                 .args([
                     "prober",
@@ -189,6 +195,7 @@ default_pools = ["web"]
                     "--dc",
                     dc,
                 ])
+                .args(metrics_args)
                 .args(mesh_args(free_udp(), &key))
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -367,6 +374,43 @@ default_pools = ["web"]
     assert!(
         endpoint_events.is_empty(),
         "a whole region killed changed nothing: {endpoint_events:?}"
+    );
+
+    // Prometheus metrics on the admin API (no token), with the states as one-hot gauges.
+    let mut s = TcpStream::connect(admin).expect("admin");
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    for needle in [
+        "meshlb_endpoint_state{node_role=\"aggregator\",node_region=\"WEU\",pool=\"web\",endpoint=\"one\",state=\"healthy\"} 1",
+        "load_balancer=\"www.example.test\",state=\"healthy\"} 1",
+        "kind=\"endpoint\"",
+        "meshlb_gossip_rejected_packets_total",
+        "role=\"prober\",region=\"NEAS\",state=\"dead\"} 3",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
+    }
+    let rejected: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("meshlb_gossip_rejected_packets_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    assert!(rejected > 0.0, "the intruder's packets were counted");
+
+    // A prober's own /metrics.
+    let mut s = TcpStream::connect(prober_metrics).expect("prober metrics");
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    assert!(metrics.contains("meshlb_probes_total{node_role=\"prober\",node_region=\"WEU\",node_dc=\"b\",type=\"http\",result=\"pass\",reason=\"none\"}"), "{metrics}");
+    assert!(
+        metrics.contains("reason=\"refused\""),
+        "the stopped origin's failures are classed: {metrics}"
+    );
+    assert!(
+        metrics.contains("meshlb_probe_duration_seconds"),
+        "{metrics}"
     );
 
     // The admin API wants its token.

@@ -7,6 +7,7 @@
 //! - `GET /members`: mesh members, their tags and liveness, config drift.
 //! - `GET /explain?lb=NAME[&pop=REGION][&client=IP][&mode=dns|proxy]`: why a request from
 //!   there goes where it goes, on the current snapshot (one steering decision, explained).
+//! - `GET /metrics`: Prometheus text format, no token needed.
 //! - `GET /healthz`: liveness of the aggregator itself, no token needed.
 
 use std::collections::BTreeMap;
@@ -284,6 +285,19 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
     let path = req.uri().path();
     if path == "/healthz" {
         return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
+    }
+    // Metrics carry states and counts, no secrets: scraped without the token.
+    if path == "/metrics" {
+        let text = shared
+            .metrics
+            .as_ref()
+            .map_or_else(String::new, |h| h.render());
+        let mut r = Response::new(Full::new(Bytes::from(text)));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; version=0.0.4"),
+        );
+        return r;
     }
     if let Some(token) = token {
         let given = req

@@ -10,6 +10,7 @@
 pub mod admin;
 pub mod events;
 pub mod mesh_view;
+pub mod metrics;
 pub mod service;
 pub mod tally;
 

@@ -25,10 +25,17 @@ pub struct Shared {
     pub lb_states: ArcSwap<Vec<Option<LbState>>>,
     pub events: Mutex<EventLog>,
     pub votes_counted: AtomicUsize,
+    /// Renders `/metrics` when a Prometheus recorder is installed.
+    pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
 impl Shared {
-    pub fn new(config: Arc<Config>, settings: TallySettings, config_hash: String) -> Arc<Shared> {
+    pub fn new(
+        config: Arc<Config>,
+        settings: TallySettings,
+        config_hash: String,
+        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    ) -> Arc<Shared> {
         Arc::new(Shared {
             snapshot: ArcSwap::from_pointee(HealthSnapshot::initial(&config)),
             ballots: ArcSwap::from_pointee(Vec::new()),
@@ -36,6 +43,7 @@ impl Shared {
             lb_states: ArcSwap::from_pointee(vec![None; config.load_balancers.len()]),
             events: Mutex::new(EventLog::default()),
             votes_counted: AtomicUsize::new(0),
+            metrics,
             config,
             settings,
             config_hash,
@@ -117,7 +125,12 @@ fn unix_ms() -> u64 {
 
 /// Runs until the task is dropped: polls the mesh every `poll` (a change is tallied at once;
 /// without changes the tally still reruns every 500 ms, since votes go stale with time).
-pub async fn run(shared: Arc<Shared>, chitchat: Arc<tokio::sync::Mutex<Chitchat>>, poll: Duration) {
+pub async fn run(
+    shared: Arc<Shared>,
+    chitchat: Arc<tokio::sync::Mutex<Chitchat>>,
+    gossip: Option<Arc<prober::mesh::TransportStats>>,
+    poll: Duration,
+) {
     let config = Arc::clone(&shared.config);
     let mut view = MeshView::default();
     let mut state = TallyState::new(&config);
@@ -136,6 +149,7 @@ pub async fn run(shared: Arc<Shared>, chitchat: Arc<tokio::sync::Mutex<Chitchat>
         last = Some(now);
         let ballots = view.ballots(&config, now);
         let outcome = tally(&config, &ballots, &state, &shared.settings, now);
+        let took = now.elapsed();
         shared
             .votes_counted
             .store(outcome.votes_counted, Ordering::Relaxed);
@@ -190,6 +204,19 @@ pub async fn run(shared: Arc<Shared>, chitchat: Arc<tokio::sync::Mutex<Chitchat>
                     log.push(event);
                 }
             }
+        }
+        crate::metrics::record_tally(
+            &config,
+            &outcome.snapshot,
+            shared.settings.region,
+            &lb_states,
+            &outcome.changes,
+            outcome.votes_counted,
+            took,
+        );
+        crate::metrics::record_members(view.members());
+        if let Some(g) = &gossip {
+            crate::metrics::record_gossip(g);
         }
         state = outcome.state;
         shared.lb_states.store(Arc::new(lb_states));

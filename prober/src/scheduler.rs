@@ -286,6 +286,7 @@ impl Core {
             self.heap.push(Reverse((next, generation, key.clone())));
             if entry.in_flight {
                 self.stats.overruns.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("meshlb_probe_overruns_total").increment(1);
                 continue;
             }
             entry.in_flight = true;
@@ -326,6 +327,7 @@ impl Core {
         let before = entry.debouncer.state();
         let state = entry.debouncer.observe(done.result.attempt.passed);
         let t = &entry.target;
+        record_probe(t.monitor.kind.type_name(), &done.result);
         self.sink.publish(ProbeReport {
             pool: t.key.pool.clone(),
             endpoint: t.key.endpoint.clone(),
@@ -340,6 +342,42 @@ impl Core {
             at_ms: unix_ms(),
         });
     }
+}
+
+/// Probe metrics. Labels stay bounded: the monitor type, pass/fail, and a reason class rather
+/// than the free-text reason. (No recorder installed: these are no-ops.)
+fn record_probe(kind: &'static str, result: &ProbeResult) {
+    let a = &result.attempt;
+    let result_label = if a.passed { "pass" } else { "fail" };
+    metrics::counter!("meshlb_probes_total", "type" => kind, "result" => result_label, "reason" => reason_class(a.reason.as_deref())).increment(1);
+    metrics::histogram!("meshlb_probe_duration_seconds", "type" => kind)
+        .record(a.rtt.as_secs_f64());
+    if result.tries > 1 {
+        metrics::counter!("meshlb_probe_retries_total", "type" => kind)
+            .increment(u64::from(result.tries - 1));
+    }
+}
+
+/// The failure reason's class, for a label of bounded cardinality.
+pub fn reason_class(reason: Option<&str>) -> &'static str {
+    let Some(r) = reason else { return "none" };
+    [
+        ("timeout", "timeout"),
+        ("refused", "refused"),
+        ("reset", "reset"),
+        ("tls:", "tls"),
+        ("unexpected code", "code"),
+        ("body mismatch", "body"),
+        ("redirect", "redirect"),
+        ("dns:", "dns"),
+        ("port unreachable", "port_unreachable"),
+        ("icmp", "icmp"),
+        ("ldap", "ldap"),
+        ("unreachable", "unreachable"),
+    ]
+    .iter()
+    .find(|(needle, _)| r.contains(needle))
+    .map_or("other", |(_, class)| class)
 }
 
 async fn sleep_until(t: Option<Instant>) {

@@ -68,7 +68,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             region: args.region,
             ..TallySettings::default()
         };
-        let shared = Shared::new(Arc::new(config), tally, hash);
+        let metrics = super::metrics_http::install(&[
+            ("node_role", "aggregator"),
+            ("node_region", args.region.code()),
+        ]);
+        let shared = Shared::new(Arc::new(config), tally, hash, metrics);
         let listener = aggregator::admin::bind(args.admin).await?;
         eprintln!(
             "meshlb aggregator {} gossiping on {}, admin API on http://{}",
@@ -83,6 +87,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let tally_loop = tokio::spawn(service::run(
             Arc::clone(&shared),
             node.handle.chitchat(),
+            Some(Arc::clone(&node.stats)),
             poll,
         ));
         stopped().await;

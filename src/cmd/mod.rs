@@ -5,6 +5,7 @@ pub mod aggregator;
 pub mod check;
 pub mod explain;
 mod mesh_args;
+mod metrics_http;
 pub mod probe;
 pub mod prober;
 pub mod regions;

@@ -27,6 +27,9 @@ pub struct Args {
     /// Probes in flight at once.
     #[arg(long, default_value_t = 512)]
     concurrency: usize,
+    /// Serve Prometheus metrics on this address (GET /metrics).
+    #[arg(long, value_name = "ADDR")]
+    metrics: Option<std::net::SocketAddr>,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -59,6 +62,23 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             config_hash: hash,
         };
         let node = mesh::start(&identity, &settings).await?;
+        if let Some(addr) = args.metrics {
+            let handle = super::metrics_http::install(&[("node_role", "prober"), ("node_region", args.region.code()), ("node_dc", &args.dc)])
+                .ok_or_else(|| anyhow!("a metrics recorder is already installed"))?;
+            tokio::spawn(async move {
+                if let Err(e) = super::metrics_http::serve(addr, handle).await {
+                    eprintln!("metrics: {e:#}");
+                }
+            });
+            let stats = Arc::clone(&node.stats);
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+                loop {
+                    tick.tick().await;
+                    aggregator::metrics::record_gossip(&stats);
+                }
+            });
+        }
         let targets = prober::targets(&config, Some(args.region));
         let round = config.monitors.iter().map(|m| m.interval).min().unwrap_or(std::time::Duration::from_secs(60));
         let publisher = GossipPublisher::start(&node.handle, round);

@@ -1,0 +1,127 @@
+//! The aggregator's Prometheus metrics (`meshlb_*`, base units, labels bounded by the config):
+//! endpoint, pool and load-balancer states as one-hot gauges, EWMA RTTs, health changes, the
+//! tally, mesh members and gossip traffic.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::health::{HealthSnapshot, PoolState, Verdict};
+use lb_core::Region;
+use prober::mesh::TransportStats;
+
+use crate::mesh_view::Member;
+use crate::tally::{HealthChange, LbState};
+
+const VERDICTS: [(Verdict, &str); 3] = [
+    (Verdict::Healthy, "healthy"),
+    (Verdict::Unhealthy, "unhealthy"),
+    (Verdict::Unknown, "unknown"),
+];
+const POOL_STATES: [PoolState; 5] = [
+    PoolState::Healthy,
+    PoolState::Degraded,
+    PoolState::Critical,
+    PoolState::Unknown,
+    PoolState::NoHealth,
+];
+const LB_STATES: [(LbState, &str); 3] = [
+    (LbState::Healthy, "healthy"),
+    (LbState::Degraded, "degraded"),
+    (LbState::Critical, "critical"),
+];
+
+pub fn record_tally(
+    config: &Config,
+    snapshot: &HealthSnapshot,
+    region: Region,
+    lb_states: &[Option<LbState>],
+    changes: &[HealthChange],
+    votes: usize,
+    took: Duration,
+) {
+    for (pi, pool) in config.pools.iter().enumerate() {
+        let state = snapshot.pool_state(config, PoolId(pi), region);
+        for s in POOL_STATES {
+            metrics::gauge!("meshlb_pool_state", "pool" => pool.name.clone(), "state" => s.name())
+                .set(f64::from(u8::from(s == state)));
+        }
+        for r in Region::ALL {
+            if let Some(rtt) = snapshot.pool(PoolId(pi)).rtt_ms.get(r) {
+                metrics::gauge!("meshlb_pool_rtt_seconds", "pool" => pool.name.clone(), "region" => r.code()).set(rtt / 1000.0);
+            }
+        }
+        for (ei, e) in pool.endpoints.iter().enumerate() {
+            let h = snapshot.endpoint(PoolId(pi), EndpointId(ei));
+            for (v, name) in VERDICTS {
+                metrics::gauge!("meshlb_endpoint_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "state" => name).set(f64::from(u8::from(h.verdict == v)));
+            }
+            for (r, rtt) in h.rtt_ms.iter() {
+                metrics::gauge!("meshlb_endpoint_rtt_seconds", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "region" => r.code()).set(rtt / 1000.0);
+            }
+        }
+    }
+    for (li, lb) in config.load_balancers.iter().enumerate() {
+        for (s, name) in LB_STATES {
+            let on = lb_states.get(li).copied().flatten() == Some(s);
+            metrics::gauge!("meshlb_load_balancer_state", "load_balancer" => lb.name.clone(), "state" => name).set(f64::from(u8::from(on)));
+        }
+    }
+    for c in changes {
+        let kind = match c {
+            HealthChange::Endpoint { .. } => "endpoint",
+            HealthChange::Pool { .. } => "pool",
+            HealthChange::LoadBalancer { .. } => "load_balancer",
+        };
+        metrics::counter!("meshlb_health_changes_total", "kind" => kind).increment(1);
+    }
+    metrics::gauge!("meshlb_tally_votes").set(votes as f64);
+    metrics::gauge!("meshlb_fail_static").set(f64::from(u8::from(snapshot.fail_static)));
+    metrics::histogram!("meshlb_tally_duration_seconds").record(took.as_secs_f64());
+}
+
+pub fn record_members(members: &[Member]) {
+    let mut counts: std::collections::BTreeMap<(String, String, &str), u32> =
+        std::collections::BTreeMap::new();
+    for m in members {
+        *counts
+            .entry((
+                m.role.clone(),
+                m.region.clone(),
+                if m.alive { "live" } else { "dead" },
+            ))
+            .or_default() += 1;
+    }
+    // Zero the other state of every (role, region) seen, so a region that died shows 0 live.
+    let keys: Vec<(String, String)> = counts
+        .keys()
+        .map(|(r, g, _)| (r.clone(), g.clone()))
+        .collect();
+    for (role, region) in keys {
+        for state in ["live", "dead"] {
+            let n = counts
+                .get(&(role.clone(), region.clone(), state))
+                .copied()
+                .unwrap_or(0);
+            metrics::gauge!("meshlb_mesh_members", "role" => role.clone(), "region" => region.clone(), "state" => state).set(f64::from(n));
+        }
+    }
+    metrics::gauge!("meshlb_config_drift_members")
+        .set(members.iter().filter(|m| m.config_drift).count() as f64);
+}
+
+/// Gossip transport counters (both probers and aggregators call this).
+pub fn record_gossip(stats: &TransportStats) {
+    metrics::counter!("meshlb_gossip_sent_bytes_total")
+        .absolute(stats.bytes_sent.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_received_bytes_total")
+        .absolute(stats.bytes_received.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_sent_datagrams_total")
+        .absolute(stats.datagrams_sent.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_received_datagrams_total")
+        .absolute(stats.datagrams_received.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_rejected_packets_total")
+        .absolute(stats.rejected.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_fragmented_messages_total")
+        .absolute(stats.fragmented.load(Ordering::Relaxed));
+}
