@@ -16,6 +16,19 @@ use std::path::Path;
 
 use lb_core::{ConfigErrors, RegionsTable};
 
+/// Loads a config, printing every error (file, field, reason) to stderr when it is invalid.
+pub fn load_config(path: &Path, regions: &RegionsTable) -> Option<lb_core::config::Config> {
+    match lb_core::config::Config::load(path, regions) {
+        Ok(c) => Some(c),
+        Err(errors) => {
+            for e in &errors.0 {
+                eprintln!("{e}");
+            }
+            None
+        }
+    }
+}
+
 /// The embedded table, or `--regions FILE`.
 pub fn load_regions(path: Option<&Path>) -> Result<RegionsTable, String> {
     match path {

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Context};
-use lb_core::config::Config;
 use lb_core::{Region, RegionsTable};
 use prober::monitors::{check_for, probe, IcmpClients};
 use prober::{ProbeResult, ProbeTarget};
@@ -44,14 +43,8 @@ struct Row<'a> {
 }
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
-    let config = match Config::load(&args.config, regions) {
-        Ok(c) => c,
-        Err(errors) => {
-            for e in &errors.0 {
-                eprintln!("{e}");
-            }
-            return Ok(ExitCode::from(1));
-        }
+    let Some(config) = super::load_config(&args.config, regions) else {
+        return Ok(ExitCode::from(1));
     };
     let targets: Vec<ProbeTarget> = prober::targets(&config, args.region)
         .into_iter()

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, bail, Context};
-use lb_core::config::Config;
 use lb_core::request::Mode;
 use lb_core::simulate::{self, Clients, Simulation, StateFile};
 use lb_core::{CountryCode, Region, RegionsTable};
@@ -48,14 +47,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
-    let config = match Config::load(&args.config, regions) {
-        Ok(c) => c,
-        Err(errors) => {
-            for e in &errors.0 {
-                eprintln!("{e}");
-            }
-            return Ok(ExitCode::from(1));
-        }
+    let Some(config) = super::load_config(&args.config, regions) else {
+        return Ok(ExitCode::from(1));
     };
     let lb = config.load_balancer(&args.lb).ok_or_else(|| {
         anyhow!(
