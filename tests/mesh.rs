@@ -31,6 +31,10 @@ impl Drop for Procs {
 /// will run the full mesh from the release binary.
 const REGIONS: [&str; 3] = ["WEU", "ENAM", "NEAS"];
 
+/// How long to watch for a health change that must not happen: more than the detection bound
+/// of the config below (interval 1 s x consecutive_down 2 + 1 s).
+const QUIET_WINDOW: Duration = Duration::from_secs(4);
+
 fn free_udp() -> SocketAddr {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
@@ -284,7 +288,9 @@ default_pools = ["web"]
             let _ = region;
         }
     }
-    std::thread::sleep(Duration::from_secs(4));
+    // Nothing must happen, so there is no condition to wait for: watch for longer than a real
+    // failure would take to show (interval 1 s x consecutive_down 2 + 1 s = 3 s).
+    std::thread::sleep(QUIET_WINDOW);
     let events = get(admin, &format!("/events?since={since}")).expect("events");
     let endpoint_events: Vec<&Value> = events
         .as_array()
@@ -377,7 +383,9 @@ default_pools = ["web"]
             let _ = procs.0[*i].kill();
         }
     }
-    std::thread::sleep(Duration::from_secs(4));
+    // Nothing must happen, so there is no condition to wait for: watch for longer than a real
+    // failure would take to show (interval 1 s x consecutive_down 2 + 1 s = 3 s).
+    std::thread::sleep(QUIET_WINDOW);
     let events = get(admin, &format!("/events?since={since}")).expect("events");
     let endpoint_events: Vec<&Value> = events
         .as_array()
