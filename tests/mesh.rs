@@ -31,9 +31,67 @@ impl Drop for Procs {
 /// will run the full mesh from the release binary.
 const REGIONS: [&str; 3] = ["WEU", "ENAM", "NEAS"];
 
-/// How long to watch for a health change that must not happen: more than the detection bound
-/// of the config below (interval 1 s x consecutive_down 2 + 1 s).
-const QUIET_WINDOW: Duration = Duration::from_secs(4);
+fn node_id(region: &str, dc: &str) -> String {
+    format!("prober-{}-{dc}", region.to_lowercase())
+}
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis())
+}
+
+/// Kills `victims` and returns the endpoint health changes that follow. A false change could
+/// only happen once the aggregator stops counting the victims' votes (dead, or stale), so we
+/// wait for exactly that, and for one more tally after it, instead of guessing a duration.
+fn kill_and_collect_changes(
+    admin: SocketAddr,
+    procs: &mut Procs,
+    victims: &[(String, usize)],
+) -> Vec<Value> {
+    let since = now_ms();
+    for (_, i) in victims {
+        let _ = procs.0[*i].kill();
+    }
+    let names: Vec<&str> = victims.iter().map(|(n, _)| n.as_str()).collect();
+    let excluded = |s: &Value| {
+        s["pools"][0]["endpoints"].as_array().is_some_and(|eps| {
+            eps.iter().all(|e| {
+                e["regions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|r| r["datacenters"].as_array().into_iter().flatten())
+                    .all(|d| {
+                        !names.contains(&d["node"].as_str().unwrap_or(""))
+                            || d["alive"] == false
+                            || d["stale"] == true
+                    })
+            })
+        })
+    };
+    wait_for(
+        "the victims' votes no longer counted",
+        Duration::from_secs(20),
+        || get(admin, "/status").is_some_and(|s| excluded(&s)),
+    );
+    let version = get(admin, "/status")
+        .and_then(|s| s["snapshot_version"].as_u64())
+        .unwrap_or(0);
+    wait_for("one more tally", Duration::from_secs(5), || {
+        get(admin, "/status")
+            .and_then(|s| s["snapshot_version"].as_u64())
+            .is_some_and(|v| v > version)
+    });
+    let events = get(admin, &format!("/events?since={since}")).expect("events");
+    events
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["kind"] == "endpoint")
+        .cloned()
+        .collect()
+}
 
 fn free_udp() -> SocketAddr {
     UdpSocket::bind("127.0.0.1:0")
@@ -204,6 +262,8 @@ default_pools = ["web"]
                     region,
                     "--dc",
                     dc,
+                    "--node-id",
+                    &node_id(region, dc),
                 ])
                 .args(metrics_args)
                 .args(mesh_args(free_udp(), &key))
@@ -278,29 +338,15 @@ default_pools = ["web"]
     );
 
     // 2. Kill one prober per region: no health change.
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    for (region, dc, i) in &probers {
-        if *dc == "a" {
-            let _ = procs.0[*i].kill();
-            let _ = region;
-        }
-    }
-    // Nothing must happen, so there is no condition to wait for: watch for longer than a real
-    // failure would take to show (interval 1 s x consecutive_down 2 + 1 s = 3 s).
-    std::thread::sleep(QUIET_WINDOW);
-    let events = get(admin, &format!("/events?since={since}")).expect("events");
-    let endpoint_events: Vec<&Value> = events
-        .as_array()
-        .unwrap()
+    let victims: Vec<(String, usize)> = probers
         .iter()
-        .filter(|e| e["kind"] == "endpoint")
+        .filter(|(_, dc, _)| *dc == "a")
+        .map(|(r, dc, i)| (node_id(r, dc), *i))
         .collect();
+    let changes = kill_and_collect_changes(admin, &mut procs, &victims);
     assert!(
-        endpoint_events.is_empty(),
-        "a minority of probers in every region changed nothing: {endpoint_events:?}"
+        changes.is_empty(),
+        "a minority of probers in every region changed nothing: {changes:?}"
     );
 
     // 3. Stop origin one: unhealthy everywhere within interval x consecutive_down + 1 s
@@ -374,28 +420,15 @@ default_pools = ["web"]
     );
 
     // 5. Kill every prober of one region: no health change (the other two regions decide).
-    let since = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
-    for (region, _, i) in &probers {
-        if *region == "NEAS" {
-            let _ = procs.0[*i].kill();
-        }
-    }
-    // Nothing must happen, so there is no condition to wait for: watch for longer than a real
-    // failure would take to show (interval 1 s x consecutive_down 2 + 1 s = 3 s).
-    std::thread::sleep(QUIET_WINDOW);
-    let events = get(admin, &format!("/events?since={since}")).expect("events");
-    let endpoint_events: Vec<&Value> = events
-        .as_array()
-        .unwrap()
+    let victims: Vec<(String, usize)> = probers
         .iter()
-        .filter(|e| e["kind"] == "endpoint")
+        .filter(|(r, dc, _)| *r == "NEAS" && *dc != "a")
+        .map(|(r, dc, i)| (node_id(r, dc), *i))
         .collect();
+    let changes = kill_and_collect_changes(admin, &mut procs, &victims);
     assert!(
-        endpoint_events.is_empty(),
-        "a whole region killed changed nothing: {endpoint_events:?}"
+        changes.is_empty(),
+        "a whole region killed changed nothing: {changes:?}"
     );
 
     // Prometheus metrics on the admin API (no token), with the states as one-hot gauges.
