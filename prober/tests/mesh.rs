@@ -84,9 +84,11 @@ async fn sealed_gossip_converges_and_shuts_out_the_wrong_key() {
         sees(&c, "b", "verdict", "healthy").await,
         "c learned it too"
     );
-    // The intruder must get nowhere, so there is nothing to wait for: give it five gossip
-    // intervals (keyed nodes converged within that) to try.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Wait until the intruder has demonstrably tried: its packets reached `a` and were refused.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while a_stats.rejected.load(Ordering::Relaxed) < 3 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for h in [&a, &b, &c] {
         assert!(
             !sees(h, "intruder", "verdict", "forged").await,
