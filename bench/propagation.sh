@@ -5,7 +5,7 @@
 # config. Prints one JSON line per run. Talks only to loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROUNDS=${ROUNDS:-30}
+ROUNDS=${ROUNDS:-31}
 cargo build --release -q -p prober --example propagation
 for nodes in 39 100; do
   for interval in 100 200; do
