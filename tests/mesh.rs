@@ -5,25 +5,16 @@
 //! the propagation benchmark); a node with the wrong key never joins.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-/// Kills its processes when dropped, so a failed test leaves nothing behind.
-struct Procs(Vec<Child>);
-
-impl Drop for Procs {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
+mod support;
+use support::*;
 
 /// Every region x three datacenters = 39 probers, the production shape. (The prober crate is
 /// built optimized even in test builds: unoptimized, the AEAD code monomorphized into it made
@@ -94,80 +85,12 @@ fn kill_and_collect_changes(
         .collect()
 }
 
-fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("udp port")
-}
-
-fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("tcp port")
-}
-
-/// A minimal HTTP origin that answers 200 until `up` is cleared, then refuses connections.
-fn origin(up: Arc<AtomicBool>) -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("origin");
-    let port = listener.local_addr().expect("addr").port();
-    std::thread::spawn(move || {
-        let mut listener = Some(listener);
-        loop {
-            if !up.load(Ordering::SeqCst) {
-                listener = None; // closed: connections are refused
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            let l = listener
-                .get_or_insert_with(|| TcpListener::bind(("127.0.0.1", port)).expect("rebind"));
-            l.set_nonblocking(true).ok();
-            match l.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false).ok();
-                    let mut buf = [0u8; 1024];
-                    let _ = s.read(&mut buf);
-                    let _ = s.write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                    );
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    });
-    port
-}
-
-fn get(admin: SocketAddr, path: &str) -> Option<Value> {
-    let mut s = TcpStream::connect(admin).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer secret-token\r\n\r\n"
-    )
-    .ok()?;
-    let mut body = String::new();
-    s.read_to_string(&mut body).ok()?;
-    let json = body.split_once("\r\n\r\n")?.1;
-    serde_json::from_str(json).ok()
-}
-
 fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
     status["pools"][0]["endpoints"]
         .as_array()?
         .iter()
         .find(|e| e["name"] == endpoint)
         .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
-}
-
-fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
-    let start = Instant::now();
-    while start.elapsed() < within {
-        if ok() {
-            return start.elapsed();
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("timed out after {within:?} waiting for {what}");
 }
 
 #[test]

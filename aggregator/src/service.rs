@@ -29,6 +29,13 @@ pub struct Shared {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
 }
 
+/// The DNS server and the proxy read the latest tally from here.
+impl lb_core::dns::HealthSource for Shared {
+    fn current(&self) -> arc_swap::Guard<Arc<HealthSnapshot>> {
+        self.snapshot.load()
+    }
+}
+
 impl Shared {
     pub fn new(
         config: Arc<Config>,

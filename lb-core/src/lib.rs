@@ -7,6 +7,7 @@
 
 pub mod affinity;
 pub mod config;
+pub mod dns;
 pub mod error;
 pub mod geo;
 pub mod health;

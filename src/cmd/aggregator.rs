@@ -32,6 +32,12 @@ pub struct Args {
     /// File holding the admin API bearer token (else MESHLB_ADMIN_TOKEN; none: open).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// Serve authoritative DNS on this address, UDP and TCP (repeat for IPv4 and IPv6).
+    #[arg(long = "dns", value_name = "ADDR")]
+    dns: Vec<SocketAddr>,
+    /// UDP sockets per DNS address (SO_REUSEPORT); default: one per CPU.
+    #[arg(long, value_name = "N")]
+    dns_sockets: Option<usize>,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -78,6 +84,30 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             "meshlb aggregator {} gossiping on {}, admin API on http://{}",
             identity.node_id, settings.listen, args.admin
         );
+        let dns = if args.dns.is_empty() {
+            None
+        } else {
+            let pop = lb_core::dns::PopInfo::new(regions, args.region, Some(&args.dc));
+            let serial = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+            let responder = lb_core::dns::Responder::new(
+                Arc::clone(&shared.config),
+                Arc::new(regions.clone()),
+                args.mesh.affinity_key()?,
+                pop,
+                Arc::clone(&shared) as Arc<dyn lb_core::dns::HealthSource>,
+                serial,
+            )
+            .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
+            let sockets = args.dns_sockets.unwrap_or_else(|| {
+                std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
+            });
+            let server =
+                lb_core::dns::DnsServer::start(Arc::new(responder), &args.dns, sockets).await?;
+            eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
+            Some(server)
+        };
         let admin = tokio::spawn(aggregator::admin::serve(
             listener,
             Arc::clone(&shared),
@@ -91,6 +121,9 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             poll,
         ));
         stopped().await;
+        if let Some(dns) = dns {
+            dns.shutdown().await;
+        }
         admin.abort();
         tally_loop.abort();
         let _ = node.handle.shutdown().await;

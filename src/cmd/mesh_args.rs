@@ -69,6 +69,14 @@ impl MeshArgs {
         })
     }
 
+    /// The session-affinity cookie key: derived from the cluster key, so every aggregator of
+    /// the cluster signs and checks the same cookies.
+    pub fn affinity_key(&self) -> anyhow::Result<lb_core::affinity::AffinityKey> {
+        let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
+            .ok_or_else(|| anyhow!("no cluster key"))?;
+        Ok(lb_core::affinity::AffinityKey::derive(current.as_bytes()))
+    }
+
     pub fn node_id(&self, role: &str, region: &str, dc: &str) -> String {
         self.node_id.clone().unwrap_or_else(|| {
             format!(

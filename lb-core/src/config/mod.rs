@@ -6,6 +6,7 @@ mod monitor;
 mod pool;
 mod raw;
 mod validate;
+mod zone;
 
 use std::collections::HashMap;
 
@@ -21,6 +22,7 @@ pub use pool::{
     Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering, Pool,
     PoolId, ShedPolicy,
 };
+pub use zone::{GeoNetwork, Geolocation, Zone};
 
 use crate::error::{parse_toml_strict, ConfigError, ConfigErrors};
 use crate::regions_table::RegionsTable;
@@ -31,6 +33,9 @@ pub struct Config {
     pub monitors: Vec<Monitor>,
     pub pools: Vec<Pool>,
     pub load_balancers: Vec<LoadBalancer>,
+    /// `[[zones]]`; empty: every load balancer is the apex of its own zone.
+    pub zones: Vec<Zone>,
+    pub geolocation: Geolocation,
     pool_index: HashMap<String, PoolId>,
     lb_index: HashMap<String, usize>,
 }

@@ -15,6 +15,48 @@ pub struct RawConfig {
     pub pools: Vec<RawPool>,
     #[serde(default)]
     pub load_balancers: Vec<RawLoadBalancer>,
+    #[serde(default)]
+    pub zones: Vec<RawZone>,
+    #[serde(default)]
+    pub geolocation: RawGeolocation,
+}
+
+/// `[[zones]]`: a DNS zone served authoritatively (SOA and NS at its apex).
+#[derive(Debug, Deserialize)]
+pub struct RawZone {
+    pub name: String,
+    #[serde(default)]
+    pub nameservers: Vec<String>,
+    pub hostmaster: Option<String>,
+    #[serde(default = "default_zone_ttl")]
+    pub ttl: u64,
+    #[serde(default = "default_negative_ttl")]
+    pub negative_ttl: u64,
+    pub serial: Option<u32>,
+}
+
+fn default_zone_ttl() -> u64 {
+    3600
+}
+
+fn default_negative_ttl() -> u64 {
+    60
+}
+
+/// `[geolocation]`: where client and resolver addresses are.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawGeolocation {
+    pub database: Option<String>,
+    #[serde(default)]
+    pub networks: Vec<RawGeoNetwork>,
+}
+
+/// `[[geolocation.networks]]`: a CIDR placed in a country or a region.
+#[derive(Debug, Deserialize)]
+pub struct RawGeoNetwork {
+    pub cidr: String,
+    pub country: Option<String>,
+    pub region: Option<String>,
 }
 
 /// A header value: Cloudflare's API takes a list (`Host = ["a.example"]`); one string is

@@ -68,6 +68,9 @@ fn every_config_field_is_documented_in_the_readme() {
         ("pools[].load_shedding", fields::<RawLoadShedding>()),
         ("pools[].origin_steering", fields::<RawOriginSteering>()),
         ("load_balancers[]", fields::<RawLoadBalancer>()),
+        ("zones[]", fields::<RawZone>()),
+        ("geolocation", fields::<RawGeolocation>()),
+        ("geolocation.networks[]", fields::<RawGeoNetwork>()),
         (
             "load_balancers[].random_steering",
             fields::<RawRandomSteering>(),

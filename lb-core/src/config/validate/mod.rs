@@ -7,6 +7,7 @@ use std::time::Duration;
 mod affinity;
 mod load_balancer;
 mod pool;
+mod zone;
 
 use super::load_balancer::*;
 use super::monitor::*;
@@ -78,11 +79,15 @@ pub(super) fn validate(
             load_balancers.push(lb);
         }
     }
+    let zones = v.zones(&raw.zones, &load_balancers);
+    let geolocation = v.geolocation(&raw.geolocation);
     let pool_index = v.pool_index;
     v.sink.finish(Config {
         monitors,
         pools,
         load_balancers,
+        zones,
+        geolocation,
         pool_index: pool_index.into_iter().collect(),
         lb_index,
     })
@@ -474,7 +479,7 @@ pub(super) fn name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// RFC 1123 host name: labels of letters, digits and hyphens, 1..=63 bytes, 253 in all.
-fn is_hostname(s: &str) -> bool {
+pub(super) fn is_hostname(s: &str) -> bool {
     let s = s.trim_end_matches('.');
     !s.is_empty()
         && s.len() <= 253

@@ -1,0 +1,17 @@
+//! The authoritative DNS frontend (DESIGN section 5 and 6): SOA and NS at each zone's apex,
+//! load-balanced names answered from the steering engine over the current health snapshot,
+//! NXDOMAIN/NODATA with the SOA, REFUSED outside our zones; EDNS Client Subnet per
+//! `location_strategy`; UDP and TCP.
+
+mod geoip;
+mod metrics;
+mod respond;
+mod server;
+mod zones;
+
+pub use geoip::Geolocator;
+pub use respond::{HealthSource, PopInfo, Responder, EDNS_PAYLOAD};
+pub use server::DnsServer;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,227 @@
+//! The listeners: UDP on several SO_REUSEPORT sockets per address, each with its own receive
+//! loop that parses, answers and encodes into reused buffers (no task per query); TCP through
+//! hickory's `ServerFuture` with our `RequestHandler`. Malformed datagrams get FORMERR when a
+//! header can be read and are dropped otherwise; nothing from the network can panic here.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hickory_proto::op::{Header, Message, MessageType, ResponseCode};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncoder};
+use hickory_proto::ProtoErrorKind;
+use hickory_server::authority::MessageRequest;
+use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
+use hickory_server::ServerFuture;
+use tokio::net::{TcpListener, UdpSocket};
+use tokio::task::JoinHandle;
+
+use super::metrics::rcode_index;
+use super::respond::{Responder, EDNS_PAYLOAD};
+
+/// A TCP client that sends nothing for this long is disconnected.
+const TCP_IDLE: Duration = Duration::from_secs(10);
+
+impl Responder {
+    /// Answers one datagram into `out` (cleared first). `false`: send nothing (a response, or
+    /// bytes too broken to carry a header).
+    pub fn answer_datagram(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> bool {
+        let start = Instant::now();
+        out.clear();
+        let req = match MessageRequest::read(&mut BinDecoder::new(bytes)) {
+            Ok(req) => req,
+            Err(e) => {
+                if let ProtoErrorKind::FormError { header, .. } = e.kind() {
+                    if header.message_type() == MessageType::Query {
+                        return error_only(header, ResponseCode::FormErr, out);
+                    }
+                }
+                return false;
+            }
+        };
+        if req.message_type() != MessageType::Query {
+            return false;
+        }
+        let reply = self.reply(&req, src.ip());
+        let max = req
+            .edns()
+            .map_or(512, |e| e.max_payload().clamp(512, EDNS_PAYLOAD));
+        let rcode = reply.rcode;
+        {
+            let mut encoder = BinEncoder::new(out);
+            encoder.set_max_size(max);
+            if Responder::build(&req, &reply)
+                .destructive_emit(&mut encoder)
+                .is_err()
+            {
+                drop(encoder);
+                // hickory's encoder already keeps what fits and sets TC; this is the case where
+                // not even that worked: the question alone with TC, so the resolver retries
+                // over TCP (RFC 1035 section 4.2.1).
+                out.clear();
+                let mut encoder = BinEncoder::new(out);
+                let empty = super::respond::Reply::truncated(&reply);
+                if Responder::build(&req, &empty)
+                    .destructive_emit(&mut encoder)
+                    .is_err()
+                {
+                    return false;
+                }
+            }
+        }
+        self.metrics.record(
+            reply.lb,
+            reply.qtype,
+            rcode_index(rcode),
+            start.elapsed().as_secs_f64(),
+        );
+        true
+    }
+}
+
+fn error_only(header: &Header, rcode: ResponseCode, out: &mut Vec<u8>) -> bool {
+    let message = Message::error_msg(header.id(), header.op_code(), rcode);
+    match message.to_vec() {
+        Ok(bytes) => {
+            *out = bytes;
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// hickory's seam: TCP queries come through here.
+struct Handler(Arc<Responder>);
+
+#[async_trait::async_trait]
+impl RequestHandler for Handler {
+    async fn handle_request<R: ResponseHandler>(
+        &self,
+        request: &Request,
+        mut response_handle: R,
+    ) -> ResponseInfo {
+        let start = Instant::now();
+        let reply = self.0.reply(request, request.src().ip());
+        let response = Responder::build(request, &reply);
+        match response_handle.send_response(response).await {
+            Ok(info) => {
+                self.0.metrics.record(
+                    reply.lb,
+                    reply.qtype,
+                    rcode_index(reply.rcode),
+                    start.elapsed().as_secs_f64(),
+                );
+                info
+            }
+            Err(e) => {
+                tracing::debug!(error = %e, "DNS response not sent");
+                let mut header = Header::new();
+                header.set_response_code(ResponseCode::ServFail);
+                header.into()
+            }
+        }
+    }
+}
+
+/// Running listeners; dropped or `shutdown`, they stop.
+pub struct DnsServer {
+    udp: Vec<JoinHandle<()>>,
+    tcp: ServerFuture<Handler>,
+    /// The bound addresses (UDP and TCP share each), in the order given.
+    pub addrs: Vec<SocketAddr>,
+}
+
+impl std::fmt::Debug for DnsServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DnsServer")
+            .field("addrs", &self.addrs)
+            .finish()
+    }
+}
+
+fn udp_socket(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    if addr.is_ipv6() {
+        socket.set_only_v6(true)?;
+    }
+    socket.set_reuse_port(true)?;
+    // Bursts queue in the kernel rather than being dropped (capped by net.core.rmem_max).
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    socket.set_nonblocking(true)?;
+    socket.bind(&addr.into())?;
+    Ok(socket.into())
+}
+
+async fn udp_loop(socket: UdpSocket, responder: Arc<Responder>) {
+    let mut buf = vec![0u8; 4096];
+    let mut out = Vec::with_capacity(usize::from(EDNS_PAYLOAD));
+    loop {
+        let (n, src) = match socket.recv_from(&mut buf).await {
+            Ok(got) => got,
+            Err(e) => {
+                // ICMP errors surface on the next recv; nothing here is fatal for a server.
+                tracing::debug!(error = %e, "DNS UDP receive error");
+                continue;
+            }
+        };
+        if src.port() == 0 || src.ip() == IpAddr::from([0, 0, 0, 0]) {
+            continue;
+        }
+        if responder.answer_datagram(&buf[..n], src, &mut out) {
+            let _ = socket.send_to(&out, src).await;
+        }
+    }
+}
+
+impl DnsServer {
+    /// Serves `addrs` (UDP and TCP each) with `udp_sockets` SO_REUSEPORT sockets per address
+    /// (the kernel spreads datagrams over them by flow hash). Port 0 picks one port per
+    /// address, shared by UDP and TCP.
+    pub async fn start(
+        responder: Arc<Responder>,
+        addrs: &[SocketAddr],
+        udp_sockets: usize,
+    ) -> io::Result<DnsServer> {
+        let mut udp = Vec::new();
+        let mut tcp = ServerFuture::new(Handler(Arc::clone(&responder)));
+        let mut bound = Vec::new();
+        for &addr in addrs {
+            // TCP first: with port 0 it picks the port, then UDP binds the same number.
+            let listener = TcpListener::bind(addr).await.map_err(|e| {
+                io::Error::new(e.kind(), format!("DNS TCP listener on {addr}: {e}"))
+            })?;
+            let addr = listener.local_addr()?;
+            tcp.register_listener(listener, TCP_IDLE);
+            for _ in 0..udp_sockets.max(1) {
+                let socket = udp_socket(addr).map_err(|e| {
+                    io::Error::new(e.kind(), format!("DNS UDP socket on {addr}: {e}"))
+                })?;
+                let socket = UdpSocket::from_std(socket)?;
+                udp.push(tokio::spawn(udp_loop(socket, Arc::clone(&responder))));
+            }
+            bound.push(addr);
+        }
+        Ok(DnsServer {
+            udp,
+            tcp,
+            addrs: bound,
+        })
+    }
+
+    pub async fn shutdown(mut self) {
+        for t in &self.udp {
+            t.abort();
+        }
+        let _ = self.tcp.shutdown_gracefully().await;
+    }
+}
+
+impl Drop for DnsServer {
+    fn drop(&mut self) {
+        for t in &self.udp {
+            t.abort();
+        }
+    }
+}

@@ -1,0 +1,415 @@
+//! The authoritative DNS server of a real `meshlb aggregator`, fed by a real mesh (three
+//! probers probing real HTTP origins over loopback), queried with real `dig` over UDP and TCP,
+//! IPv4 and IPv6: equal and unequal weights, AAAA and CNAME endpoints, EDNS Client Subnet geo
+//! steering, REFUSED/NXDOMAIN/NODATA with the SOA, and failover primary -> secondary ->
+//! fallback -> nothing -> back as origins stop and start.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod support;
+use support::*;
+
+/// What `dig` printed for one query.
+#[derive(Debug, Default)]
+struct Dig {
+    status: String,
+    /// (type, rdata) of the answer section.
+    answers: Vec<(String, String)>,
+    authority: Vec<(String, String)>,
+    ecs: Option<String>,
+}
+
+/// Runs `dig` with `args` against the server and parses every response it prints (dig takes
+/// many queries on one command line).
+fn dig(server: SocketAddr, args: &[&str]) -> Vec<Dig> {
+    let out = Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string()])
+        .args([
+            "+norec",
+            "+noall",
+            "+comments",
+            "+answer",
+            "+authority",
+            "+tries=1",
+            "+time=2",
+        ])
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .expect("dig runs (bind9-dnsutils)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut all = Vec::new();
+    let mut section = "";
+    for line in text.lines() {
+        if line.contains("->>HEADER<<-") {
+            let status = line
+                .split("status: ")
+                .nth(1)
+                .and_then(|s| s.split(',').next())
+                .unwrap_or("")
+                .to_string();
+            all.push(Dig {
+                status,
+                ..Dig::default()
+            });
+            section = "";
+        } else if line.starts_with(";; ANSWER SECTION") {
+            section = "answer";
+        } else if line.starts_with(";; AUTHORITY SECTION") {
+            section = "authority";
+        } else if let Some(ecs) = line.strip_prefix("; CLIENT-SUBNET: ") {
+            if let Some(d) = all.last_mut() {
+                d.ecs = Some(ecs.trim().to_string());
+            }
+        } else if !line.starts_with(';') && !line.trim().is_empty() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() >= 5 {
+                let rr = (f[3].to_string(), f[4..].join(" "));
+                if let Some(d) = all.last_mut() {
+                    match section {
+                        "answer" => d.answers.push(rr),
+                        "authority" => d.authority.push(rr),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+    all
+}
+
+fn one(server: SocketAddr, args: &[&str]) -> Dig {
+    dig(server, args).pop().unwrap_or_default()
+}
+
+fn addresses(d: &Dig) -> Vec<String> {
+    let mut a: Vec<String> = d.answers.iter().map(|(_, v)| v.clone()).collect();
+    a.sort();
+    a
+}
+
+struct Origin {
+    up: Arc<AtomicBool>,
+    port: u16,
+}
+
+fn start_origin(ip: &str) -> Origin {
+    let up = Arc::new(AtomicBool::new(true));
+    let port = origin_on(ip, Arc::clone(&up));
+    Origin { up, port }
+}
+
+#[test]
+fn authoritative_dns_from_the_mesh() {
+    let dir = std::env::temp_dir().join(format!("meshlb-dns-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb dns test cluster key").expect("key");
+    let o: BTreeMap<&str, Origin> = [
+        "127.0.0.11",
+        "127.0.0.12",
+        "127.0.0.21",
+        "127.0.0.31",
+        "127.0.0.41",
+        "127.0.0.42",
+        "127.0.0.51",
+        "127.0.0.52",
+        "::1",
+    ]
+    .into_iter()
+    .map(|ip| (ip, start_origin(ip)))
+    .collect();
+    let port = |ip: &str| o[ip].port;
+    let alias_port = start_origin("127.0.0.1").port;
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+retries = 0
+consecutive_down = 2
+
+[[pools]]
+name = "primary"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [
+  {{ name = "p1", address = "127.0.0.11", port = {} }},
+  {{ name = "p2", address = "127.0.0.12", port = {} }},
+]
+[[pools]]
+name = "secondary"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "s1", address = "127.0.0.21", port = {} }}]
+[[pools]]
+name = "last"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "f1", address = "127.0.0.31", port = {} }}]
+[[pools]]
+name = "weighted"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [
+  {{ name = "w1", address = "127.0.0.41", port = {}, weight = 0.25 }},
+  {{ name = "w2", address = "127.0.0.42", port = {}, weight = 0.75 }},
+]
+[[pools]]
+name = "eu"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "eu1", address = "127.0.0.51", port = {} }}]
+[[pools]]
+name = "us"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "us1", address = "127.0.0.52", port = {} }}]
+[[pools]]
+name = "six"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "v6", address = "::1", port = {} }}]
+[[pools]]
+name = "alias"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "cdn", address = "localhost", port = {alias_port} }}]
+
+[[zones]]
+name = "example.test"
+nameservers = ["ns1.example.test", "ns2.example.test"]
+negative_ttl = 30
+
+[geolocation]
+networks = [
+  {{ cidr = "10.1.0.0/16", country = "DE" }},
+  {{ cidr = "10.2.0.0/16", region = "ENAM" }},
+]
+
+[[load_balancers]]
+name = "www.example.test"
+default_pools = ["primary", "secondary"]
+fallback_pool = "last"
+ttl = 20
+[[load_balancers]]
+name = "weighted.example.test"
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+region_pools = {{ WEU = ["eu"], ENAM = ["us"] }}
+location_strategy = {{ prefer_ecs = "always" }}
+[[load_balancers]]
+name = "six.example.test"
+default_pools = ["six"]
+[[load_balancers]]
+name = "cdn.example.test"
+default_pools = ["alias"]
+"#,
+            port("127.0.0.11"),
+            port("127.0.0.12"),
+            port("127.0.0.21"),
+            port("127.0.0.31"),
+            port("127.0.0.41"),
+            port("127.0.0.42"),
+            port("127.0.0.51"),
+            port("127.0.0.52"),
+            port("::1"),
+        ),
+    )
+    .expect("config");
+    let bin = env!("CARGO_BIN_EXE_meshlb");
+    let gossip = free_udp();
+    let admin = free_tcp();
+    let dns4 = free_tcp();
+    let dns6 = std::net::TcpListener::bind("[::1]:0")
+        .and_then(|l| l.local_addr())
+        .expect("v6 port");
+    let mesh = |listen: SocketAddr| -> Vec<String> {
+        [
+            "--listen",
+            &listen.to_string(),
+            "--seed",
+            &gossip.to_string(),
+            "--key-file",
+            key.to_str().unwrap(),
+            "--gossip-interval-ms",
+            "100",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let mut procs = Procs(Vec::new());
+    procs.0.push(
+        Command::new(bin)
+            .args(["aggregator", "--config", config.to_str().unwrap()])
+            .args(["--region", "WEU", "--admin", &admin.to_string()])
+            .args(["--dns", &dns4.to_string(), "--dns", &dns6.to_string()])
+            .args(["--dns-sockets", "2"])
+            .args(mesh(gossip))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("aggregator"),
+    );
+    for dc in ["ams", "fra", "lhr"] {
+        procs.0.push(
+            Command::new(bin)
+                .args(["prober", "--config", config.to_str().unwrap()])
+                .args(["--region", "WEU", "--dc", dc])
+                .args(mesh(free_udp()))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("prober"),
+        );
+    }
+
+    // Equal weights: every healthy address of the primary pool, with the load balancer's TTL.
+    let all_up = wait_for("the primary pool answered", Duration::from_secs(30), || {
+        addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.11", "127.0.0.12"]
+    });
+    eprintln!("first full answer after {all_up:?}");
+    let d = one(dns4, &["www.example.test", "A"]);
+    assert_eq!(d.status, "NOERROR");
+    assert!(d.answers.iter().all(|(t, _)| t == "A"), "{d:?}");
+    // Over TCP and over IPv6 too.
+    assert_eq!(
+        addresses(&one(dns4, &["+tcp", "www.example.test", "A"])),
+        ["127.0.0.11", "127.0.0.12"]
+    );
+    assert_eq!(
+        addresses(&one(dns6, &["+tcp", "www.example.test", "A"])),
+        ["127.0.0.11", "127.0.0.12"]
+    );
+    assert_eq!(
+        addresses(&one(dns6, &["www.example.test", "A"])),
+        ["127.0.0.11", "127.0.0.12"]
+    );
+
+    // AAAA for an IPv6 endpoint, a CNAME for a host name endpoint, NODATA for A on an
+    // IPv6-only pool.
+    wait_for(
+        "the v6 and alias pools are healthy",
+        Duration::from_secs(15),
+        || {
+            addresses(&one(dns4, &["six.example.test", "AAAA"])) == ["::1"]
+                && one(dns4, &["cdn.example.test", "A"]).answers
+                    == [("CNAME".to_string(), "localhost.".to_string())]
+        },
+    );
+    let d = one(dns4, &["six.example.test", "A"]);
+    assert_eq!(
+        (d.status.as_str(), d.answers.len()),
+        ("NOERROR", 0),
+        "{d:?}"
+    );
+    assert_eq!(d.authority[0].0, "SOA");
+
+    // Unequal weights: one address per answer, about 25 % / 75 % over many queries.
+    wait_for(
+        "the weighted pool is healthy",
+        Duration::from_secs(15),
+        || one(dns4, &["weighted.example.test", "A"]).answers.len() == 1,
+    );
+    let queries: Vec<&str> = std::iter::repeat_n(["weighted.example.test", "A"], 400)
+        .flatten()
+        .collect();
+    let answers = dig(dns4, &queries);
+    assert_eq!(answers.len(), 400);
+    assert!(
+        answers.iter().all(|d| d.answers.len() == 1),
+        "one address each"
+    );
+    let w2 = answers
+        .iter()
+        .filter(|d| d.answers[0].1 == "127.0.0.42")
+        .count() as f64
+        / 400.0;
+    assert!((0.65..=0.85).contains(&w2), "weight 0.75 got {w2}");
+
+    // EDNS Client Subnet: two subnets in two regions get different geo answers; the scope is
+    // the prefix of the network that decided.
+    wait_for("the geo pools are healthy", Duration::from_secs(15), || {
+        addresses(&one(dns4, &["geo.example.test", "A"])) == ["127.0.0.51"]
+            && addresses(&one(
+                dns4,
+                &["+subnet=10.2.3.0/24", "geo.example.test", "A"],
+            )) == ["127.0.0.52"]
+    });
+    let eu = one(dns4, &["+subnet=10.1.7.0/24", "geo.example.test", "A"]);
+    let us = one(dns4, &["+subnet=10.2.3.0/24", "geo.example.test", "A"]);
+    assert_eq!(addresses(&eu), ["127.0.0.51"]);
+    assert_eq!(addresses(&us), ["127.0.0.52"]);
+    assert_eq!(us.ecs.as_deref(), Some("10.2.3.0/24/16"), "{us:?}");
+
+    // Names: apex SOA and NS, NXDOMAIN inside the zone, REFUSED outside it.
+    let soa = one(dns4, &["example.test", "SOA"]);
+    assert_eq!(soa.answers[0].0, "SOA");
+    assert!(soa.answers[0]
+        .1
+        .starts_with("ns1.example.test. hostmaster.example.test."));
+    let ns = one(dns4, &["example.test", "NS"]);
+    assert_eq!(addresses(&ns), ["ns1.example.test.", "ns2.example.test."]);
+    let nx = one(dns4, &["nothing.example.test", "A"]);
+    assert_eq!(nx.status, "NXDOMAIN");
+    assert_eq!(nx.authority[0].0, "SOA");
+    assert_eq!(one(dns4, &["www.example.org", "A"]).status, "REFUSED");
+
+    // Failover: the primary pool's origins stop -> the secondary pool, within
+    // interval x consecutive_down + 1 s = 3 s (asserted with a margin for a loaded machine).
+    o["127.0.0.11"].up.store(false, Ordering::SeqCst);
+    o["127.0.0.12"].up.store(false, Ordering::SeqCst);
+    let took = wait_for(
+        "failover to the secondary pool",
+        Duration::from_secs(15),
+        || addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.21"],
+    );
+    eprintln!("DNS failover after {took:?}");
+    assert!(took < Duration::from_secs(8), "failover took {took:?}");
+    // ... then the fallback pool ...
+    o["127.0.0.21"].up.store(false, Ordering::SeqCst);
+    wait_for("the fallback pool", Duration::from_secs(15), || {
+        addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.31"]
+    });
+    // ... then nothing: NODATA with the SOA (seed 001), its TTL the negative TTL.
+    o["127.0.0.31"].up.store(false, Ordering::SeqCst);
+    wait_for("NODATA", Duration::from_secs(15), || {
+        let d = one(dns4, &["www.example.test", "A"]);
+        d.status == "NOERROR"
+            && d.answers.is_empty()
+            && d.authority.first().is_some_and(|a| a.0 == "SOA")
+    });
+    // Restore the primary: back to it.
+    o["127.0.0.11"].up.store(true, Ordering::SeqCst);
+    o["127.0.0.12"].up.store(true, Ordering::SeqCst);
+    wait_for("the primary pool again", Duration::from_secs(15), || {
+        addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.11", "127.0.0.12"]
+    });
+
+    // Per-query metrics on the admin API.
+    let mut s = std::net::TcpStream::connect(admin).expect("admin");
+    use std::io::{Read, Write};
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    for needle in [
+        "meshlb_dns_queries_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"www.example.test\",qtype=\"A\",rcode=\"NOERROR\"}",
+        "load_balancer=\"\",qtype=\"A\",rcode=\"REFUSED\"} 1",
+        "meshlb_dns_answer_duration_seconds",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
+    }
+}
