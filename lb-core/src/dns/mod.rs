@@ -3,6 +3,7 @@
 //! NXDOMAIN/NODATA with the SOA, REFUSED outside our zones; EDNS Client Subnet per
 //! `location_strategy`; UDP and TCP.
 
+mod batch;
 mod geoip;
 mod metrics;
 mod respond;

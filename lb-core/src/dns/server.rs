@@ -1,10 +1,11 @@
-//! The listeners: UDP on several SO_REUSEPORT sockets per address, each with its own receive
-//! loop that parses, answers and encodes into reused buffers (no task per query); TCP through
-//! hickory's `ServerFuture` with our `RequestHandler`. Malformed datagrams get FORMERR when a
+//! The listeners: UDP on several SO_REUSEPORT sockets per address, each served by its own
+//! thread with batched system calls (`batch.rs`; no task per query); TCP through hickory's
+//! `ServerFuture` with our `RequestHandler`. Malformed datagrams get FORMERR when a
 //! header can be read and are dropped otherwise; nothing from the network can panic here.
 
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -14,8 +15,8 @@ use hickory_proto::ProtoErrorKind;
 use hickory_server::authority::MessageRequest;
 use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
 use hickory_server::ServerFuture;
-use tokio::net::{TcpListener, UdpSocket};
-use tokio::task::JoinHandle;
+
+use tokio::net::TcpListener;
 
 use super::metrics::rcode_index;
 use super::respond::{Responder, EDNS_PAYLOAD};
@@ -126,7 +127,8 @@ impl RequestHandler for Handler {
 
 /// Running listeners; dropped or `shutdown`, they stop.
 pub struct DnsServer {
-    udp: Vec<JoinHandle<()>>,
+    udp: Vec<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
     tcp: ServerFuture<Handler>,
     /// The bound addresses (UDP and TCP share each), in the order given.
     pub addrs: Vec<SocketAddr>,
@@ -149,30 +151,9 @@ fn udp_socket(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
     socket.set_reuse_port(true)?;
     // Bursts queue in the kernel rather than being dropped (capped by net.core.rmem_max).
     let _ = socket.set_recv_buffer_size(4 << 20);
-    socket.set_nonblocking(true)?;
+    socket.set_read_timeout(Some(super::batch::STOP_POLL))?;
     socket.bind(&addr.into())?;
     Ok(socket.into())
-}
-
-async fn udp_loop(socket: UdpSocket, responder: Arc<Responder>) {
-    let mut buf = vec![0u8; 4096];
-    let mut out = Vec::with_capacity(usize::from(EDNS_PAYLOAD));
-    loop {
-        let (n, src) = match socket.recv_from(&mut buf).await {
-            Ok(got) => got,
-            Err(e) => {
-                // ICMP errors surface on the next recv; nothing here is fatal for a server.
-                tracing::debug!(error = %e, "DNS UDP receive error");
-                continue;
-            }
-        };
-        if src.port() == 0 || src.ip() == IpAddr::from([0, 0, 0, 0]) {
-            continue;
-        }
-        if responder.answer_datagram(&buf[..n], src, &mut out) {
-            let _ = socket.send_to(&out, src).await;
-        }
-    }
 }
 
 impl DnsServer {
@@ -185,6 +166,7 @@ impl DnsServer {
         udp_sockets: usize,
     ) -> io::Result<DnsServer> {
         let mut udp = Vec::new();
+        let stop = Arc::new(AtomicBool::new(false));
         let mut tcp = ServerFuture::new(Handler(Arc::clone(&responder)));
         let mut bound = Vec::new();
         for &addr in addrs {
@@ -198,30 +180,35 @@ impl DnsServer {
                 let socket = udp_socket(addr).map_err(|e| {
                     io::Error::new(e.kind(), format!("DNS UDP socket on {addr}: {e}"))
                 })?;
-                let socket = UdpSocket::from_std(socket)?;
-                udp.push(tokio::spawn(udp_loop(socket, Arc::clone(&responder))));
+                let (responder, stop) = (Arc::clone(&responder), Arc::clone(&stop));
+                udp.push(
+                    std::thread::Builder::new()
+                        .name(format!("dns-udp-{addr}"))
+                        .spawn(move || super::batch::serve(socket, responder, stop))?,
+                );
             }
             bound.push(addr);
         }
         Ok(DnsServer {
             udp,
+            stop,
             tcp,
             addrs: bound,
         })
     }
 
     pub async fn shutdown(mut self) {
-        for t in &self.udp {
-            t.abort();
-        }
+        self.stop.store(true, Ordering::Relaxed);
         let _ = self.tcp.shutdown_gracefully().await;
+        for t in std::mem::take(&mut self.udp) {
+            let _ = tokio::task::spawn_blocking(move || t.join()).await;
+        }
     }
 }
 
 impl Drop for DnsServer {
     fn drop(&mut self) {
-        for t in &self.udp {
-            t.abort();
-        }
+        // The UDP threads see this within `STOP_POLL` and exit.
+        self.stop.store(true, Ordering::Relaxed);
     }
 }

@@ -411,10 +411,10 @@ impl<'a> Engine<'a> {
         mut eligible: Vec<EndpointId>,
     ) -> Vec<EndpointId> {
         let p = self.config.pool(pool);
-        let family = s.ctx.dns.map(|q| q.qtype.to_ascii_uppercase());
-        let fits = |e: &EndpointId| match (&p.endpoints[e.0].address, family.as_deref()) {
-            (Address::Ip(ip), Some("A")) => ip.is_ipv4(),
-            (Address::Ip(ip), Some("AAAA")) => ip.is_ipv6(),
+        let qtype = s.ctx.dns.map_or("", |q| q.qtype);
+        let fits = |e: &EndpointId| match &p.endpoints[e.0].address {
+            Address::Ip(ip) if qtype.eq_ignore_ascii_case("A") => ip.is_ipv4(),
+            Address::Ip(ip) if qtype.eq_ignore_ascii_case("AAAA") => ip.is_ipv6(),
             _ => true,
         };
         eligible.retain(fits);
