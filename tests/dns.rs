@@ -323,13 +323,17 @@ default_pools = ["alias"]
         .flatten()
         .collect();
     // Both endpoints healthy: both show up within a few dozen answers.
-    wait_for("both weighted endpoints healthy", Duration::from_secs(15), || {
-        let seen: std::collections::BTreeSet<String> = dig(dns4, &queries[..80])
-            .iter()
-            .flat_map(|d| d.answers.iter().map(|(_, a)| a.clone()))
-            .collect();
-        seen.len() == 2
-    });
+    wait_for(
+        "both weighted endpoints healthy",
+        Duration::from_secs(15),
+        || {
+            let seen: std::collections::BTreeSet<String> = dig(dns4, &queries[..80])
+                .iter()
+                .flat_map(|d| d.answers.iter().map(|(_, a)| a.clone()))
+                .collect();
+            seen.len() == 2
+        },
+    );
     let answers = dig(dns4, &queries);
     assert_eq!(answers.len(), 400);
     assert!(

@@ -83,3 +83,53 @@ impl Geolocator {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::GeoNetwork;
+    use crate::region::Region;
+
+    fn fixture() -> Geolocation {
+        Geolocation {
+            database: Some(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/geo-test.mmdb").into()),
+            networks: vec![GeoNetwork {
+                net: "203.0.113.0/28".parse().unwrap(),
+                location: Location {
+                    region: Some(Region::Weu),
+                    ..Location::default()
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn the_table_wins_then_the_database_with_its_prefix() {
+        let g = Geolocator::new(&fixture()).expect("fixture opens");
+        let (table, prefix) = g.locate("203.0.113.5".parse().unwrap()).unwrap();
+        assert_eq!((table.region, prefix), (Some(Region::Weu), 28));
+        let (jp, prefix) = g.locate("203.0.113.77".parse().unwrap()).unwrap();
+        assert_eq!(jp.country.map(|c| c.to_string()).as_deref(), Some("JP"));
+        assert_eq!(prefix, 24, "an IPv4 prefix, not the ::/96-mapped one");
+        let c = jp.coordinates.unwrap();
+        assert!((c.latitude - 35.68).abs() < 1e-9 && (c.longitude - 139.69).abs() < 1e-9);
+        let (br, prefix) = g.locate("198.51.100.9".parse().unwrap()).unwrap();
+        assert_eq!(br.country.map(|c| c.to_string()).as_deref(), Some("BR"));
+        assert_eq!((br.coordinates, prefix), (None, 25));
+        let (de, prefix) = g.locate("2001:db8:42::1".parse().unwrap()).unwrap();
+        assert_eq!(de.country.map(|c| c.to_string()).as_deref(), Some("DE"));
+        assert_eq!(prefix, 48);
+        assert!(g.locate("192.0.2.1".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn a_missing_database_is_a_clear_error() {
+        let mut bad = fixture();
+        bad.database = Some("/nonexistent/GeoLite2-City.mmdb".into());
+        let e = Geolocator::new(&bad).unwrap_err();
+        assert!(
+            e.starts_with("geolocation.database: cannot open /nonexistent/GeoLite2-City.mmdb"),
+            "{e}"
+        );
+    }
+}

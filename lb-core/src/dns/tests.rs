@@ -80,8 +80,12 @@ fn query(name: &str, qtype: RecordType, edns: Option<Edns>) -> Vec<u8> {
 }
 
 fn ask(r: &Responder, bytes: &[u8]) -> Option<Message> {
+    ask_from(r, bytes, "127.0.0.1:5300")
+}
+
+fn ask_from(r: &Responder, bytes: &[u8], src: &str) -> Option<Message> {
     let mut out = Vec::new();
-    let src: SocketAddr = "127.0.0.1:5300".parse().unwrap();
+    let src: SocketAddr = src.parse().unwrap();
     r.answer_datagram(bytes, src, &mut out)
         .then(|| Message::from_vec(&out).expect("our answer parses"))
 }
@@ -169,6 +173,51 @@ fn ecs_steers_geo_and_carries_the_scope() {
     // A failover-only load balancer does not depend on location: scope 0.
     let plain = with("10.2.3.0", 24, "plain.example.test.");
     assert_eq!(subnet(&plain).map(|s| s.scope_prefix()), Some(0));
+}
+
+/// `location_strategy.mode = "resolver_ip"`: the resolver's address, located by the MaxMind
+/// database, picks the country's pools; an unknown resolver gets the PoP's answer.
+#[test]
+fn resolver_ip_is_located_by_the_database() {
+    let regions = RegionsTable::embedded().expect("regions");
+    let text = format!(
+        r#"
+[[pools]]
+name = "eu"
+origins = [{{ name = "eu", address = "198.51.100.1" }}]
+[[pools]]
+name = "jp"
+origins = [{{ name = "jp", address = "198.51.100.3" }}]
+[geolocation]
+database = "{}/tests/data/geo-test.mmdb"
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+country_pools = {{ JP = ["jp"] }}
+location_strategy = {{ mode = "resolver_ip", prefer_ecs = "never" }}
+"#,
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
+    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(HealthSnapshot::uniform(
+        &config,
+        Verdict::Healthy,
+    )));
+    let pop = PopInfo::new(&regions, Region::Weu, None);
+    let r = Responder::new(
+        config,
+        Arc::new(regions),
+        AffinityKey::derive(b"t"),
+        pop,
+        health,
+        1,
+    )
+    .expect("responder");
+    let q = query("geo.example.test.", RecordType::A, None);
+    let tokyo = ask_from(&r, &q, "203.0.113.77:5300").unwrap();
+    assert_eq!(tokyo.answers()[0].data().to_string(), "198.51.100.3");
+    let unknown = ask_from(&r, &q, "192.0.2.1:5300").unwrap();
+    assert_eq!(unknown.answers()[0].data().to_string(), "198.51.100.1");
 }
 
 proptest! {
