@@ -11,6 +11,7 @@ pub mod dns;
 pub mod error;
 pub mod geo;
 pub mod health;
+pub mod proxy;
 pub mod region;
 pub mod regions_table;
 pub mod request;

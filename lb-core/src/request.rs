@@ -80,6 +80,15 @@ pub struct HeaderBinding {
     pub last_seen: u64,
 }
 
+/// Live request and connection counts kept by the proxy, for `least_outstanding_requests`
+/// and `least_connections`; without them the engine reads the snapshot's counts.
+pub trait LoadCounts: Sync + std::fmt::Debug {
+    /// (outstanding requests, open connections) of one endpoint.
+    fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> (u32, u32);
+    /// (outstanding requests, open connections) of one pool.
+    fn pool(&self, pool: PoolId) -> (u32, u32);
+}
+
 /// One request, as the engine sees it.
 #[derive(Debug, Clone, Copy)]
 pub struct RequestContext<'a> {
@@ -96,6 +105,8 @@ pub struct RequestContext<'a> {
     /// The raw value of the affinity cookie, if the request carried one.
     pub affinity_cookie: Option<&'a str>,
     pub header_binding: Option<HeaderBinding>,
+    /// The proxy's live counts, when it has them.
+    pub load: Option<&'a dyn LoadCounts>,
     /// The injected clock: Unix seconds.
     pub now: u64,
     /// Record a human-readable explanation of each step (off on hot paths).
@@ -115,6 +126,7 @@ impl<'a> RequestContext<'a> {
             dns: None,
             affinity_cookie: None,
             header_binding: None,
+            load: None,
             now,
             explain: false,
         }

@@ -258,6 +258,7 @@ pub fn run(
             dns: None,
             affinity_cookie: cookie_jar.get(&client_index).map(String::as_str),
             header_binding: None,
+            load: None,
             now: sim.now,
             explain: false,
         };

@@ -38,6 +38,19 @@ pub struct Args {
     /// UDP sockets per DNS address (SO_REUSEPORT); default: one per CPU.
     #[arg(long, value_name = "N")]
     dns_sockets: Option<usize>,
+    /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
+    #[arg(long = "proxy", value_name = "ADDR")]
+    proxy: Vec<SocketAddr>,
+    /// Serve the proxy with TLS on this address (repeatable; needs --tls-cert/--tls-key).
+    #[arg(long = "proxy-tls", value_name = "ADDR")]
+    proxy_tls: Vec<SocketAddr>,
+    /// A PEM certificate chain for TLS; SNI picks the one valid for the name (the first is
+    /// the default). Repeat with --tls-key in the same order.
+    #[arg(long = "tls-cert", value_name = "FILE")]
+    tls_cert: Vec<PathBuf>,
+    /// The PEM private key of the --tls-cert at the same position.
+    #[arg(long = "tls-key", value_name = "FILE")]
+    tls_key: Vec<PathBuf>,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -108,6 +121,48 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
             Some(server)
         };
+        let mut proxies = Vec::new();
+        if !args.proxy.is_empty() || !args.proxy_tls.is_empty() {
+            let proxy = Arc::new(
+                lb_core::proxy::Proxy::new(
+                    Arc::clone(&shared.config),
+                    Arc::new(regions.clone()),
+                    args.mesh.affinity_key()?,
+                    lb_core::dns::PopInfo::new(regions, args.region, Some(&args.dc)),
+                    Arc::clone(&shared) as Arc<dyn lb_core::dns::HealthSource>,
+                    lb_core::proxy::ProxySettings::default(),
+                )
+                .map_err(|e| anyhow!("{}: {e}", args.config.display()))?,
+            );
+            for &addr in &args.proxy {
+                proxies.push(lb_core::proxy::listen(Arc::clone(&proxy), addr, None).await?);
+            }
+            if !args.proxy_tls.is_empty() {
+                if args.tls_cert.len() != args.tls_key.len() || args.tls_cert.is_empty() {
+                    return Err(anyhow!(
+                        "--proxy-tls needs --tls-cert and --tls-key given in pairs"
+                    ));
+                }
+                let pairs: Vec<(PathBuf, PathBuf)> = args
+                    .tls_cert
+                    .iter()
+                    .cloned()
+                    .zip(args.tls_key.iter().cloned())
+                    .collect();
+                let tls = lb_core::proxy::Certificates::load(&pairs)
+                    .and_then(lb_core::proxy::Certificates::server_config)
+                    .map_err(|e| anyhow!("TLS: {e}"))?;
+                for &addr in &args.proxy_tls {
+                    proxies.push(
+                        lb_core::proxy::listen(Arc::clone(&proxy), addr, Some(Arc::clone(&tls)))
+                            .await?,
+                    );
+                }
+            }
+            for p in &proxies {
+                eprintln!("HTTP proxy on {}", p.addr);
+            }
+        }
         let admin = tokio::spawn(aggregator::admin::serve(
             listener,
             Arc::clone(&shared),
@@ -121,6 +176,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             poll,
         ));
         stopped().await;
+        drop(proxies);
         if let Some(dns) = dns {
             dns.shutdown().await;
         }

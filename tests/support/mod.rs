@@ -96,3 +96,141 @@ pub fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> D
     }
     panic!("timed out after {within:?} waiting for {what}");
 }
+
+/// An HTTP origin on `ip` that answers with its `name` and what it received (`Host`,
+/// `X-Forwarded-For`, `X-Forwarded-Proto`, one per line). `GET /hold` waits `hold` before
+/// answering; a request with `Upgrade: echo` gets `101` and then every byte echoed back (a
+/// protocol switch like WebSocket's, without the framing). Stops accepting while `up` is
+/// clear. One thread per connection; `Connection: close` on every answer.
+pub fn named_origin(ip: &str, name: &str, up: Arc<AtomicBool>, hold: Duration) -> u16 {
+    let listener = TcpListener::bind((ip, 0)).expect("origin");
+    let port = listener.local_addr().expect("addr").port();
+    let ip: std::net::IpAddr = ip.parse().expect("ip");
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        let mut listener = Some(listener);
+        loop {
+            if !up.load(Ordering::SeqCst) {
+                listener = None;
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            let l = listener.get_or_insert_with(|| TcpListener::bind((ip, port)).expect("rebind"));
+            l.set_nonblocking(true).ok();
+            match l.accept() {
+                Ok((s, _)) => {
+                    let name = name.clone();
+                    std::thread::spawn(move || serve_named(s, &name, hold));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(2)),
+            }
+        }
+    });
+    port
+}
+
+fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
+    s.set_nonblocking(false).ok();
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 65536 {
+        match s.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).to_string();
+    let header = |n: &str| {
+        text.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.trim()
+                    .eq_ignore_ascii_case(n)
+                    .then(|| v.trim().to_string())
+            })
+            .unwrap_or_default()
+    };
+    let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
+    let length: usize = header("content-length").parse().unwrap_or(0);
+    let mut body = vec![0u8; length];
+    if s.read_exact(&mut body).is_err() {
+        return;
+    }
+    if header("upgrade").eq_ignore_ascii_case("echo") {
+        let _ = s.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
+        );
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = s.read(&mut buf) {
+            if n == 0 || s.write_all(&buf[..n]).is_err() {
+                break;
+            }
+        }
+        return;
+    }
+    if path == "/hold" {
+        std::thread::sleep(hold);
+    }
+    let reply = format!(
+        "{name}\nhost={}\nxff={}\nproto={}\nbody={}\n",
+        header("host"),
+        header("x-forwarded-for"),
+        header("x-forwarded-proto"),
+        String::from_utf8_lossy(&body)
+    );
+    let _ = write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+        reply.len()
+    );
+}
+
+/// A small mesh on loopback: one aggregator (region WEU, with `extra` arguments such as
+/// `--dns` or `--proxy`) and three probers in WEU, gossiping with `key`.
+pub fn start_mesh(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    extra: &[String],
+) -> Procs {
+    let bin = env!("CARGO_BIN_EXE_meshlb");
+    let gossip = free_udp();
+    let mesh = |listen: SocketAddr| -> Vec<String> {
+        vec![
+            "--listen".into(),
+            listen.to_string(),
+            "--seed".into(),
+            gossip.to_string(),
+            "--key-file".into(),
+            key.display().to_string(),
+            "--gossip-interval-ms".into(),
+            "100".into(),
+        ]
+    };
+    let mut procs = Procs(Vec::new());
+    procs.0.push(
+        std::process::Command::new(bin)
+            .args(["aggregator", "--config", &config.display().to_string()])
+            .args(["--region", "WEU", "--admin", &admin.to_string()])
+            .args(extra)
+            .args(mesh(gossip))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("aggregator"),
+    );
+    for dc in ["ams", "fra", "lhr"] {
+        procs.0.push(
+            std::process::Command::new(bin)
+                .args(["prober", "--config", &config.display().to_string()])
+                .args(["--region", "WEU", "--dc", dc])
+                .args(mesh(free_udp()))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("prober"),
+        );
+    }
+    procs
+}

@@ -207,6 +207,7 @@ impl<'a> Engine<'a> {
                 mode: ctx.mode,
                 pop_region: ctx.pop.region,
                 pop_datacenter: ctx.pop.datacenter,
+                load: ctx.load,
             },
             endpoints: EndpointView {
                 config: self.config,
@@ -214,6 +215,7 @@ impl<'a> Engine<'a> {
                 mode: ctx.mode,
                 pop_region: ctx.pop.region,
                 client_ip: ctx.client_ip,
+                load: ctx.load,
             },
             rng,
             trace,

@@ -24,6 +24,7 @@ pub(crate) struct EndpointView<'a> {
     /// RTT the `latency` policy compares.
     pub pop_region: Region,
     pub client_ip: Option<IpAddr>,
+    pub load: Option<&'a dyn crate::request::LoadCounts>,
 }
 
 impl EndpointView<'_> {
@@ -77,12 +78,18 @@ pub(crate) fn pick(
 ) -> Option<EndpointId> {
     let policy = view.config.pool(pool).origin_steering.policy;
     let counts = |e: EndpointId| {
-        let h = view.health.endpoint(pool, e);
+        let (outstanding, connections) = match view.load {
+            Some(live) => live.endpoint(pool, e),
+            None => {
+                let h = view.health.endpoint(pool, e);
+                (h.outstanding, h.connections)
+            }
+        };
         match (policy, view.mode) {
             // Seed 000: without the proxy's counts LORS is plain weighted random.
             (_, Mode::Dns) => 0,
-            (OriginPolicy::LeastOutstandingRequests, _) => h.outstanding,
-            (OriginPolicy::LeastConnections, _) => h.connections,
+            (OriginPolicy::LeastOutstandingRequests, _) => outstanding,
+            (OriginPolicy::LeastConnections, _) => connections,
             _ => 0,
         }
     };

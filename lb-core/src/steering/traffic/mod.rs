@@ -32,6 +32,7 @@ pub(crate) struct PoolView<'a> {
     pub pop_region: crate::region::Region,
     /// The serving PoP's datacenter code, for `pop_pools`.
     pub pop_datacenter: Option<&'a str>,
+    pub load: Option<&'a dyn crate::request::LoadCounts>,
 }
 
 impl PoolView<'_> {

@@ -23,12 +23,17 @@ pub(super) fn random_order(
         .iter()
         .map(|&p| {
             let w = settings.random_steering.weight(p);
+            let (outstanding, connections) = match view.load {
+                Some(live) => live.pool(p),
+                None => (
+                    view.health.pool(p).outstanding,
+                    view.health.pool(p).connections,
+                ),
+            };
             let count = match (least, view.mode) {
                 (_, Mode::Dns) => 0,
-                (Some(SteeringPolicy::LeastOutstandingRequests), _) => {
-                    view.health.pool(p).outstanding
-                }
-                (Some(SteeringPolicy::LeastConnections), _) => view.health.pool(p).connections,
+                (Some(SteeringPolicy::LeastOutstandingRequests), _) => outstanding,
+                (Some(SteeringPolicy::LeastConnections), _) => connections,
                 _ => 0,
             };
             (p, transformed_weight(w, count))

@@ -1,0 +1,533 @@
+//! One proxied request: route by Host, steer (rules, affinity, pools, endpoints) over the live
+//! snapshot and live load, forward with the proxy's header rules, retry once on a connection
+//! failure before any response byte when zero-downtime failover allows it and the body can be
+//! replayed, tunnel WebSockets, and answer 530 when no pool can take the request.
+
+use std::cell::RefCell;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Request, Response, StatusCode, Uri};
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Body, Incoming};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
+use super::live::{Counted, InFlight, LiveLoad};
+use super::sessions::HeaderSessions;
+use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
+use crate::config::{Address, AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
+use crate::dns::{Geolocator, HealthSource, PopInfo};
+use crate::regions_table::RegionsTable;
+use crate::request::{HttpFields, Mode, Pop, RequestContext};
+use crate::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
+
+pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+
+thread_local! {
+    static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
+}
+
+/// Timeouts and bounds.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    /// Connecting to an origin (Cloudflare's 522 after 15 s; we are stricter).
+    pub connect_timeout: Duration,
+    /// From sending the request to the origin's response headers (Cloudflare: 100 s).
+    pub response_timeout: Duration,
+    /// Idle pooled connections to origins are closed after this.
+    pub pool_idle_timeout: Duration,
+    /// A client must send a request's headers within this.
+    pub header_read_timeout: Duration,
+    /// Largest request head accepted (HTTP/1.1 buffer), bytes.
+    pub max_header_bytes: usize,
+    /// Request bodies up to this size are buffered so that a retry can replay them.
+    pub replay_limit: u64,
+}
+
+impl Default for ProxySettings {
+    fn default() -> Self {
+        ProxySettings {
+            connect_timeout: Duration::from_secs(5),
+            response_timeout: Duration::from_secs(100),
+            pool_idle_timeout: Duration::from_secs(90),
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 << 10,
+            replay_limit: 64 << 10,
+        }
+    }
+}
+
+/// The proxy's state, shared by every connection.
+pub struct Proxy {
+    config: Arc<Config>,
+    regions: Arc<RegionsTable>,
+    key: AffinityKey,
+    pop: PopInfo,
+    health: Arc<dyn HealthSource>,
+    geo: Geolocator,
+    live: Arc<LiveLoad>,
+    sessions: HeaderSessions,
+    client: Client<HttpConnector, ProxyBody>,
+    pub settings: ProxySettings,
+}
+
+impl std::fmt::Debug for Proxy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxy")
+            .field("pop", &self.pop)
+            .finish_non_exhaustive()
+    }
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
+    let status = StatusCode::from_u16(f.status_code).unwrap_or(StatusCode::OK);
+    let mut r = text(status, f.message_body.clone());
+    if let Ok(v) = HeaderValue::from_str(&f.content_type) {
+        r.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    if let Some(l) = f
+        .location
+        .as_deref()
+        .and_then(|l| HeaderValue::from_str(l).ok())
+    {
+        r.headers_mut().insert(header::LOCATION, l);
+    }
+    r
+}
+
+/// How an attempt at an origin failed.
+enum Failure {
+    /// Nothing reached the origin (refused, unreachable, connect timeout): a retry is safe.
+    Connect { timed_out: bool },
+    /// The connection broke after the request was sent but before any response byte, or
+    /// the origin took too long.
+    Exchange { timed_out: bool },
+}
+
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::TimedOut {
+                return true;
+            }
+        }
+        if err.to_string().contains("timed out") {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
+}
+
+struct Prepared {
+    parts: http::request::Parts,
+    host: String,
+    client: SocketAddr,
+    tls: bool,
+    upgrade: bool,
+}
+
+impl Proxy {
+    pub fn new(
+        config: Arc<Config>,
+        regions: Arc<RegionsTable>,
+        key: AffinityKey,
+        pop: PopInfo,
+        health: Arc<dyn HealthSource>,
+        settings: ProxySettings,
+    ) -> Result<Proxy, String> {
+        let geo = Geolocator::new(&config.geolocation)?;
+        let mut connector = HttpConnector::new();
+        connector.set_connect_timeout(Some(settings.connect_timeout));
+        connector.set_nodelay(true);
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(settings.pool_idle_timeout)
+            .pool_max_idle_per_host(256)
+            .build(connector);
+        Ok(Proxy {
+            live: Arc::new(LiveLoad::new(&config)),
+            config,
+            regions,
+            key,
+            pop,
+            health,
+            geo,
+            sessions: HeaderSessions::default(),
+            client,
+            settings,
+        })
+    }
+
+    /// Outstanding requests at an endpoint right now (for tests and status).
+    pub fn outstanding(&self, target: Target) -> u32 {
+        self.live.outstanding(target)
+    }
+
+    /// Serves one request from `client`.
+    pub async fn handle(
+        self: Arc<Self>,
+        mut req: Request<Incoming>,
+        client: SocketAddr,
+        tls: bool,
+    ) -> Response<ProxyBody> {
+        let start = Instant::now();
+        let host = req
+            .uri()
+            .host()
+            .map(str::to_string)
+            .or_else(|| {
+                let h = req.headers().get(header::HOST)?.to_str().ok()?;
+                // Strip a port, minding IPv6 literals.
+                Some(match h.rsplit_once(':') {
+                    Some((name, port)) if !name.ends_with(']') || h.starts_with('[') => {
+                        if port.chars().all(|c| c.is_ascii_digit()) {
+                            name.to_string()
+                        } else {
+                            h.to_string()
+                        }
+                    }
+                    _ => h.to_string(),
+                })
+            })
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        let Some(lb_index) = self
+            .config
+            .load_balancers
+            .iter()
+            .position(|lb| lb.name == host.trim_end_matches('.'))
+        else {
+            return text(
+                StatusCode::NOT_FOUND,
+                format!("meshlb: no load balancer is named {host}\n"),
+            );
+        };
+        let lb = &self.config.load_balancers[lb_index];
+        let upgrade = is_upgrade(req.headers());
+        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+        let (decision, had_binding) = self.decide(lb_index, &req, &host, client, tls);
+        let response = match &decision.outcome {
+            Outcome::Fixed(f) => fixed(f),
+            Outcome::NoPool | Outcome::Answer { .. } => text(
+                StatusCode::from_u16(530).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                format!(
+                    "meshlb: no healthy pool can serve {} (error 1016)\n",
+                    lb.name
+                ),
+            ),
+            Outcome::Forward { target, retry } => {
+                let (target, retry) = (*target, *retry);
+                self.remember(&decision);
+                let (parts, body) = req.into_parts();
+                let prepared = Prepared {
+                    parts,
+                    host: host.clone(),
+                    client,
+                    tls,
+                    upgrade,
+                };
+                self.forward(
+                    lb_index,
+                    &decision,
+                    target,
+                    retry,
+                    prepared,
+                    body,
+                    client_upgrade,
+                )
+                .await
+            }
+        };
+        let (pool, endpoint) = match &decision.outcome {
+            Outcome::Forward { target, .. } => {
+                let p = self.config.pool(target.pool);
+                (
+                    p.name.clone(),
+                    p.endpoints
+                        .get(target.endpoint.0)
+                        .map_or(String::new(), |e| e.name.clone()),
+                )
+            }
+            _ => (String::new(), String::new()),
+        };
+        let class = format!("{}xx", response.status().as_u16() / 100);
+        metrics::counter!("meshlb_proxy_requests_total",
+            "load_balancer" => lb.name.clone(), "pool" => pool, "endpoint" => endpoint,
+            "status_class" => class)
+        .increment(1);
+        metrics::histogram!("meshlb_proxy_request_duration_seconds", "load_balancer" => lb.name.clone())
+            .record(start.elapsed().as_secs_f64());
+        if had_binding
+            && matches!(
+                decision.affinity,
+                AffinityUpdate::None | AffinityUpdate::TouchHeaderSession { .. }
+            )
+        {
+            metrics::counter!("meshlb_proxy_affinity_hits_total", "load_balancer" => lb.name.clone())
+                .increment(1);
+        }
+        response
+    }
+
+    fn decide(
+        &self,
+        lb_index: usize,
+        req: &Request<Incoming>,
+        host: &str,
+        client: SocketAddr,
+        tls: bool,
+    ) -> (Decision, bool) {
+        let lb = &self.config.load_balancers[lb_index];
+        let header_fields = fields(req.headers());
+        let cookie_jar = cookies(req.headers());
+        let http = HttpFields {
+            method: req.method().as_str(),
+            host,
+            path: req.uri().path(),
+            query: req.uri().query().unwrap_or(""),
+            headers: &header_fields,
+            cookies: &cookie_jar,
+            tls,
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let pop = Pop {
+            region: self.pop.region,
+            datacenter: self.pop.datacenter.as_deref(),
+            country: self.pop.country,
+            coordinates: self.pop.coordinates,
+        };
+        let mut ctx = RequestContext::new(Mode::Proxy, pop, now);
+        ctx.client_ip = Some(client.ip());
+        if !self.geo.is_empty() {
+            ctx.client_location = self.geo.locate(client.ip()).map(|(l, _)| l);
+        }
+        ctx.http = Some(http);
+        ctx.affinity_cookie = http.cookie(COOKIE_NAME);
+        if lb.settings.session_affinity.kind == AffinityKind::Header {
+            ctx.header_binding = header_session_key(&lb.settings.session_affinity, &lb.name, &http)
+                .and_then(|k| self.sessions.get(k));
+        }
+        ctx.load = Some(&*self.live);
+        let had_binding = ctx.affinity_cookie.is_some() || ctx.header_binding.is_some();
+        let health = self.health.current();
+        let engine = Engine::new(&self.config, &self.regions, &self.key);
+        let decision = RNG.with(|rng| engine.decide(lb, &health, &ctx, &mut *rng.borrow_mut()));
+        (decision, had_binding)
+    }
+
+    /// Header-affinity bookkeeping the decision asks for.
+    fn remember(&self, decision: &Decision) {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        match decision.affinity {
+            AffinityUpdate::BindHeaderSession { key, target } => {
+                self.sessions.bind(key, target, now, 3600);
+            }
+            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, now),
+            _ => {}
+        }
+    }
+
+    fn upstream(
+        &self,
+        target: Target,
+        p: &Prepared,
+        body: ProxyBody,
+    ) -> Option<Request<ProxyBody>> {
+        let endpoint = self
+            .config
+            .pool(target.pool)
+            .endpoints
+            .get(target.endpoint.0)?;
+        let port = if endpoint.port == 0 {
+            80
+        } else {
+            endpoint.port
+        };
+        let authority = match &endpoint.address {
+            Address::Ip(ip) => SocketAddr::new(*ip, port).to_string(),
+            Address::Hostname(h) => format!("{h}:{port}"),
+        };
+        let path = p.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let uri: Uri = format!("http://{authority}{path}").parse().ok()?;
+        let mut out = Request::new(body);
+        *out.method_mut() = p.parts.method.clone();
+        *out.uri_mut() = uri;
+        *out.headers_mut() = p.parts.headers.clone();
+        let headers = out.headers_mut();
+        strip_hop_by_hop(headers, p.upgrade);
+        add_forwarded(headers, p.client.ip(), p.tls, &p.host);
+        let host_header = endpoint.host_header.clone().unwrap_or_else(|| {
+            p.parts
+                .headers
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map_or_else(|| p.host.clone(), str::to_string)
+        });
+        if let Ok(v) = HeaderValue::from_str(&host_header) {
+            headers.insert(header::HOST, v);
+        }
+        Some(out)
+    }
+
+    async fn attempt(
+        &self,
+        target: Target,
+        p: &Prepared,
+        body: ProxyBody,
+    ) -> (Result<Response<Incoming>, Failure>, InFlight) {
+        let in_flight = self.live.start(target);
+        let Some(req) = self.upstream(target, p, body) else {
+            return (Err(Failure::Connect { timed_out: false }), in_flight);
+        };
+        let result =
+            match tokio::time::timeout(self.settings.response_timeout, self.client.request(req))
+                .await
+            {
+                Ok(Ok(resp)) => Ok(resp),
+                Ok(Err(e)) if e.is_connect() => Err(Failure::Connect {
+                    timed_out: timed_out(&e),
+                }),
+                Ok(Err(e)) => Err(Failure::Exchange {
+                    timed_out: timed_out(&e),
+                }),
+                Err(_) => Err(Failure::Exchange { timed_out: true }),
+            };
+        (result, in_flight)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn forward(
+        &self,
+        lb_index: usize,
+        decision: &Decision,
+        target: Target,
+        retry: Option<Target>,
+        p: Prepared,
+        body: Incoming,
+        client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    ) -> Response<ProxyBody> {
+        let lb = &self.config.load_balancers[lb_index];
+        // A body that fits the replay limit is buffered so that a retry can send it again.
+        let buffer = body.is_end_stream()
+            || body
+                .size_hint()
+                .exact()
+                .is_some_and(|n| n <= self.settings.replay_limit);
+        let (first_body, body_for_retry) = if buffer {
+            let bytes = match body.collect().await {
+                Ok(c) => c.to_bytes(),
+                Err(_) => {
+                    return text(
+                        StatusCode::BAD_REQUEST,
+                        "meshlb: the request body broke off\n".into(),
+                    )
+                }
+            };
+            (
+                Full::new(bytes.clone())
+                    .map_err(|e: Infallible| match e {})
+                    .boxed(),
+                Some(bytes),
+            )
+        } else {
+            (body.boxed(), None)
+        };
+        let (mut result, mut in_flight) = self.attempt(target, &p, first_body).await;
+        let mut used_retry = false;
+        // Safe to send again: nothing reached the origin, or the connection broke before any
+        // response byte on an idempotent request (RFC 9110 section 9.2.2).
+        let retryable = match &result {
+            Err(Failure::Connect { .. }) => true,
+            Err(Failure::Exchange { timed_out: false }) => p.parts.method.is_idempotent(),
+            _ => false,
+        };
+        if let (true, Some(retry), Some(bytes)) = (retryable, retry, &body_for_retry) {
+            metrics::counter!("meshlb_proxy_retries_total", "load_balancer" => lb.name.clone())
+                .increment(1);
+            let again = Full::new(bytes.clone())
+                .map_err(|e: Infallible| match e {})
+                .boxed();
+            (result, in_flight) = self.attempt(retry, &p, again).await;
+            used_retry = true;
+        }
+        let mut resp = match result {
+            Ok(resp) => resp,
+            Err(Failure::Connect { timed_out: true } | Failure::Exchange { timed_out: true }) => {
+                return text(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    format!("meshlb: the origin of {} did not answer in time\n", lb.name),
+                )
+            }
+            Err(_) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("meshlb: the origin of {} could not be reached\n", lb.name),
+                )
+            }
+        };
+        let cookie = match (&decision.affinity, used_retry) {
+            (_, true) if decision.retry_cookie.is_some() => decision.retry_cookie.clone(),
+            (_, true)
+                if lb.settings.session_affinity.zero_downtime_failover
+                    == ZeroDowntimeFailover::Temporary =>
+            {
+                None
+            }
+            (AffinityUpdate::SetCookie(c), _) => Some(c.clone()),
+            _ => None,
+        };
+        let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
+        strip_hop_by_hop(resp.headers_mut(), switching);
+        if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
+            resp.headers_mut().append(header::SET_COOKIE, c);
+        }
+        if switching {
+            if let Some(client_side) = client_upgrade {
+                let origin_side = hyper::upgrade::on(&mut resp);
+                tokio::spawn(async move {
+                    // The tunnel counts as outstanding until either side closes.
+                    let _counted = in_flight;
+                    if let (Ok(c), Ok(o)) = (client_side.await, origin_side.await) {
+                        let _ = tokio::io::copy_bidirectional(
+                            &mut TokioIo::new(c),
+                            &mut TokioIo::new(o),
+                        )
+                        .await;
+                    }
+                });
+                let (parts, _) = resp.into_parts();
+                return Response::from_parts(
+                    parts,
+                    http_body_util::Empty::new().map_err(|e| match e {}).boxed(),
+                );
+            }
+        }
+        let (parts, body) = resp.into_parts();
+        Response::from_parts(parts, Counted::new(body, Some(in_flight)).boxed())
+    }
+}

@@ -1,0 +1,153 @@
+//! Header rules of a reverse proxy: hop-by-hop headers stay on their hop (RFC 9110 section
+//! 7.6.1), the client's address and scheme travel in `X-Forwarded-*`, cookies are parsed once.
+
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+
+const HOP_BY_HOP: [&str; 8] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+];
+
+/// Whether the request asks to switch protocols (WebSocket).
+pub fn is_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        && headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+}
+
+/// Removes hop-by-hop headers and those the `Connection` header names. An upgrade keeps
+/// `Connection: upgrade` and `Upgrade`, which the next hop needs to switch protocols.
+pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    let named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .filter(|n| !(keep_upgrade && n == header::UPGRADE))
+        .collect();
+    for n in named {
+        headers.remove(n);
+    }
+    for h in HOP_BY_HOP {
+        headers.remove(h);
+    }
+    if keep_upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        headers.remove(header::UPGRADE);
+    }
+}
+
+/// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host`.
+pub fn add_forwarded(headers: &mut HeaderMap, client: std::net::IpAddr, tls: bool, host: &str) {
+    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
+        Some(prior) => format!("{prior}, {client}"),
+        None => client.to_string(),
+    };
+    if let Ok(v) = HeaderValue::from_str(&xff) {
+        headers.insert("x-forwarded-for", v);
+    }
+    headers.insert(
+        "x-forwarded-proto",
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
+    if let Ok(v) = HeaderValue::from_str(host) {
+        headers.insert("x-forwarded-host", v);
+    }
+}
+
+/// `Cookie` headers as (name, value) pairs.
+pub fn cookies(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| {
+            let (n, v) = pair.split_once('=')?;
+            Some((n.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Headers as lower-case (name, value) pairs for the rules and header affinity.
+pub fn fields(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str().to_string(), v.to_str().ok()?.to_string())))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_headers_and_those_connection_names_are_removed() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            "connection",
+            HeaderValue::from_static("keep-alive, x-secret"),
+        );
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("te", HeaderValue::from_static("trailers"));
+        h.insert("upgrade", HeaderValue::from_static("h2c"));
+        h.insert("x-kept", HeaderValue::from_static("yes"));
+        strip_hop_by_hop(&mut h, false);
+        let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
+    }
+
+    #[test]
+    fn an_upgrade_keeps_what_the_next_hop_needs() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("Upgrade"));
+        h.insert("upgrade", HeaderValue::from_static("websocket"));
+        assert!(is_upgrade(&h));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(h["connection"], "upgrade");
+        assert_eq!(h["upgrade"], "websocket");
+    }
+
+    #[test]
+    fn forwarded_for_appends() {
+        let mut h = HeaderMap::new();
+        h.insert("x-forwarded-for", HeaderValue::from_static("192.0.2.1"));
+        add_forwarded(
+            &mut h,
+            "198.51.100.7".parse().unwrap(),
+            true,
+            "www.example.test",
+        );
+        assert_eq!(h["x-forwarded-for"], "192.0.2.1, 198.51.100.7");
+        assert_eq!(h["x-forwarded-proto"], "https");
+        assert_eq!(h["x-forwarded-host"], "www.example.test");
+    }
+
+    #[test]
+    fn cookies_are_split() {
+        let mut h = HeaderMap::new();
+        h.append("cookie", HeaderValue::from_static("a=1; __meshlb=xyz"));
+        h.append("cookie", HeaderValue::from_static("b = 2"));
+        assert_eq!(
+            cookies(&h),
+            [
+                ("a".into(), "1".into()),
+                ("__meshlb".into(), "xyz".into()),
+                ("b".into(), "2".into())
+            ]
+        );
+    }
+}

@@ -1,0 +1,13 @@
+//! The HTTP reverse proxy (DESIGN sections 5 and 6): layer-7 steering on hyper with live
+//! load counts, session affinity, zero-downtime failover, WebSockets and TLS termination.
+
+mod handler;
+mod headers;
+mod live;
+mod server;
+mod sessions;
+mod tls;
+
+pub use handler::{Proxy, ProxyBody, ProxySettings};
+pub use server::{listen, ProxyListener};
+pub use tls::Certificates;

@@ -1,0 +1,80 @@
+//! TLS termination: certificates from PEM files, the one valid for the client's SNI name
+//! chosen per handshake (the first is the default when none matches or no SNI is sent).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use rustls_pki_types::{CertificateDer, ServerName};
+
+#[derive(Debug)]
+pub struct Certificates {
+    keys: Vec<Arc<CertifiedKey>>,
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+impl Certificates {
+    /// Loads (certificate chain, private key) PEM file pairs.
+    pub fn load(pairs: &[(PathBuf, PathBuf)]) -> Result<Certificates, String> {
+        let provider = rustls::crypto::ring::default_provider();
+        let mut keys = Vec::new();
+        for (cert, key) in pairs {
+            let chain: Vec<CertificateDer<'static>> =
+                rustls_pemfile::certs(&mut read(cert)?.as_slice())
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("{}: not a PEM certificate chain: {e}", cert.display()))?;
+            if chain.is_empty() {
+                return Err(format!("{}: no certificate in the file", cert.display()));
+            }
+            let private = rustls_pemfile::private_key(&mut read(key)?.as_slice())
+                .map_err(|e| format!("{}: not a PEM private key: {e}", key.display()))?
+                .ok_or_else(|| format!("{}: no private key in the file", key.display()))?;
+            let signing = provider
+                .key_provider
+                .load_private_key(private)
+                .map_err(|e| format!("{}: unusable private key: {e}", key.display()))?;
+            keys.push(Arc::new(CertifiedKey::new(chain, signing)));
+        }
+        if keys.is_empty() {
+            return Err("no certificate given".into());
+        }
+        Ok(Certificates { keys })
+    }
+
+    /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
+    pub fn server_config(self) -> Result<Arc<rustls::ServerConfig>, String> {
+        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_cert_resolver(Arc::new(self));
+        config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+}
+
+impl ResolvesServerCert for Certificates {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let wanted = hello
+            .server_name()
+            .and_then(|n| ServerName::try_from(n.to_string()).ok());
+        if let Some(name) = wanted {
+            for key in &self.keys {
+                let valid = key.cert.first().is_some_and(|der| {
+                    webpki::EndEntityCert::try_from(der)
+                        .is_ok_and(|ee| ee.verify_is_valid_for_subject_name(&name).is_ok())
+                });
+                if valid {
+                    return Some(Arc::clone(key));
+                }
+            }
+        }
+        self.keys.first().cloned()
+    }
+}

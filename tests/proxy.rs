@@ -1,0 +1,579 @@
+//! The HTTP reverse proxy of a real `meshlb aggregator`, fed by a real mesh (three probers
+//! probing real HTTP origins), driven with curl and plain HTTP clients: weights, least
+//! outstanding requests, hash and ip_cookie stickiness, cookie affinity (and a tampered
+//! cookie), header override and X-Forwarded-*, a protocol upgrade tunnel, TLS termination
+//! with SNI, 530 when nothing can serve, and zero-downtime failover under a steady stream.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+mod support;
+use support::*;
+
+#[derive(Debug, Default)]
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+    /// The origin's name: the first line of its body.
+    fn origin(&self) -> &str {
+        self.body.lines().next().unwrap_or("")
+    }
+}
+
+/// One request with curl; `extra` are more curl arguments.
+fn curl(url: &str, host: &str, extra: &[&str]) -> Reply {
+    let out = Command::new("curl")
+        .args([
+            "-s",
+            "-i",
+            "--max-time",
+            "10",
+            "-H",
+            &format!("Host: {host}"),
+        ])
+        .args(extra)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    let text = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    let (head, body) = text.split_once("\n\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    Reply {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+/// A plain HTTP/1.1 request on its own connection: the status code (0 when the proxy could
+/// not be reached at all).
+fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
+    let Ok(mut s) = TcpStream::connect(proxy) else {
+        return 0;
+    };
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    if write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .is_err()
+    {
+        return 0;
+    }
+    let mut text = String::new();
+    let _ = s.read_to_string(&mut text);
+    text.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+struct Origin {
+    up: Arc<AtomicBool>,
+    port: u16,
+}
+
+#[test]
+fn proxy_steers_sticks_tunnels_and_fails_over() {
+    let dir = std::env::temp_dir().join(format!("meshlb-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb proxy test cluster key").expect("key");
+    let hold = Duration::from_secs(4);
+    let names = [
+        ("w1", "127.0.1.1"),
+        ("w2", "127.0.1.2"),
+        ("slow", "127.0.1.3"),
+        ("fast", "127.0.1.4"),
+        ("h1", "127.0.1.5"),
+        ("h2", "127.0.1.6"),
+        ("h3", "127.0.1.7"),
+        ("z1", "127.0.1.8"),
+        ("z2", "127.0.1.9"),
+        ("down", "127.0.1.10"),
+    ];
+    let o: BTreeMap<&str, Origin> = names
+        .iter()
+        .map(|&(name, ip)| {
+            let up = Arc::new(AtomicBool::new(true));
+            // Only `slow` holds /hold requests open.
+            let wait = if name == "slow" { hold } else { Duration::ZERO };
+            let port = named_origin(ip, name, Arc::clone(&up), wait);
+            (name, Origin { up, port })
+        })
+        .collect();
+    let origin = |name: &str| -> String {
+        let ip = names.iter().find(|(n, _)| *n == name).unwrap().1;
+        format!(
+            "{{ name = \"{name}\", address = \"{ip}\", port = {} }}",
+            o[name].port
+        )
+    };
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+retries = 0
+consecutive_down = 2
+
+[[pools]]
+name = "weighted"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{w1_weight}, {w2}]
+[[pools]]
+name = "lors"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{slow}, {fast}]
+origin_steering = {{ policy = "least_outstanding_requests" }}
+[[pools]]
+name = "three"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{h1}, {h2_override}, {h3}]
+[[pools]]
+name = "hashed"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{h1}, {h2}, {h3}]
+origin_steering = {{ policy = "hash" }}
+[[pools]]
+name = "zdt"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{z1}, {z2}]
+[[pools]]
+name = "dead"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{down}]
+
+[[load_balancers]]
+name = "weighted.example.test"
+proxied = true
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "lors.example.test"
+proxied = true
+default_pools = ["lors"]
+[[load_balancers]]
+name = "sticky.example.test"
+proxied = true
+default_pools = ["three"]
+session_affinity = "cookie"
+[[load_balancers]]
+name = "ipcookie.example.test"
+proxied = true
+default_pools = ["three"]
+session_affinity = "ip_cookie"
+[[load_balancers]]
+name = "hash.example.test"
+proxied = true
+default_pools = ["hashed"]
+[[load_balancers]]
+name = "zdt.example.test"
+proxied = true
+default_pools = ["zdt"]
+session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
+[[load_balancers]]
+name = "nozdt.example.test"
+proxied = true
+default_pools = ["zdt"]
+[[load_balancers]]
+name = "dead.example.test"
+proxied = true
+default_pools = ["dead"]
+fallback_pool = "dead"
+[[load_balancers]]
+name = "tls.example.test"
+proxied = true
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "other.example.test"
+proxied = true
+default_pools = ["weighted"]
+"#,
+            w1_weight = origin("w1").replace(" }", ", weight = 0.25 }"),
+            w2 = origin("w2").replace(" }", ", weight = 0.75 }"),
+            slow = origin("slow"),
+            fast = origin("fast"),
+            h1 = origin("h1"),
+            h2 = origin("h2"),
+            h2_override =
+                origin("h2").replace(" }", ", header = { Host = [\"override.example\"] } }"),
+            h3 = origin("h3"),
+            z1 = origin("z1"),
+            z2 = origin("z2"),
+            down = origin("down"),
+        ),
+    )
+    .expect("config");
+    // Two certificates; SNI must pick the right one.
+    let mut certs = Vec::new();
+    for name in ["tls.example.test", "other.example.test"] {
+        let c = rcgen::generate_simple_self_signed(vec![name.to_string()]).expect("cert");
+        let (cert, key) = (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        );
+        std::fs::write(&cert, c.cert.pem()).expect("cert");
+        std::fs::write(&key, c.signing_key.serialize_pem()).expect("key");
+        certs.push((cert, key));
+    }
+    let admin = free_tcp();
+    let proxy = free_tcp();
+    let proxy_tls = free_tcp();
+    let mut extra: Vec<String> = vec![
+        "--proxy".into(),
+        proxy.to_string(),
+        "--proxy-tls".into(),
+        proxy_tls.to_string(),
+    ];
+    for (c, k) in &certs {
+        extra.extend(["--tls-cert".into(), c.display().to_string()]);
+        extra.extend(["--tls-key".into(), k.display().to_string()]);
+    }
+    let _procs = start_mesh(&config, &key, admin, &extra);
+    let url = format!("http://{proxy}/");
+
+    // Everything healthy: every endpoint of `three` and `weighted` answers, `dead` is down.
+    o["down"].up.store(false, Ordering::SeqCst);
+    wait_for("the mesh voted", Duration::from_secs(30), || {
+        let seen: std::collections::BTreeSet<String> = (0..30)
+            .map(|_| curl(&url, "sticky.example.test", &[]).origin().to_string())
+            .collect();
+        seen.len() == 3 && curl(&url, "dead.example.test", &[]).status == 530
+    });
+
+    // 530 with a body naming the load balancer when no pool (nor the fallback) can serve.
+    let r = curl(&url, "dead.example.test", &[]);
+    assert_eq!(r.status, 530);
+    assert!(r.body.contains("dead.example.test"), "{r:?}");
+    // An unknown host: 404.
+    assert_eq!(curl(&url, "nobody.example.test", &[]).status, 404);
+
+    // Header override and X-Forwarded-*: h2 sees Host override.example, everyone sees XFF.
+    let mut seen_override = false;
+    for _ in 0..40 {
+        let r = curl(
+            &url,
+            "sticky.example.test",
+            &["-H", "X-Forwarded-For: 192.0.2.9"],
+        );
+        assert!(r.body.contains("xff=192.0.2.9, 127.0.0.1"), "{r:?}");
+        assert!(r.body.contains("proto=http"), "{r:?}");
+        if r.origin() == "h2" {
+            assert!(r.body.contains("host=override.example"), "{r:?}");
+            seen_override = true;
+        } else {
+            assert!(r.body.contains("host=sticky.example.test"), "{r:?}");
+        }
+    }
+    assert!(seen_override, "h2 was never chosen in 40 requests");
+
+    // Weighted: 0.25 / 0.75 over 400 requests (one curl, keep-alive to the proxy).
+    wait_for(
+        "both weighted endpoints healthy",
+        Duration::from_secs(15),
+        || {
+            let seen: std::collections::BTreeSet<String> = (0..20)
+                .map(|_| {
+                    curl(&url, "weighted.example.test", &[])
+                        .origin()
+                        .to_string()
+                })
+                .collect();
+            seen.len() == 2
+        },
+    );
+    let urls: Vec<String> = (0..400).map(|_| url.clone()).collect();
+    let out = Command::new("curl")
+        .args(["-s", "-H", "Host: weighted.example.test"])
+        .args(&urls)
+        .output()
+        .expect("curl");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let w2 = text.lines().filter(|l| *l == "w2").count();
+    let w1 = text.lines().filter(|l| *l == "w1").count();
+    assert_eq!(w1 + w2, 400);
+    let share = w2 as f64 / 400.0;
+    assert!((0.65..=0.85).contains(&share), "weight 0.75 got {share}");
+
+    // Least outstanding requests: `slow` holds /hold for 4 s, `fast` answers at once; of 16
+    // requests started 50 ms apart, random steering would send about 8 to `slow`, LORS only
+    // the few it takes before `slow`'s open requests weigh it down.
+    let lors_url = format!("http://{proxy}/hold");
+    let handles: Vec<_> = (0..16)
+        .map(|i| {
+            std::thread::sleep(Duration::from_millis(if i == 0 { 0 } else { 50 }));
+            let u = lors_url.clone();
+            std::thread::spawn(move || curl(&u, "lors.example.test", &[]).origin().to_string())
+        })
+        .collect();
+    let served: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let to_slow = served.iter().filter(|s| *s == "slow").count();
+    assert_eq!(
+        served.iter().filter(|s| *s == "fast").count() + to_slow,
+        16,
+        "{served:?}"
+    );
+    assert!(
+        to_slow <= 5,
+        "LORS sent {to_slow} of 16 to the endpoint holding requests: {served:?}"
+    );
+
+    // Hash: each client address always lands on the same endpoint; clients spread.
+    let mut spread = std::collections::BTreeSet::new();
+    for c in 2..12 {
+        let iface = format!("127.0.2.{c}");
+        let picks: std::collections::BTreeSet<String> = (0..5)
+            .map(|_| {
+                curl(&url, "hash.example.test", &["--interface", &iface])
+                    .origin()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(picks.len(), 1, "client {iface} moved: {picks:?}");
+        spread.extend(picks);
+    }
+    assert!(
+        spread.len() >= 2,
+        "ten clients all on one endpoint: {spread:?}"
+    );
+
+    // ip_cookie: sticky per client address even without sending the cookie back.
+    for c in 2..6 {
+        let iface = format!("127.0.3.{c}");
+        let first = curl(&url, "ipcookie.example.test", &["--interface", &iface]);
+        assert!(first
+            .header("set-cookie")
+            .is_some_and(|v| v.starts_with("__meshlb=")));
+        for _ in 0..4 {
+            let again = curl(&url, "ipcookie.example.test", &["--interface", &iface]);
+            assert_eq!(again.origin(), first.origin(), "client {iface}");
+        }
+    }
+
+    // Cookie affinity: the cookie pins the endpoint; a tampered cookie is ignored.
+    let first = curl(&url, "sticky.example.test", &[]);
+    let cookie = first
+        .header("set-cookie")
+        .and_then(|v| v.split(';').next())
+        .expect("an affinity cookie")
+        .to_string();
+    let set_cookie = first.header("set-cookie").unwrap().to_ascii_lowercase();
+    assert!(
+        set_cookie.contains("httponly") && set_cookie.contains("samesite=lax"),
+        "{set_cookie}"
+    );
+    let bound = first.origin().to_string();
+    for _ in 0..10 {
+        let r = curl(
+            &url,
+            "sticky.example.test",
+            &["-H", &format!("Cookie: {cookie}")],
+        );
+        assert_eq!(r.origin(), bound);
+    }
+    let mut tampered = cookie.clone().into_bytes();
+    let last = tampered.len() - 2;
+    tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let spread: std::collections::BTreeSet<String> = (0..30)
+        .map(|_| {
+            let r = curl(
+                &url,
+                "sticky.example.test",
+                &["-H", &format!("Cookie: {tampered}")],
+            );
+            assert!(
+                r.header("set-cookie").is_some(),
+                "a forged cookie gets a fresh one"
+            );
+            r.origin().to_string()
+        })
+        .collect();
+    assert!(
+        spread.len() >= 2,
+        "a tampered cookie was followed: {spread:?}"
+    );
+    // An unrelated endpoint fails: the session stays where it is.
+    let other = ["h1", "h2", "h3"]
+        .into_iter()
+        .find(|n| *n != bound)
+        .unwrap();
+    o[other].up.store(false, Ordering::SeqCst);
+    wait_for(
+        "the unrelated endpoint is out",
+        Duration::from_secs(15),
+        || (0..20).all(|_| curl(&url, "sticky.example.test", &[]).origin() != other),
+    );
+    for _ in 0..10 {
+        let r = curl(
+            &url,
+            "sticky.example.test",
+            &["-H", &format!("Cookie: {cookie}")],
+        );
+        assert_eq!(r.origin(), bound, "the session survived {other}'s failure");
+    }
+    o[other].up.store(true, Ordering::SeqCst);
+
+    // A protocol upgrade (the WebSocket mechanism) is tunnelled both ways.
+    let mut s = TcpStream::connect(proxy).expect("proxy");
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    write!(s, "GET /ws HTTP/1.1\r\nHost: weighted.example.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n").unwrap();
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).expect("101 head");
+        head.push(byte[0]);
+    }
+    assert!(
+        String::from_utf8_lossy(&head).starts_with("HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    for msg in ["hello through the tunnel", "and back again"] {
+        s.write_all(msg.as_bytes()).unwrap();
+        let mut got = vec![0u8; msg.len()];
+        s.read_exact(&mut got).expect("echo");
+        assert_eq!(String::from_utf8_lossy(&got), msg);
+    }
+    drop(s);
+
+    // TLS termination; SNI picks the certificate valid for each name.
+    for (name, (cert, _)) in ["tls.example.test", "other.example.test"]
+        .iter()
+        .zip(&certs)
+    {
+        let r = curl(
+            &format!("https://{name}:{}/", proxy_tls.port()),
+            name,
+            &[
+                "--cacert",
+                cert.to_str().unwrap(),
+                "--resolve",
+                &format!("{name}:{}:127.0.0.1", proxy_tls.port()),
+            ],
+        );
+        assert_eq!(r.status, 200, "{name}: {r:?}");
+        assert!(r.body.contains("proto=https"), "{r:?}");
+    }
+    let h2 = curl(
+        &format!("https://tls.example.test:{}/", proxy_tls.port()),
+        "tls.example.test",
+        &[
+            "--http2",
+            "--cacert",
+            certs[0].0.to_str().unwrap(),
+            "--resolve",
+            &format!("tls.example.test:{}:127.0.0.1", proxy_tls.port()),
+        ],
+    );
+    assert_eq!(h2.status, 200, "{h2:?}");
+
+    // Zero-downtime failover: z1 dies under a steady stream of requests. With the retry on,
+    // no request fails; without it, requests fail only until the mesh marks z1 down.
+    let stream = |host: &'static str, kill: &'static str| {
+        let stop = Instant::now() + Duration::from_secs(6);
+        let killed_at = Instant::now() + Duration::from_secs(1);
+        let mut failures = Vec::new();
+        let mut total = 0;
+        let mut killed = false;
+        while Instant::now() < stop {
+            if !killed && Instant::now() >= killed_at {
+                o[kill].up.store(false, Ordering::SeqCst);
+                killed = true;
+            }
+            total += 1;
+            let status = raw_status(proxy, host, "/");
+            if status != 200 {
+                failures.push((killed_at.elapsed(), status));
+            }
+        }
+        (total, failures)
+    };
+    wait_for(
+        "both zdt endpoints healthy",
+        Duration::from_secs(15),
+        || {
+            let seen: std::collections::BTreeSet<String> = (0..20)
+                .map(|_| curl(&url, "zdt.example.test", &[]).origin().to_string())
+                .collect();
+            seen.len() == 2
+        },
+    );
+    let (total, failures) = stream("zdt.example.test", "z1");
+    assert!(total > 100, "only {total} requests");
+    assert!(
+        failures.is_empty(),
+        "{} of {total} failed with zero-downtime failover: {failures:?}",
+        failures.len()
+    );
+    o["z1"].up.store(true, Ordering::SeqCst);
+    wait_for("z1 back", Duration::from_secs(15), || {
+        (0..20).any(|_| curl(&url, "nozdt.example.test", &[]).origin() == "z1")
+    });
+    let (total, failures) = stream("nozdt.example.test", "z1");
+    assert!(
+        !failures.is_empty(),
+        "without the retry some of {total} requests must fail"
+    );
+    assert!(failures.iter().all(|(_, s)| *s == 502), "{failures:?}");
+    // Only until the mesh marks z1 down: interval x consecutive_down + 1 s = 3 s after the
+    // kill, with a margin for a loaded machine.
+    let last = failures.iter().map(|(t, _)| *t).max().unwrap();
+    eprintln!(
+        "without zero-downtime failover: {} of {total} failed, the last {last:?} after the kill",
+        failures.len()
+    );
+    assert!(
+        last < Duration::from_secs(5),
+        "failures went on for {last:?}"
+    );
+
+    // Per-request metrics.
+    let mut s = TcpStream::connect(admin).expect("admin");
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
+    let mut metrics = String::new();
+    s.read_to_string(&mut metrics).unwrap();
+    for needle in [
+        "meshlb_proxy_requests_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"weighted.example.test\",pool=\"weighted\",endpoint=\"w2\",status_class=\"2xx\"}",
+        "load_balancer=\"dead.example.test\",pool=\"\",endpoint=\"\",status_class=\"5xx\"}",
+        "meshlb_proxy_retries_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"zdt.example.test\"}",
+        "meshlb_proxy_affinity_hits_total",
+        "meshlb_proxy_request_duration_seconds",
+    ] {
+        assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
+    }
+}
