@@ -23,6 +23,7 @@ use rand::SeedableRng;
 
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
 use super::live::{Counted, InFlight, LiveLoad};
+use super::metrics::ProxyMetrics;
 use super::sessions::HeaderSessions;
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
 use crate::config::{Address, AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
@@ -78,6 +79,7 @@ pub struct Proxy {
     live: Arc<LiveLoad>,
     sessions: HeaderSessions,
     client: Client<HttpConnector, ProxyBody>,
+    metrics: ProxyMetrics,
     pub settings: ProxySettings,
 }
 
@@ -165,7 +167,9 @@ impl Proxy {
             .pool_idle_timeout(settings.pool_idle_timeout)
             .pool_max_idle_per_host(256)
             .build(connector);
+        let metrics = ProxyMetrics::new(&config);
         Ok(Proxy {
+            metrics,
             live: Arc::new(LiveLoad::new(&config)),
             config,
             regions,
@@ -259,33 +263,22 @@ impl Proxy {
                 .await
             }
         };
-        let (pool, endpoint) = match &decision.outcome {
-            Outcome::Forward { target, .. } => {
-                let p = self.config.pool(target.pool);
-                (
-                    p.name.clone(),
-                    p.endpoints
-                        .get(target.endpoint.0)
-                        .map_or(String::new(), |e| e.name.clone()),
-                )
-            }
-            _ => (String::new(), String::new()),
+        let target = match &decision.outcome {
+            Outcome::Forward { target, .. } => Some(*target),
+            _ => None,
         };
-        let class = format!("{}xx", response.status().as_u16() / 100);
-        metrics::counter!("meshlb_proxy_requests_total",
-            "load_balancer" => lb.name.clone(), "pool" => pool, "endpoint" => endpoint,
-            "status_class" => class)
-        .increment(1);
-        metrics::histogram!("meshlb_proxy_request_duration_seconds", "load_balancer" => lb.name.clone())
-            .record(start.elapsed().as_secs_f64());
-        if had_binding
-            && matches!(
-                decision.affinity,
-                AffinityUpdate::None | AffinityUpdate::TouchHeaderSession { .. }
-            )
-        {
-            metrics::counter!("meshlb_proxy_affinity_hits_total", "load_balancer" => lb.name.clone())
-                .increment(1);
+        self.metrics
+            .request(&self.config, lb_index, target, response.status().as_u16());
+        if let Some(m) = self.metrics.lbs.get(lb_index) {
+            m.duration.record(start.elapsed().as_secs_f64());
+            if had_binding
+                && matches!(
+                    decision.affinity,
+                    AffinityUpdate::None | AffinityUpdate::TouchHeaderSession { .. }
+                )
+            {
+                m.affinity_hits.increment(1);
+            }
         }
         response
     }
@@ -299,8 +292,19 @@ impl Proxy {
         tls: bool,
     ) -> (Decision, bool) {
         let lb = &self.config.load_balancers[lb_index];
-        let header_fields = fields(req.headers());
-        let cookie_jar = cookies(req.headers());
+        // Only rules and header affinity read headers; only rules and cookie affinity read
+        // cookies. Skip collecting what nothing reads.
+        let affinity = lb.settings.session_affinity.kind;
+        let header_fields = if !lb.rules.is_empty() || affinity == AffinityKind::Header {
+            fields(req.headers())
+        } else {
+            Vec::new()
+        };
+        let cookie_jar = if !lb.rules.is_empty() || affinity != AffinityKind::None {
+            cookies(req.headers())
+        } else {
+            Vec::new()
+        };
         let http = HttpFields {
             method: req.method().as_str(),
             host,
@@ -467,8 +471,9 @@ impl Proxy {
             _ => false,
         };
         if let (true, Some(retry), Some(bytes)) = (retryable, retry, &body_for_retry) {
-            metrics::counter!("meshlb_proxy_retries_total", "load_balancer" => lb.name.clone())
-                .increment(1);
+            if let Some(m) = self.metrics.lbs.get(lb_index) {
+                m.retries.increment(1);
+            }
             let again = Full::new(bytes.clone())
                 .map_err(|e: Infallible| match e {})
                 .boxed();

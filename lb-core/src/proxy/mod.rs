@@ -4,6 +4,7 @@
 mod handler;
 mod headers;
 mod live;
+mod metrics;
 mod server;
 mod sessions;
 mod tls;

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# HTTP proxy side by side, one run: wrk (keep-alive, small bodies) against meshlb, nginx and
+# HAProxy, each proxying to the same loopback origin (an nginx with two endpoints answering
+# a 2-byte body). Each proxy is pinned to CPU 0; wrk and the origin share CPU 1, so every
+# proxy gets one core and the same load. Prints one JSON line per proxy. Loopback only.
+#
+# Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ./bench/proxy.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-10}
+CONNECTIONS=${CONNECTIONS:-64}
+W=$(mktemp -d /tmp/meshlb-proxy-bench.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  [ -f "$W/origin.pid" ] && kill "$(cat "$W/origin.pid")" 2>/dev/null || true
+  [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+[ -n "${PERF_MESHLB:-}" ] && echo "perf mode" >&2
+
+cargo build --release -q --bin meshlb
+MESHLB=target/release/meshlb
+OPORT=18680
+
+# The origin: two endpoints, one worker, on CPU 1.
+cat > "$W/origin.conf" <<CONF
+worker_processes 1;
+pid $W/origin.pid;
+error_log $W/origin-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  server { listen 127.0.0.21:$OPORT; location / { return 200 "ok"; } }
+  server { listen 127.0.0.22:$OPORT; location / { return 200 "ok"; } }
+}
+CONF
+taskset -c 1 nginx -c "$W/origin.conf" -g "daemon on;"
+
+# meshlb: an aggregator serving the proxy, one prober (on CPU 1) feeding it health.
+echo "the meshlb proxy benchmark cluster key" > "$W/key"
+cat > "$W/meshlb.toml" <<TOML
+[[monitors]]
+name = "http"
+port = $OPORT
+interval = 5
+timeout = 2
+[[pools]]
+name = "web"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{ name = "a", address = "127.0.0.21", port = $OPORT }, { name = "b", address = "127.0.0.22", port = $OPORT }]
+[[load_balancers]]
+name = "www.example.test"
+proxied = true
+default_pools = ["web"]
+TOML
+taskset -c 0 "$MESHLB" aggregator --config "$W/meshlb.toml" --region WEU --admin 127.0.0.1:18690 \
+  --listen 127.0.0.1:18691 --key-file "$W/key" --proxy 127.0.0.1:18601 >"$W/agg.log" 2>&1 &
+PIDS+=($!)
+taskset -c 1 "$MESHLB" prober --config "$W/meshlb.toml" --region WEU --dc ams --listen 127.0.0.1:18692 \
+  --seed 127.0.0.1:18691 --key-file "$W/key" >"$W/prober.log" 2>&1 &
+PIDS+=($!)
+
+# nginx as the proxy: one worker, keep-alive upstream.
+cat > "$W/nginx.conf" <<CONF
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream web { server 127.0.0.21:$OPORT; server 127.0.0.22:$OPORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:18602;
+    location / { proxy_pass http://web; proxy_http_version 1.1; proxy_set_header Connection "";
+                 proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }
+  }
+}
+CONF
+taskset -c 0 nginx -c "$W/nginx.conf" -g "daemon on;"
+
+# HAProxy: one thread, connection reuse, health checks.
+cat > "$W/haproxy.cfg" <<CONF
+global
+  nbthread 1
+  maxconn 4000
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option forwardfor
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:18603
+  default_backend web
+backend web
+  balance roundrobin
+  server a 127.0.0.21:$OPORT check inter 5s
+  server b 127.0.0.22:$OPORT check inter 5s
+CONF
+taskset -c 0 haproxy -f "$W/haproxy.cfg" -db >"$W/haproxy.log" 2>&1 &
+PIDS+=($!)
+
+# Wait (bounded) until every proxy answers 200.
+for port in 18601 18602 18603; do
+  ok=0
+  for _ in $(seq 1 60); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: www.example.test' "http://127.0.0.1:$port/" || true)
+    [ "$code" = 200 ] && { ok=1; break; }
+    sleep 0.5
+  done
+  [ "$ok" = 1 ] || { echo "proxy on port $port never answered 200" >&2; for f in "$W"/*.log; do echo "== $f" >&2; tail -n 5 "$f" >&2; done; exit 1; }
+done
+
+run() {
+  local name=$1 port=$2
+  taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -H 'Host: www.example.test' \
+    "http://127.0.0.1:$port/" > "$W/$name.wrk" 2>&1
+  python3 - "$name" "$W/$name.wrk" <<'PY'
+import json, re, sys
+name, text = sys.argv[1], open(sys.argv[2]).read()
+def ms(label):
+    m = re.search(r"^\s*" + label + r"\s+([0-9.]+)(us|ms|s)\s*$", text, re.M)
+    if not m:
+        return None
+    v, unit = float(m.group(1)), m.group(2)
+    return round(v / 1000 if unit == "us" else v * 1000 if unit == "s" else v, 3)
+rps = re.search(r"Requests/sec:\s*([0-9.]+)", text)
+errors = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+print(json.dumps({"proxy": name, "requests_per_s": float(rps.group(1)) if rps else None,
+                  "p50_ms": ms("50%"), "p99_ms": ms("99%"),
+                  "non_2xx": int(errors.group(1)) if errors else 0}))
+PY
+}
+if [ -n "${PERF_MESHLB:-}" ]; then
+  # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
+  perf record -F 2000 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
+fi
+run meshlb 18601
+wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true
+run nginx 18602
+run haproxy 18603
