@@ -136,6 +136,9 @@ print(json.dumps({"proxy": name, "requests_per_s": float(rps.group(1)) if rps el
                   "non_2xx": int(errors.group(1)) if errors else 0}))
 PY
 }
+if [ -n "${STRACE_MESHLB:-}" ]; then
+  timeout -s INT 4 strace -f -c -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$STRACE_MESHLB" >/dev/null 2>&1 &
+fi
 if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
   perf record -F 2000 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &

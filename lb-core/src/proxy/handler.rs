@@ -34,6 +34,9 @@ use crate::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 
 pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
+/// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
+const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
+
 thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
 }
@@ -533,6 +536,30 @@ impl Proxy {
             }
         }
         let (parts, body) = resp.into_parts();
+        // A small response of known length is read whole before it is sent on, so the client
+        // gets head and body in one write (what nginx's proxy buffering does); anything larger
+        // or of unknown length streams.
+        if body
+            .size_hint()
+            .exact()
+            .is_some_and(|n| n <= BUFFER_RESPONSE_UP_TO)
+        {
+            if let Ok(Ok(collected)) =
+                tokio::time::timeout(self.settings.response_timeout, body.collect()).await
+            {
+                drop(in_flight);
+                return Response::from_parts(
+                    parts,
+                    Full::new(collected.to_bytes())
+                        .map_err(|e: Infallible| match e {})
+                        .boxed(),
+                );
+            }
+            return text(
+                StatusCode::BAD_GATEWAY,
+                format!("meshlb: the origin of {} broke off its answer\n", lb.name),
+            );
+        }
         Response::from_parts(parts, Counted::new(body, Some(in_flight)).boxed())
     }
 }
