@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Gossip propagation: how long until a change made on one node is seen by every node, on a
-# mesh of sealed chitchat nodes on loopback (one process), at 39 and 100 nodes, 100 and 200 ms
-# gossip intervals. Each node carries 100 pool values (~2 KB each), like a prober of a large
-# config. Prints one JSON line per run. Talks only to loopback.
+# mesh of sealed chitchat nodes on loopback (all in one process), for the shapes below
+# (nodes:gossip interval ms:pool keys per node; a key is ~2 KB, like a prober's value for a
+# pool of ~100 endpoints, so 100 keys is a prober of a 10,000-endpoint config). The first
+# change after the bulk state transfer is reported apart ("first_after_sync_ms"). Prints one
+# JSON line per shape. Run it on an otherwise idle machine. Talks only to loopback.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-31}
+SHAPES=${SHAPES:-"39:100:10 39:100:100 100:200:10 100:300:100"}
 cargo build --release -q -p prober --example propagation
-for nodes in 39 100; do
-  for interval in 100 200; do
-    target/release/examples/propagation --nodes "$nodes" --interval-ms "$interval" --rounds "$ROUNDS" --keys 100
-  done
+for shape in $SHAPES; do
+  IFS=: read -r nodes interval keys <<<"$shape"
+  target/release/examples/propagation --nodes "$nodes" --interval-ms "$interval" --rounds "$ROUNDS" --keys "$keys"
 done
