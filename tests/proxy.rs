@@ -115,6 +115,8 @@ fn proxy_steers_sticks_tunnels_and_fails_over() {
         ("z1", "127.0.1.8"),
         ("z2", "127.0.1.9"),
         ("down", "127.0.1.10"),
+        ("x1", "127.0.1.11"),
+        ("x2", "127.0.1.12"),
     ];
     let o: BTreeMap<&str, Origin> = names
         .iter()
@@ -178,6 +180,17 @@ monitor = "http"
 check_regions = ["WEU"]
 origins = [{down}]
 
+[[pools]]
+name = "solo"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{x1}]
+[[pools]]
+name = "spare"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{x2}]
+
 [[load_balancers]]
 name = "weighted.example.test"
 proxied = true
@@ -210,6 +223,12 @@ name = "nozdt.example.test"
 proxied = true
 default_pools = ["zdt"]
 [[load_balancers]]
+name = "across.example.test"
+proxied = true
+default_pools = ["solo", "spare"]
+session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
+adaptive_routing = {{ failover_across_pools = true }}
+[[load_balancers]]
 name = "dead.example.test"
 proxied = true
 default_pools = ["dead"]
@@ -235,6 +254,8 @@ default_pools = ["weighted"]
             z1 = origin("z1"),
             z2 = origin("z2"),
             down = origin("down"),
+            x1 = origin("x1"),
+            x2 = origin("x2"),
         ),
     )
     .expect("config");
@@ -538,6 +559,16 @@ default_pools = ["weighted"]
     assert!(
         failures.is_empty(),
         "{} of {total} failed with zero-downtime failover: {failures:?}",
+        failures.len()
+    );
+    // With `failover_across_pools`, a pool of one endpoint retries on the next pool.
+    wait_for("the solo pool serves", Duration::from_secs(15), || {
+        curl(&url, "across.example.test", &[]).origin() == "x1"
+    });
+    let (total, failures) = stream("across.example.test", "x1");
+    assert!(
+        failures.is_empty(),
+        "{} of {total} failed with failover across pools: {failures:?}",
         failures.len()
     );
     o["z1"].up.store(true, Ordering::SeqCst);
