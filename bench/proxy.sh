@@ -141,9 +141,12 @@ if [ -n "${STRACE_MESHLB:-}" ]; then
 fi
 if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
-  perf record -F 2000 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
+  perf record -F 999 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
 fi
 run meshlb 18601
 wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true
+if [ -n "${PERF_NGINX:-}" ]; then
+  perf record -F 999 -g -p "$(pgrep -f -n "nginx: worker process" )" -o "$PERF_NGINX" -- sleep "$DURATION" >/dev/null 2>&1 &
+fi
 run nginx 18602
 run haproxy 18603

@@ -302,6 +302,14 @@ default_pools = ["weighted"]
     assert!(r.body.contains("dead.example.test"), "{r:?}");
     // An unknown host: 404.
     assert_eq!(curl(&url, "nobody.example.test", &[]).status, 404);
+    // A request head beyond the 64 KiB bound is refused (431), not buffered without end.
+    let big = "x".repeat(80 << 10);
+    let r = curl(
+        &url,
+        "sticky.example.test",
+        &["-H", &format!("X-Big: {big}")],
+    );
+    assert_eq!(r.status, 431, "{:?}", r.status);
 
     // Header override and X-Forwarded-*: h2 sees Host override.example, everyone sees XFF.
     let mut seen_override = false;
