@@ -21,12 +21,13 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
+use super::connections::CountingConnector;
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
-use super::live::{Counted, InFlight, LiveLoad};
+use super::live::{origin_authority, Counted, InFlight, LiveLoad};
 use super::metrics::ProxyMetrics;
 use super::sessions::HeaderSessions;
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
-use crate::config::{Address, AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
+use crate::config::{AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
 use crate::dns::{Geolocator, HealthSource, PopInfo};
 use crate::regions_table::RegionsTable;
 use crate::request::{HttpFields, Mode, Pop, RequestContext};
@@ -81,7 +82,7 @@ pub struct Proxy {
     geo: Geolocator,
     live: Arc<LiveLoad>,
     sessions: HeaderSessions,
-    client: Client<HttpConnector, ProxyBody>,
+    client: Client<CountingConnector, ProxyBody>,
     metrics: ProxyMetrics,
     pub settings: ProxySettings,
 }
@@ -166,14 +167,15 @@ impl Proxy {
         let mut connector = HttpConnector::new();
         connector.set_connect_timeout(Some(settings.connect_timeout));
         connector.set_nodelay(true);
+        let live = Arc::new(LiveLoad::new(&config));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(settings.pool_idle_timeout)
             .pool_max_idle_per_host(256)
-            .build(connector);
+            .build(CountingConnector::new(connector, live.by_authority()));
         let metrics = ProxyMetrics::new(&config);
         Ok(Proxy {
             metrics,
-            live: Arc::new(LiveLoad::new(&config)),
+            live,
             config,
             regions,
             key,
@@ -370,15 +372,7 @@ impl Proxy {
             .pool(target.pool)
             .endpoints
             .get(target.endpoint.0)?;
-        let port = if endpoint.port == 0 {
-            80
-        } else {
-            endpoint.port
-        };
-        let authority = match &endpoint.address {
-            Address::Ip(ip) => SocketAddr::new(*ip, port).to_string(),
-            Address::Hostname(h) => format!("{h}:{port}"),
-        };
+        let authority = origin_authority(endpoint);
         let path = p.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let uri: Uri = format!("http://{authority}{path}").parse().ok()?;
         let mut out = Request::new(body);

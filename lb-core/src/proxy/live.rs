@@ -1,7 +1,9 @@
 //! Live load: outstanding requests per endpoint and pool, counted as requests start and
-//! their responses finish streaming, read by `least_outstanding_requests` and
-//! `least_connections` (open upstream exchanges, WebSockets included).
+//! their responses finish streaming (WebSockets while open), read by
+//! `least_outstanding_requests`; open connections to each origin (`connections.rs`), read by
+//! `least_connections`.
 
+use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -10,20 +12,46 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use crate::config::{Config, EndpointId, PoolId};
+use super::connections::ByAuthority;
+use crate::config::{Address, Config, Endpoint, EndpointId, PoolId};
 use crate::request::LoadCounts;
 use crate::steering::Target;
+
+/// `host:port` of an endpoint, as origin URIs carry it (port 0 is HTTP's 80).
+pub fn origin_authority(e: &Endpoint) -> String {
+    let port = if e.port == 0 { 80 } else { e.port };
+    match &e.address {
+        Address::Ip(ip) => std::net::SocketAddr::new(*ip, port).to_string(),
+        Address::Hostname(h) => format!("{h}:{port}"),
+    }
+}
 
 #[derive(Debug)]
 pub struct LiveLoad {
     /// `endpoints[pool][endpoint]`.
     endpoints: Vec<Vec<AtomicU32>>,
     pools: Vec<AtomicU32>,
+    /// Open connections, `[pool][endpoint]`; endpoints at the same address share a counter.
+    connections: Vec<Vec<Arc<AtomicU32>>>,
+    by_authority: ByAuthority,
 }
 
 impl LiveLoad {
     pub fn new(config: &Config) -> Self {
+        let mut by_authority: HashMap<String, Arc<AtomicU32>> = HashMap::new();
+        let connections = config
+            .pools
+            .iter()
+            .map(|p| {
+                p.endpoints
+                    .iter()
+                    .map(|e| Arc::clone(by_authority.entry(origin_authority(e)).or_default()))
+                    .collect()
+            })
+            .collect();
         LiveLoad {
+            connections,
+            by_authority: Arc::new(by_authority),
             endpoints: config
                 .pools
                 .iter()
@@ -51,6 +79,18 @@ impl LiveLoad {
         self.endpoints.get(t.pool.0)?.get(t.endpoint.0)
     }
 
+    /// The counters the client's connector keeps.
+    pub fn by_authority(&self) -> ByAuthority {
+        Arc::clone(&self.by_authority)
+    }
+
+    fn open_connections(&self, t: Target) -> u32 {
+        self.connections
+            .get(t.pool.0)
+            .and_then(|p| p.get(t.endpoint.0))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
     pub fn outstanding(&self, t: Target) -> u32 {
         self.counter(t).map_or(0, |c| c.load(Ordering::Relaxed))
     }
@@ -58,16 +98,20 @@ impl LiveLoad {
 
 impl LoadCounts for LiveLoad {
     fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> (u32, u32) {
-        let n = self.outstanding(Target { pool, endpoint });
-        (n, n)
+        let t = Target { pool, endpoint };
+        (self.outstanding(t), self.open_connections(t))
     }
 
     fn pool(&self, pool: PoolId) -> (u32, u32) {
-        let n = self
+        let outstanding = self
             .pools
             .get(pool.0)
             .map_or(0, |c| c.load(Ordering::Relaxed));
-        (n, n)
+        let connections = self
+            .connections
+            .get(pool.0)
+            .map_or(0, |p| p.iter().map(|c| c.load(Ordering::Relaxed)).sum());
+        (outstanding, connections)
     }
 }
 

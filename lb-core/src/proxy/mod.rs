@@ -1,6 +1,7 @@
 //! The HTTP reverse proxy (DESIGN sections 5 and 6): layer-7 steering on hyper with live
 //! load counts, session affinity, zero-downtime failover, WebSockets and TLS termination.
 
+mod connections;
 mod handler;
 mod headers;
 mod live;
