@@ -7,8 +7,6 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 mod support;
@@ -94,17 +92,6 @@ fn addresses(d: &Dig) -> Vec<String> {
     a
 }
 
-struct Origin {
-    up: Arc<AtomicBool>,
-    port: u16,
-}
-
-fn start_origin(ip: &str) -> Origin {
-    let up = Arc::new(AtomicBool::new(true));
-    let port = origin_on(ip, Arc::clone(&up));
-    Origin { up, port }
-}
-
 #[test]
 fn authoritative_dns_from_the_mesh() {
     let dir = std::env::temp_dir().join(format!("meshlb-dns-{}", std::process::id()));
@@ -123,10 +110,11 @@ fn authoritative_dns_from_the_mesh() {
         "::1",
     ]
     .into_iter()
-    .map(|ip| (ip, start_origin(ip)))
+    .map(|ip| (ip, origin_on(ip)))
     .collect();
     let port = |ip: &str| o[ip].port;
-    let alias_port = start_origin("127.0.0.1").port;
+    let alias = origin();
+    let alias_port = alias.port;
     let config = dir.join("meshlb.toml");
     std::fs::write(
         &config,
@@ -229,53 +217,17 @@ default_pools = ["alias"]
         ),
     )
     .expect("config");
-    let bin = env!("CARGO_BIN_EXE_meshlb");
-    let gossip = free_udp();
     let admin = free_tcp();
     let dns4 = free_tcp();
     let dns6 = std::net::TcpListener::bind("[::1]:0")
         .and_then(|l| l.local_addr())
         .expect("v6 port");
-    let mesh = |listen: SocketAddr| -> Vec<String> {
-        [
-            "--listen",
-            &listen.to_string(),
-            "--seed",
-            &gossip.to_string(),
-            "--key-file",
-            key.to_str().unwrap(),
-            "--gossip-interval-ms",
-            "100",
-        ]
+    let extra: Vec<String> = ["--dns", &dns4.to_string(), "--dns", &dns6.to_string()]
         .iter()
-        .map(|s| s.to_string())
-        .collect()
-    };
-    let mut procs = Procs(Vec::new());
-    procs.0.push(
-        Command::new(bin)
-            .args(["aggregator", "--config", config.to_str().unwrap()])
-            .args(["--region", "WEU", "--admin", &admin.to_string()])
-            .args(["--dns", &dns4.to_string(), "--dns", &dns6.to_string()])
-            .args(["--dns-sockets", "2"])
-            .args(mesh(gossip))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("aggregator"),
-    );
-    for dc in ["ams", "fra", "lhr"] {
-        procs.0.push(
-            Command::new(bin)
-                .args(["prober", "--config", config.to_str().unwrap()])
-                .args(["--region", "WEU", "--dc", dc])
-                .args(mesh(free_udp()))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("prober"),
-        );
-    }
+        .map(|a| a.to_string())
+        .chain(["--dns-sockets".to_string(), "2".to_string()])
+        .collect();
+    let _procs = start_mesh(&config, &key, admin, &extra);
 
     // Equal weights: every healthy address of the primary pool, with the load balancer's TTL.
     let all_up = wait_for("the primary pool answered", Duration::from_secs(30), || {
@@ -377,8 +329,8 @@ default_pools = ["alias"]
 
     // Failover: the primary pool's origins stop -> the secondary pool, within
     // interval x consecutive_down + 1 s = 3 s (asserted with a margin for a loaded machine).
-    o["127.0.0.11"].up.store(false, Ordering::SeqCst);
-    o["127.0.0.12"].up.store(false, Ordering::SeqCst);
+    o["127.0.0.11"].stop();
+    o["127.0.0.12"].stop();
     let took = wait_for(
         "failover to the secondary pool",
         Duration::from_secs(15),
@@ -387,12 +339,12 @@ default_pools = ["alias"]
     eprintln!("DNS failover after {took:?}");
     assert!(took < Duration::from_secs(8), "failover took {took:?}");
     // ... then the fallback pool ...
-    o["127.0.0.21"].up.store(false, Ordering::SeqCst);
+    o["127.0.0.21"].stop();
     wait_for("the fallback pool", Duration::from_secs(15), || {
         addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.31"]
     });
     // ... then nothing: NODATA with the SOA (seed 001), its TTL the negative TTL.
-    o["127.0.0.31"].up.store(false, Ordering::SeqCst);
+    o["127.0.0.31"].stop();
     wait_for("NODATA", Duration::from_secs(15), || {
         let d = one(dns4, &["www.example.test", "A"]);
         d.status == "NOERROR"
@@ -400,18 +352,14 @@ default_pools = ["alias"]
             && d.authority.first().is_some_and(|a| a.0 == "SOA")
     });
     // Restore the primary: back to it.
-    o["127.0.0.11"].up.store(true, Ordering::SeqCst);
-    o["127.0.0.12"].up.store(true, Ordering::SeqCst);
+    o["127.0.0.11"].start();
+    o["127.0.0.12"].start();
     wait_for("the primary pool again", Duration::from_secs(15), || {
         addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.11", "127.0.0.12"]
     });
 
     // Per-query metrics on the admin API.
-    let mut s = std::net::TcpStream::connect(admin).expect("admin");
-    use std::io::{Read, Write};
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
+    let metrics = scrape(admin);
     for needle in [
         "meshlb_dns_queries_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"www.example.test\",qtype=\"A\",rcode=\"NOERROR\"}",
         "load_balancer=\"\",qtype=\"A\",rcode=\"REFUSED\"} 1",

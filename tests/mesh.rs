@@ -7,8 +7,6 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -101,9 +99,8 @@ fn mesh_of_real_processes_votes_and_fails_over() {
     std::fs::write(&key, "the meshlb integration test cluster key").expect("key");
     let bad_key = dir.join("bad-key");
     std::fs::write(&bad_key, "some other cluster entirely, wrong key").expect("key");
-    let up1 = Arc::new(AtomicBool::new(true));
-    let up2 = Arc::new(AtomicBool::new(true));
-    let (p1, p2) = (origin(Arc::clone(&up1)), origin(Arc::clone(&up2)));
+    let (one, two) = (origin(), origin());
+    let (p1, p2) = (one.port, two.port);
     let config = dir.join("meshlb.toml");
     std::fs::write(
         &config,
@@ -274,7 +271,7 @@ default_pools = ["web"]
 
     // 3. Stop origin one: unhealthy everywhere within interval x consecutive_down + 1 s
     // (2 s + 1 s), asserted with a generous margin for a loaded 2-core machine.
-    up1.store(false, Ordering::SeqCst);
+    one.stop();
     let took = wait_for("endpoint one unhealthy", Duration::from_secs(15), || {
         get(admin, "/status")
             .is_some_and(|s| endpoint_verdict(&s, "one").as_deref() == Some("unhealthy"))
@@ -296,7 +293,7 @@ default_pools = ["web"]
     let says = |v: bool| regions.iter().filter(|r| r["verdict"] == v).count();
     assert!(says(false) > says(true), "{down}");
     // 4. Start it again: healthy again.
-    up1.store(true, Ordering::SeqCst);
+    one.start();
     wait_for(
         "endpoint one healthy again",
         Duration::from_secs(15),
@@ -355,10 +352,7 @@ default_pools = ["web"]
     );
 
     // Prometheus metrics on the admin API (no token), with the states as one-hot gauges.
-    let mut s = TcpStream::connect(admin).expect("admin");
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
+    let metrics = scrape(admin);
     for needle in [
         "meshlb_endpoint_state{node_role=\"aggregator\",node_region=\"WEU\",pool=\"web\",endpoint=\"one\",state=\"healthy\"} 1",
         "load_balancer=\"www.example.test\",state=\"healthy\"} 1",
@@ -377,10 +371,7 @@ default_pools = ["web"]
     assert!(rejected > 0.0, "the intruder's packets were counted");
 
     // A prober's own /metrics.
-    let mut s = TcpStream::connect(prober_metrics).expect("prober metrics");
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
+    let metrics = scrape(prober_metrics);
     assert!(metrics.contains("meshlb_probes_total{node_role=\"prober\",node_region=\"WEU\",node_dc=\"b\",type=\"http\",result=\"pass\",reason=\"none\"}"), "{metrics}");
     assert!(
         metrics.contains("reason=\"refused\""),

@@ -8,8 +8,6 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod support;
@@ -92,11 +90,6 @@ fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
         .unwrap_or(0)
 }
 
-struct Origin {
-    up: Arc<AtomicBool>,
-    port: u16,
-}
-
 #[test]
 fn proxy_steers_sticks_tunnels_and_fails_over() {
     let dir = std::env::temp_dir().join(format!("meshlb-proxy-{}", std::process::id()));
@@ -121,11 +114,9 @@ fn proxy_steers_sticks_tunnels_and_fails_over() {
     let o: BTreeMap<&str, Origin> = names
         .iter()
         .map(|&(name, ip)| {
-            let up = Arc::new(AtomicBool::new(true));
             // Only `slow` holds /hold requests open.
             let wait = if name == "slow" { hold } else { Duration::ZERO };
-            let port = named_origin(ip, name, Arc::clone(&up), wait);
-            (name, Origin { up, port })
+            (name, named_origin(ip, name, wait))
         })
         .collect();
     let origin = |name: &str| -> String {
@@ -288,7 +279,7 @@ default_pools = ["weighted"]
     let url = format!("http://{proxy}/");
 
     // Everything healthy: every endpoint of `three` and `weighted` answers, `dead` is down.
-    o["down"].up.store(false, Ordering::SeqCst);
+    o["down"].stop();
     wait_for("the mesh voted", Duration::from_secs(30), || {
         let seen: std::collections::BTreeSet<String> = (0..30)
             .map(|_| curl(&url, "sticky.example.test", &[]).origin().to_string())
@@ -463,7 +454,7 @@ default_pools = ["weighted"]
         .into_iter()
         .find(|n| *n != bound)
         .unwrap();
-    o[other].up.store(false, Ordering::SeqCst);
+    o[other].stop();
     wait_for(
         "the unrelated endpoint is out",
         Duration::from_secs(15),
@@ -477,7 +468,7 @@ default_pools = ["weighted"]
         );
         assert_eq!(r.origin(), bound, "the session survived {other}'s failure");
     }
-    o[other].up.store(true, Ordering::SeqCst);
+    o[other].start();
 
     // A protocol upgrade (the WebSocket mechanism) is tunnelled both ways.
     let mut s = TcpStream::connect(proxy).expect("proxy");
@@ -543,7 +534,7 @@ default_pools = ["weighted"]
         let mut killed = false;
         while Instant::now() < stop {
             if !killed && Instant::now() >= killed_at {
-                o[kill].up.store(false, Ordering::SeqCst);
+                o[kill].stop();
                 killed = true;
             }
             total += 1;
@@ -581,7 +572,7 @@ default_pools = ["weighted"]
         "{} of {total} failed with failover across pools: {failures:?}",
         failures.len()
     );
-    o["z1"].up.store(true, Ordering::SeqCst);
+    o["z1"].start();
     wait_for("z1 back", Duration::from_secs(15), || {
         (0..20).any(|_| curl(&url, "nozdt.example.test", &[]).origin() == "z1")
     });
@@ -604,10 +595,7 @@ default_pools = ["weighted"]
     );
 
     // Per-request metrics.
-    let mut s = TcpStream::connect(admin).expect("admin");
-    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").unwrap();
-    let mut metrics = String::new();
-    s.read_to_string(&mut metrics).unwrap();
+    let metrics = scrape(admin);
     for needle in [
         "meshlb_proxy_requests_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"weighted.example.test\",pool=\"weighted\",endpoint=\"w2\",status_class=\"2xx\"}",
         "load_balancer=\"dead.example.test\",pool=\"\",endpoint=\"\",status_class=\"5xx\"}",

@@ -5,8 +5,7 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::Child;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -35,41 +34,105 @@ pub fn free_tcp() -> SocketAddr {
         .expect("tcp port")
 }
 
-/// A minimal HTTP origin on `ip` that answers 200 until `up` is cleared, then refuses
-/// connections.
-pub fn origin_on(ip: &str, up: Arc<AtomicBool>) -> u16 {
+/// Whether an origin's listener is open; `Stop` is asked for and `Closed` confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Power {
+    On,
+    Stop,
+    Closed,
+}
+
+/// A test origin: its port, and a switch that closes its listener (connections are then
+/// refused) and opens it again on the same port.
+#[derive(Clone)]
+pub struct Origin {
+    pub port: u16,
+    addr: SocketAddr,
+    power: Arc<(Mutex<Power>, Condvar)>,
+}
+
+impl Origin {
+    /// Closes the listener; returns once it is closed.
+    pub fn stop(&self) {
+        let (lock, cv) = &*self.power;
+        *lock.lock().unwrap() = Power::Stop;
+        // Wake the accept loop, which then sees `Stop` and closes the listener.
+        let _ = TcpStream::connect(self.addr);
+        let mut p = lock.lock().unwrap();
+        while *p != Power::Closed {
+            p = cv.wait(p).unwrap();
+        }
+    }
+
+    /// Opens the listener again.
+    pub fn start(&self) {
+        let (lock, cv) = &*self.power;
+        *lock.lock().unwrap() = Power::On;
+        cv.notify_all();
+    }
+}
+
+/// Serves `ip` on a free port, one thread per connection running `handle`, until stopped.
+fn serve(ip: &str, handle: impl Fn(TcpStream) + Send + Sync + 'static) -> Origin {
     let listener = TcpListener::bind((ip, 0)).expect("origin");
-    let port = listener.local_addr().expect("addr").port();
-    let ip: std::net::IpAddr = ip.parse().expect("ip");
+    let addr = listener.local_addr().expect("addr");
+    let origin = Origin {
+        port: addr.port(),
+        addr,
+        power: Arc::new((Mutex::new(Power::On), Condvar::new())),
+    };
+    let power = Arc::clone(&origin.power);
+    let handle = Arc::new(handle);
     std::thread::spawn(move || {
         let mut listener = Some(listener);
         loop {
-            if !up.load(Ordering::SeqCst) {
-                listener = None; // closed: connections are refused
-                std::thread::sleep(Duration::from_millis(20));
-                continue;
-            }
-            let l = listener.get_or_insert_with(|| TcpListener::bind((ip, port)).expect("rebind"));
-            l.set_nonblocking(true).ok();
-            match l.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false).ok();
-                    let mut buf = [0u8; 1024];
-                    let _ = s.read(&mut buf);
-                    let _ = s.write_all(
-                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok",
-                    );
+            let l = match listener.take() {
+                Some(l) => l,
+                None => TcpListener::bind(addr).expect("rebind"),
+            };
+            for conn in l.incoming() {
+                if *power.0.lock().unwrap() != Power::On {
+                    break;
                 }
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+                if let Ok(s) = conn {
+                    let handle = Arc::clone(&handle);
+                    std::thread::spawn(move || handle(s));
+                }
+            }
+            drop(l); // closed: connections are refused
+            let (lock, cv) = &*power;
+            let mut p = lock.lock().unwrap();
+            *p = Power::Closed;
+            cv.notify_all();
+            while *p != Power::On {
+                p = cv.wait(p).unwrap();
             }
         }
     });
-    port
+    origin
+}
+
+/// A minimal HTTP origin on `ip` that answers 200 `ok`.
+pub fn origin_on(ip: &str) -> Origin {
+    serve(ip, |mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf);
+        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+    })
 }
 
 /// An origin on 127.0.0.1.
-pub fn origin(up: Arc<AtomicBool>) -> u16 {
-    origin_on("127.0.0.1", up)
+pub fn origin() -> Origin {
+    origin_on("127.0.0.1")
+}
+
+/// The Prometheus text `/metrics` serves at `addr` (no token needed).
+pub fn scrape(addr: SocketAddr) -> String {
+    let mut s = TcpStream::connect(addr).expect("metrics endpoint");
+    write!(s, "GET /metrics HTTP/1.0\r\n\r\n").expect("request");
+    let mut text = String::new();
+    s.read_to_string(&mut text).expect("metrics");
+    text
 }
 
 pub fn get(admin: SocketAddr, path: &str) -> Option<Value> {
@@ -100,37 +163,13 @@ pub fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> D
 /// An HTTP origin on `ip` that answers with its `name` and what it received (`Host`,
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, one per line). `GET /hold` waits `hold` before
 /// answering; a request with `Upgrade: echo` gets `101` and then every byte echoed back (a
-/// protocol switch like WebSocket's, without the framing). Stops accepting while `up` is
-/// clear. One thread per connection; `Connection: close` on every answer.
-pub fn named_origin(ip: &str, name: &str, up: Arc<AtomicBool>, hold: Duration) -> u16 {
-    let listener = TcpListener::bind((ip, 0)).expect("origin");
-    let port = listener.local_addr().expect("addr").port();
-    let ip: std::net::IpAddr = ip.parse().expect("ip");
+/// protocol switch like WebSocket's, without the framing). `Connection: close` on every answer.
+pub fn named_origin(ip: &str, name: &str, hold: Duration) -> Origin {
     let name = name.to_string();
-    std::thread::spawn(move || {
-        let mut listener = Some(listener);
-        loop {
-            if !up.load(Ordering::SeqCst) {
-                listener = None;
-                std::thread::sleep(Duration::from_millis(10));
-                continue;
-            }
-            let l = listener.get_or_insert_with(|| TcpListener::bind((ip, port)).expect("rebind"));
-            l.set_nonblocking(true).ok();
-            match l.accept() {
-                Ok((s, _)) => {
-                    let name = name.clone();
-                    std::thread::spawn(move || serve_named(s, &name, hold));
-                }
-                Err(_) => std::thread::sleep(Duration::from_millis(2)),
-            }
-        }
-    });
-    port
+    serve(ip, move |s| serve_named(s, &name, hold))
 }
 
 fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
-    s.set_nonblocking(false).ok();
     s.set_read_timeout(Some(Duration::from_secs(10))).ok();
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
