@@ -9,6 +9,7 @@ pub mod affinity;
 pub mod config;
 pub mod dns;
 pub mod error;
+pub mod frontend;
 pub mod geo;
 pub mod health;
 pub mod proxy;

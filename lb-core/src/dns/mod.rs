@@ -10,8 +10,9 @@ mod respond;
 mod server;
 mod zones;
 
+pub use crate::frontend::{HealthSource, PopInfo};
 pub use geoip::Geolocator;
-pub use respond::{HealthSource, PopInfo, Responder, EDNS_PAYLOAD};
+pub use respond::{Responder, EDNS_PAYLOAD};
 pub use server::DnsServer;
 
 #[cfg(test)]

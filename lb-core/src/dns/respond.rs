@@ -3,19 +3,15 @@
 //! fast path and hickory's `RequestHandler` (TCP) call `reply` and `build`.
 
 use std::borrow::Cow;
-use std::cell::RefCell;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
 use hickory_proto::op::{Edns, Header, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponseBuilder};
 use ipnet::IpNet;
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 
 use super::geoip::Geolocator;
 use super::metrics::{qtype_index, DnsMetrics};
@@ -24,52 +20,13 @@ use crate::affinity::AffinityKey;
 use crate::config::{
     Address, Config, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
 };
-use crate::geo::Coordinates;
-use crate::health::HealthSnapshot;
-use crate::region::Region;
-use crate::regions_table::{CountryCode, RegionsTable};
-use crate::request::{DnsQuestion, Mode, Pop, RequestContext};
+use crate::frontend::{decide_live, unix_now, HealthSource, PopInfo};
+use crate::regions_table::RegionsTable;
+use crate::request::{DnsQuestion, Mode, RequestContext};
 use crate::steering::{Engine, Outcome};
-
-/// Where the current health snapshot comes from (the aggregator's tally publishes it).
-pub trait HealthSource: Send + Sync + 'static {
-    fn current(&self) -> Guard<Arc<HealthSnapshot>>;
-}
-
-impl HealthSource for ArcSwap<HealthSnapshot> {
-    fn current(&self) -> Guard<Arc<HealthSnapshot>> {
-        self.load()
-    }
-}
-
-/// The serving node: a client located by the PoP is here.
-#[derive(Debug, Clone)]
-pub struct PopInfo {
-    pub region: Region,
-    pub datacenter: Option<String>,
-    pub country: Option<CountryCode>,
-    pub coordinates: Coordinates,
-}
-
-impl PopInfo {
-    /// The PoP of a node in `region`, at datacenter `dc` when regions.toml knows it.
-    pub fn new(regions: &RegionsTable, region: Region, dc: Option<&str>) -> PopInfo {
-        let known = dc.and_then(|d| regions.datacenter(d));
-        PopInfo {
-            region,
-            datacenter: dc.map(str::to_ascii_lowercase),
-            country: known.map(|d| d.country),
-            coordinates: known.map_or(regions.region(region).coordinates, |d| d.coordinates),
-        }
-    }
-}
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
 pub const EDNS_PAYLOAD: u16 = 1232;
-
-thread_local! {
-    static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
-}
 
 /// Everything needed to answer, built once per configuration.
 pub struct Responder {
@@ -304,16 +261,7 @@ impl Responder {
         src: IpAddr,
     ) {
         let lbc = &self.config.load_balancers[lb];
-        let pop = Pop {
-            region: self.pop.region,
-            datacenter: self.pop.datacenter.as_deref(),
-            country: self.pop.country,
-            coordinates: self.pop.coordinates,
-        };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let mut ctx = RequestContext::new(Mode::Dns, pop, now);
+        let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_now());
         ctx.client_ip = Some(src);
         if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {
             ctx.client_location = self.geo.locate(src).map(|(l, _)| l);
@@ -350,9 +298,8 @@ impl Responder {
             qname: &lbc.name,
             qtype: qtype_name,
         });
-        let health = self.health.current();
         let engine = Engine::new(&self.config, &self.regions, &self.key);
-        let decision = RNG.with(|rng| engine.decide(lbc, &health, &ctx, &mut *rng.borrow_mut()));
+        let decision = decide_live(&engine, lbc, &*self.health, &ctx);
         if let Outcome::Answer { pool, endpoints } = decision.outcome {
             for e in endpoints {
                 let Some(rec) = self.record(lb, pool, e.0, decision.ttl) else {

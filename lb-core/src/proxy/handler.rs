@@ -3,7 +3,6 @@
 //! failure before any response byte when zero-downtime failover allows it and the body can be
 //! replayed, tunnel WebSockets, and answer 530 when no pool can take the request.
 
-use std::cell::RefCell;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,8 +17,6 @@ use hyper::body::{Body, Incoming};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::{TokioExecutor, TokioIo};
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
 
 use super::connections::CountingConnector;
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
@@ -28,19 +25,16 @@ use super::metrics::ProxyMetrics;
 use super::sessions::HeaderSessions;
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
 use crate::config::{AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
-use crate::dns::{Geolocator, HealthSource, PopInfo};
+use crate::dns::Geolocator;
+use crate::frontend::{decide_live, unix_now, HealthSource, PopInfo};
 use crate::regions_table::RegionsTable;
-use crate::request::{HttpFields, Mode, Pop, RequestContext};
+use crate::request::{HttpFields, Mode, RequestContext};
 use crate::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 
 pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
 
 /// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
 const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
-
-thread_local! {
-    static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
-}
 
 /// Timeouts and bounds.
 #[derive(Debug, Clone)]
@@ -319,16 +313,7 @@ impl Proxy {
             cookies: &cookie_jar,
             tls,
         };
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        let pop = Pop {
-            region: self.pop.region,
-            datacenter: self.pop.datacenter.as_deref(),
-            country: self.pop.country,
-            coordinates: self.pop.coordinates,
-        };
-        let mut ctx = RequestContext::new(Mode::Proxy, pop, now);
+        let mut ctx = RequestContext::new(Mode::Proxy, self.pop.pop(), unix_now());
         ctx.client_ip = Some(client.ip());
         if !self.geo.is_empty() {
             ctx.client_location = self.geo.locate(client.ip()).map(|(l, _)| l);
@@ -341,17 +326,14 @@ impl Proxy {
         }
         ctx.load = Some(&*self.live);
         let had_binding = ctx.affinity_cookie.is_some() || ctx.header_binding.is_some();
-        let health = self.health.current();
         let engine = Engine::new(&self.config, &self.regions, &self.key);
-        let decision = RNG.with(|rng| engine.decide(lb, &health, &ctx, &mut *rng.borrow_mut()));
+        let decision = decide_live(&engine, lb, &*self.health, &ctx);
         (decision, had_binding)
     }
 
     /// Header-affinity bookkeeping the decision asks for.
     fn remember(&self, decision: &Decision) {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = unix_now();
         match decision.affinity {
             AffinityUpdate::BindHeaderSession { key, target } => {
                 self.sessions.bind(key, target, now, 3600);
