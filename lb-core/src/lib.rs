@@ -19,6 +19,7 @@ pub mod request;
 pub mod rules;
 pub mod simulate;
 pub mod steering;
+pub mod tls_client;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use region::Region;

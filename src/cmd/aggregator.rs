@@ -44,6 +44,10 @@ pub struct Args {
     /// Serve the proxy with TLS on this address (repeatable; needs --tls-cert/--tls-key).
     #[arg(long = "proxy-tls", value_name = "ADDR")]
     proxy_tls: Vec<SocketAddr>,
+    /// Proxy worker threads, each with its own listening socket and origin connections
+    /// [default: one per CPU].
+    #[arg(long = "proxy-workers", value_name = "N")]
+    proxy_workers: Option<usize>,
     /// A PEM certificate chain for TLS; SNI picks the one valid for the name (the first is
     /// the default). Repeat with --tls-key in the same order.
     #[arg(long = "tls-cert", value_name = "FILE")]
@@ -123,6 +127,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         };
         let mut proxies = Vec::new();
         if !args.proxy.is_empty() || !args.proxy_tls.is_empty() {
+            let defaults = lb_core::proxy::ProxySettings::default();
             let proxy = Arc::new(
                 lb_core::proxy::Proxy::new(
                     Arc::clone(&shared.config),
@@ -130,12 +135,15 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     args.mesh.affinity_key()?,
                     lb_core::dns::PopInfo::new(regions, args.region, Some(&args.dc)),
                     Arc::clone(&shared) as Arc<dyn lb_core::dns::HealthSource>,
-                    lb_core::proxy::ProxySettings::default(),
+                    lb_core::proxy::ProxySettings {
+                        workers: args.proxy_workers.unwrap_or(defaults.workers).max(1),
+                        ..defaults
+                    },
                 )
                 .map_err(|e| anyhow!("{}: {e}", args.config.display()))?,
             );
             for &addr in &args.proxy {
-                proxies.push(lb_core::proxy::listen(Arc::clone(&proxy), addr, None).await?);
+                proxies.push(lb_core::proxy::listen(Arc::clone(&proxy), addr, None)?);
             }
             if !args.proxy_tls.is_empty() {
                 if args.tls_cert.len() != args.tls_key.len() || args.tls_cert.is_empty() {
@@ -153,10 +161,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     .and_then(lb_core::proxy::Certificates::server_config)
                     .map_err(|e| anyhow!("TLS: {e}"))?;
                 for &addr in &args.proxy_tls {
-                    proxies.push(
-                        lb_core::proxy::listen(Arc::clone(&proxy), addr, Some(Arc::clone(&tls)))
-                            .await?,
-                    );
+                    proxies.push(lb_core::proxy::listen(
+                        Arc::clone(&proxy),
+                        addr,
+                        Some(Arc::clone(&tls)),
+                    )?);
                 }
             }
             for p in &proxies {

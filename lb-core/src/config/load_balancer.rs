@@ -19,6 +19,23 @@ pub struct LoadBalancer {
     pub rules: Vec<Rule>,
     /// Everything a rule can override.
     pub settings: SteeringSettings,
+    /// How the proxy connects to this load balancer's origins.
+    pub origin_tls: OriginTls,
+    /// Extra trust anchors for `OriginTls::Strict`.
+    pub origin_ca_file: Option<std::path::PathBuf>,
+}
+
+/// Cloudflare's SSL modes as they concern the origin side of the proxy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OriginTls {
+    /// Plain HTTP to origins ("off" and "flexible"); port 80 by default.
+    #[default]
+    Off,
+    /// HTTPS, any certificate ("full"); a failed handshake is a 525. Port 443 by default.
+    Full,
+    /// HTTPS with a certificate valid for the name sent ("full (strict)"); an invalid one
+    /// is a 526. Port 443 by default.
+    Strict,
 }
 
 /// The overridable part of a load balancer.

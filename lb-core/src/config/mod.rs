@@ -12,8 +12,8 @@ use std::collections::HashMap;
 
 pub use load_balancer::{
     AdaptiveRouting, AffinityKind, FixedResponse, LoadBalancer, LocationMode, LocationStrategy,
-    Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite, Secure, SessionAffinity,
-    SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
+    OriginTls, Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite, Secure,
+    SessionAffinity, SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
 pub use monitor::{
     ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretSource, Threshold,

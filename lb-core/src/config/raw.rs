@@ -269,6 +269,10 @@ pub struct RawLoadBalancer {
     pub location_strategy: Option<RawLocationStrategy>,
     #[serde(default)]
     pub rules: Vec<RawRule>,
+    /// meshlb: how the proxy talks to origins (Cloudflare's SSL mode): off, full, strict.
+    pub origin_tls: Option<String>,
+    /// meshlb: extra trust anchors (PEM) for `origin_tls = "strict"`.
+    pub origin_ca_file: Option<String>,
 }
 
 fn default_affinity() -> String {

@@ -14,17 +14,15 @@ use http::{Request, Response, StatusCode, Uri};
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Incoming};
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::TokioIo;
 
-use super::connections::CountingConnector;
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
 use super::live::{origin_authority, Counted, InFlight, LiveLoad};
 use super::metrics::ProxyMetrics;
 use super::sessions::HeaderSessions;
+use super::upstream::{Lease, Origin, Upstream, UpstreamError};
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
-use crate::config::{AffinityKind, Config, FixedResponse, ZeroDowntimeFailover};
+use crate::config::{AffinityKind, Config, FixedResponse, OriginTls, ZeroDowntimeFailover};
 use crate::dns::Geolocator;
 use crate::frontend::{decide_live, unix_now, HealthSource, PopInfo};
 use crate::regions_table::RegionsTable;
@@ -51,6 +49,8 @@ pub struct ProxySettings {
     pub max_header_bytes: usize,
     /// Request bodies up to this size are buffered so that a retry can replay them.
     pub replay_limit: u64,
+    /// Worker threads, each with its own listening socket and origin connections.
+    pub workers: usize,
 }
 
 impl Default for ProxySettings {
@@ -62,6 +62,7 @@ impl Default for ProxySettings {
             header_read_timeout: Duration::from_secs(10),
             max_header_bytes: 64 << 10,
             replay_limit: 64 << 10,
+            workers: std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
         }
     }
 }
@@ -76,7 +77,8 @@ pub struct Proxy {
     geo: Geolocator,
     live: Arc<LiveLoad>,
     sessions: HeaderSessions,
-    client: Client<CountingConnector, ProxyBody>,
+    /// TLS settings towards each load balancer's origins (`None`: plain HTTP).
+    origin_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
     metrics: ProxyMetrics,
     pub settings: ProxySettings,
 }
@@ -99,6 +101,11 @@ fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
     r
 }
 
+/// Cloudflare's 52x codes (valid numbers, so this cannot fail).
+fn status(code: u16) -> StatusCode {
+    StatusCode::from_u16(code).unwrap_or(StatusCode::BAD_GATEWAY)
+}
+
 fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
     let status = StatusCode::from_u16(f.status_code).unwrap_or(StatusCode::OK);
     let mut r = text(status, f.message_body.clone());
@@ -117,27 +124,12 @@ fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
 
 /// How an attempt at an origin failed.
 enum Failure {
-    /// Nothing reached the origin (refused, unreachable, connect timeout): a retry is safe.
-    Connect { timed_out: bool },
+    /// Nothing reached the origin (refused, unreachable, connect timeout, TLS handshake
+    /// failed or certificate refused): a retry is safe.
+    Connect(UpstreamError),
     /// The connection broke after the request was sent but before any response byte, or
     /// the origin took too long.
     Exchange { timed_out: bool },
-}
-
-fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(err) = cur {
-        if let Some(io) = err.downcast_ref::<std::io::Error>() {
-            if io.kind() == std::io::ErrorKind::TimedOut {
-                return true;
-            }
-        }
-        if err.to_string().contains("timed out") {
-            return true;
-        }
-        cur = err.source();
-    }
-    false
 }
 
 struct Prepared {
@@ -158,14 +150,18 @@ impl Proxy {
         settings: ProxySettings,
     ) -> Result<Proxy, String> {
         let geo = Geolocator::new(&config.geolocation)?;
-        let mut connector = HttpConnector::new();
-        connector.set_connect_timeout(Some(settings.connect_timeout));
-        connector.set_nodelay(true);
         let live = Arc::new(LiveLoad::new(&config));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(settings.pool_idle_timeout)
-            .pool_max_idle_per_host(256)
-            .build(CountingConnector::new(connector, live.by_authority()));
+        let mut origin_tls = Vec::new();
+        for lb in &config.load_balancers {
+            origin_tls.push(match lb.origin_tls {
+                OriginTls::Off => None,
+                OriginTls::Full => Some(crate::tls_client::client_config(true, None)?),
+                OriginTls::Strict => Some(
+                    crate::tls_client::client_config(false, lb.origin_ca_file.as_deref())
+                        .map_err(|e| format!("load balancer {}: origin_ca_file: {e}", lb.name))?,
+                ),
+            });
+        }
         let metrics = ProxyMetrics::new(&config);
         Ok(Proxy {
             metrics,
@@ -177,9 +173,19 @@ impl Proxy {
             health,
             geo,
             sessions: HeaderSessions::default(),
-            client,
+            origin_tls,
             settings,
         })
+    }
+
+    /// A pool of origin connections for one worker. Connections are counted in the shared
+    /// live load, so least_connections sees every worker's.
+    pub fn upstream(&self) -> Upstream {
+        Upstream::new(
+            self.live.by_authority(),
+            self.settings.connect_timeout,
+            self.settings.pool_idle_timeout,
+        )
     }
 
     /// Outstanding requests at an endpoint right now (for tests and status).
@@ -189,7 +195,8 @@ impl Proxy {
 
     /// Serves one request from `client`.
     pub async fn handle(
-        self: Arc<Self>,
+        &self,
+        upstream: &Arc<Upstream>,
         mut req: Request<Incoming>,
         client: SocketAddr,
         tls: bool,
@@ -233,7 +240,7 @@ impl Proxy {
         let response = match &decision.outcome {
             Outcome::Fixed(f) => fixed(f),
             Outcome::NoPool | Outcome::Answer { .. } => text(
-                StatusCode::from_u16(530).unwrap_or(StatusCode::SERVICE_UNAVAILABLE),
+                status(530),
                 format!(
                     "meshlb: no healthy pool can serve {} (error 1016)\n",
                     lb.name
@@ -251,6 +258,7 @@ impl Proxy {
                     upgrade,
                 };
                 self.forward(
+                    upstream,
                     lb_index,
                     &decision,
                     target,
@@ -343,20 +351,21 @@ impl Proxy {
         }
     }
 
-    fn upstream(
+    /// The request as the origin gets it, and the `Host` it carries (also the TLS name).
+    fn origin_request(
         &self,
         target: Target,
         p: &Prepared,
         body: ProxyBody,
-    ) -> Option<Request<ProxyBody>> {
+    ) -> Option<(Request<ProxyBody>, String)> {
         let endpoint = self
             .config
             .pool(target.pool)
             .endpoints
             .get(target.endpoint.0)?;
-        let authority = origin_authority(endpoint);
         let path = p.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let uri: Uri = format!("http://{authority}{path}").parse().ok()?;
+        // Origin-form: the connection already names the origin.
+        let uri: Uri = path.parse().ok()?;
         let mut out = Request::new(body);
         *out.method_mut() = p.parts.method.clone();
         *out.uri_mut() = uri;
@@ -374,30 +383,43 @@ impl Proxy {
         if let Ok(v) = HeaderValue::from_str(&host_header) {
             headers.insert(header::HOST, v);
         }
-        Some(out)
+        Some((out, host_header))
     }
 
     async fn attempt(
         &self,
+        upstream: &Upstream,
+        lb_index: usize,
         target: Target,
         p: &Prepared,
         body: ProxyBody,
-    ) -> (Result<Response<Incoming>, Failure>, InFlight) {
+    ) -> (Result<(Response<Incoming>, Lease), Failure>, InFlight) {
         let in_flight = self.live.start(target);
-        let Some(req) = self.upstream(target, p, body) else {
-            return (Err(Failure::Connect { timed_out: false }), in_flight);
+        let refused = Failure::Connect(UpstreamError::Connect { timed_out: false });
+        let Some((req, host_header)) = self.origin_request(target, p, body) else {
+            return (Err(refused), in_flight);
+        };
+        let Some(endpoint) = self
+            .config
+            .pool(target.pool)
+            .endpoints
+            .get(target.endpoint.0)
+        else {
+            return (Err(refused), in_flight);
+        };
+        let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
+        let authority = origin_authority(endpoint, tls.is_some());
+        let origin = Origin {
+            authority: &authority,
+            tls: tls.map(|c| (c, crate::tls_client::host_without_port(&host_header))),
         };
         let result =
-            match tokio::time::timeout(self.settings.response_timeout, self.client.request(req))
+            match tokio::time::timeout(self.settings.response_timeout, upstream.send(origin, req))
                 .await
             {
-                Ok(Ok(resp)) => Ok(resp),
-                Ok(Err(e)) if e.is_connect() => Err(Failure::Connect {
-                    timed_out: timed_out(&e),
-                }),
-                Ok(Err(e)) => Err(Failure::Exchange {
-                    timed_out: timed_out(&e),
-                }),
+                Ok(Ok(sent)) => Ok(sent),
+                Ok(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
+                Ok(Err(e)) => Err(Failure::Connect(e)),
                 Err(_) => Err(Failure::Exchange { timed_out: true }),
             };
         (result, in_flight)
@@ -406,6 +428,7 @@ impl Proxy {
     #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
+        upstream: &Arc<Upstream>,
         lb_index: usize,
         decision: &Decision,
         target: Target,
@@ -440,12 +463,14 @@ impl Proxy {
         } else {
             (body.boxed(), None)
         };
-        let (mut result, mut in_flight) = self.attempt(target, &p, first_body).await;
+        let (mut result, mut in_flight) = self
+            .attempt(upstream, lb_index, target, &p, first_body)
+            .await;
         let mut used_retry = false;
         // Safe to send again: nothing reached the origin, or the connection broke before any
         // response byte on an idempotent request (RFC 9110 section 9.2.2).
         let retryable = match &result {
-            Err(Failure::Connect { .. }) => true,
+            Err(Failure::Connect(_)) => true,
             Err(Failure::Exchange { timed_out: false }) => p.parts.method.is_idempotent(),
             _ => false,
         };
@@ -456,15 +481,36 @@ impl Proxy {
             let again = Full::new(bytes.clone())
                 .map_err(|e: Infallible| match e {})
                 .boxed();
-            (result, in_flight) = self.attempt(retry, &p, again).await;
+            (result, in_flight) = self.attempt(upstream, lb_index, retry, &p, again).await;
             used_retry = true;
         }
-        let mut resp = match result {
-            Ok(resp) => resp,
-            Err(Failure::Connect { timed_out: true } | Failure::Exchange { timed_out: true }) => {
+        let (mut resp, lease) = match result {
+            Ok(sent) => sent,
+            Err(
+                Failure::Connect(UpstreamError::Connect { timed_out: true })
+                | Failure::Exchange { timed_out: true },
+            ) => {
                 return text(
                     StatusCode::GATEWAY_TIMEOUT,
                     format!("meshlb: the origin of {} did not answer in time\n", lb.name),
+                )
+            }
+            Err(Failure::Connect(UpstreamError::TlsHandshake)) => {
+                return text(
+                    status(525),
+                    format!(
+                        "meshlb: the TLS handshake with the origin of {} failed (error 525)\n",
+                        lb.name
+                    ),
+                )
+            }
+            Err(Failure::Connect(UpstreamError::TlsCertificate)) => {
+                return text(
+                    status(526),
+                    format!(
+                        "meshlb: the origin of {} has an invalid certificate (error 526)\n",
+                        lb.name
+                    ),
                 )
             }
             Err(_) => {
@@ -494,8 +540,10 @@ impl Proxy {
             if let Some(client_side) = client_upgrade {
                 let origin_side = hyper::upgrade::on(&mut resp);
                 tokio::spawn(async move {
-                    // The tunnel counts as outstanding until either side closes.
+                    // The tunnel counts as outstanding until either side closes; the origin
+                    // connection is the tunnel's, never back in the pool.
                     let _counted = in_flight;
+                    let _tunnel = lease;
                     if let (Ok(c), Ok(o)) = (client_side.await, origin_side.await) {
                         let _ = tokio::io::copy_bidirectional(
                             &mut TokioIo::new(c),
@@ -524,6 +572,7 @@ impl Proxy {
                 tokio::time::timeout(self.settings.response_timeout, body.collect()).await
             {
                 drop(in_flight);
+                upstream.release(lease);
                 return Response::from_parts(
                     parts,
                     Full::new(collected.to_bytes())
@@ -536,6 +585,7 @@ impl Proxy {
                 format!("meshlb: the origin of {} broke off its answer\n", lb.name),
             );
         }
+        upstream.release_when_done(lease);
         Response::from_parts(parts, Counted::new(body, Some(in_flight)).boxed())
     }
 }

@@ -1,7 +1,7 @@
 //! Live load: outstanding requests per endpoint and pool, counted as requests start and
 //! their responses finish streaming (WebSockets while open), read by
-//! `least_outstanding_requests`; open connections to each origin (`connections.rs`), read by
-//! `least_connections`.
+//! `least_outstanding_requests`; open connections to each origin (kept by `upstream.rs`), read
+//! by `least_connections`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -12,14 +12,20 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use super::connections::ByAuthority;
 use crate::config::{Address, Config, Endpoint, EndpointId, PoolId};
 use crate::request::LoadCounts;
 use crate::steering::Target;
 
-/// `host:port` of an endpoint, as origin URIs carry it (port 0 is HTTP's 80).
-pub fn origin_authority(e: &Endpoint) -> String {
-    let port = if e.port == 0 { 80 } else { e.port };
+/// Open-connection counters by `host:port`.
+pub type ByAuthority = Arc<HashMap<String, Arc<AtomicU32>>>;
+
+/// `host:port` of an endpoint (port 0 is 80, or 443 when the proxy speaks TLS to origins).
+pub fn origin_authority(e: &Endpoint, tls: bool) -> String {
+    let port = match (e.port, tls) {
+        (0, false) => 80,
+        (0, true) => 443,
+        (p, _) => p,
+    };
     match &e.address {
         Address::Ip(ip) => std::net::SocketAddr::new(*ip, port).to_string(),
         Address::Hostname(h) => format!("{h}:{port}"),
@@ -45,7 +51,15 @@ impl LiveLoad {
             .map(|p| {
                 p.endpoints
                     .iter()
-                    .map(|e| Arc::clone(by_authority.entry(origin_authority(e)).or_default()))
+                    .map(|e| {
+                        // Port 0 means 80 or 443 by the load balancer; both names count here.
+                        let c =
+                            Arc::clone(by_authority.entry(origin_authority(e, false)).or_default());
+                        by_authority
+                            .entry(origin_authority(e, true))
+                            .or_insert_with(|| Arc::clone(&c));
+                        c
+                    })
                     .collect()
             })
             .collect();
@@ -79,7 +93,7 @@ impl LiveLoad {
         self.endpoints.get(t.pool.0)?.get(t.endpoint.0)
     }
 
-    /// The counters the client's connector keeps.
+    /// The counters the workers' upstream pools keep.
     pub fn by_authority(&self) -> ByAuthority {
         Arc::clone(&self.by_authority)
     }

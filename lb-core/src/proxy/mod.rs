@@ -1,7 +1,6 @@
 //! The HTTP reverse proxy (DESIGN sections 5 and 6): layer-7 steering on hyper with live
 //! load counts, session affinity, zero-downtime failover, WebSockets and TLS termination.
 
-mod connections;
 mod handler;
 mod headers;
 mod live;
@@ -9,7 +8,9 @@ mod metrics;
 mod server;
 mod sessions;
 mod tls;
+mod upstream;
 
 pub use handler::{Proxy, ProxyBody, ProxySettings};
 pub use server::{listen, ProxyListener};
 pub use tls::Certificates;
+pub use upstream::{Origin, Upstream, UpstreamError};

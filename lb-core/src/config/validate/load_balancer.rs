@@ -88,6 +88,30 @@ impl Validator<'_> {
         }
         // Stable sort: equal priorities keep the order of the file.
         rules.sort_by_key(|r| r.priority);
+        let origin_tls = match lb.origin_tls.as_deref().unwrap_or("off") {
+            "off" | "flexible" => OriginTls::Off,
+            "full" => OriginTls::Full,
+            "strict" | "full_strict" => OriginTls::Strict,
+            other => {
+                self.sink.push(
+                    format!("{path}.origin_tls"),
+                    format!("`{other}` is not one of off, flexible, full, strict"),
+                );
+                OriginTls::Off
+            }
+        };
+        if origin_tls != OriginTls::Off && !lb.proxied {
+            self.sink.push(
+                format!("{path}.origin_tls"),
+                "only the proxy connects to origins: set `proxied = true` or leave origin_tls out",
+            );
+        }
+        if lb.origin_ca_file.is_some() && origin_tls != OriginTls::Strict {
+            self.sink.push(
+                format!("{path}.origin_ca_file"),
+                "trust anchors are only used with origin_tls = \"strict\"",
+            );
+        }
         Some(LoadBalancer {
             name,
             description: lb.description.clone(),
@@ -95,6 +119,8 @@ impl Validator<'_> {
             proxied: lb.proxied,
             rules,
             settings,
+            origin_tls,
+            origin_ca_file: lb.origin_ca_file.as_ref().map(Into::into),
         })
     }
 
