@@ -6,11 +6,13 @@
 //! - [`mesh_view`]: the incremental view of the gossip state.
 //! - [`service`]: the loop that ties them together.
 //! - [`admin`]: the admin API (status, events, members).
+//! - [`notify`]: email and webhook notifications of health changes.
 
 pub mod admin;
 pub mod events;
 pub mod mesh_view;
 pub mod metrics;
+pub mod notify;
 pub mod service;
 pub mod tally;
 

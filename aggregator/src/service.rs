@@ -27,6 +27,8 @@ pub struct Shared {
     pub votes_counted: AtomicUsize,
     /// Renders `/metrics` when a Prometheus recorder is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+    /// Set once at start when the config has notification channels.
+    pub notifier: std::sync::OnceLock<crate::notify::Notifier>,
 }
 
 /// The DNS server and the proxy read the latest tally from here.
@@ -51,6 +53,7 @@ impl Shared {
             events: Mutex::new(EventLog::default()),
             votes_counted: AtomicUsize::new(0),
             metrics,
+            notifier: std::sync::OnceLock::new(),
             config,
             settings,
             config_hash,
@@ -208,6 +211,9 @@ pub async fn run(
                             }
                         }
                     };
+                    if let Some(n) = shared.notifier.get() {
+                        n.offer(&event);
+                    }
                     log.push(event);
                 }
             }

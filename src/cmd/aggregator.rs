@@ -96,6 +96,14 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             ("node_region", args.region.code()),
         ]);
         let shared = Shared::new(Arc::new(config), tally, hash, metrics);
+        if let Some(n) = aggregator::notify::Notifier::start(
+            Arc::clone(&shared.config),
+            identity.node_id.clone(),
+        )
+        .map_err(|e| anyhow!("{}: {e}", args.config.display()))?
+        {
+            let _ = shared.notifier.set(n);
+        }
         let listener = aggregator::admin::bind(args.admin).await?;
         eprintln!(
             "meshlb aggregator {} gossiping on {}, admin API on http://{}",

@@ -3,6 +3,7 @@
 
 mod load_balancer;
 mod monitor;
+mod notifications;
 mod pool;
 mod raw;
 mod validate;
@@ -17,6 +18,9 @@ pub use load_balancer::{
 };
 pub use monitor::{
     ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretSource, Threshold,
+};
+pub use notifications::{
+    EmailChannel, KindFilter, NotificationFilter, Notifications, SmtpTls, WebhookChannel,
 };
 pub use pool::{
     Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering, Pool,
@@ -36,6 +40,8 @@ pub struct Config {
     /// `[[zones]]`; empty: every load balancer is the apex of its own zone.
     pub zones: Vec<Zone>,
     pub geolocation: Geolocation,
+    /// `[notifications]`: email and webhook channels for health changes.
+    pub notifications: Notifications,
     pool_index: HashMap<String, PoolId>,
     lb_index: HashMap<String, usize>,
 }

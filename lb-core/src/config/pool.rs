@@ -31,6 +31,8 @@ pub struct Pool {
     pub load_shedding: LoadShedding,
     pub origin_steering: OriginSteering,
     pub health_sources: HealthSources,
+    /// Which of this pool's health changes are notified (Cloudflare's notification_filter).
+    pub notification_filter: super::NotificationFilter,
 }
 
 impl Pool {

@@ -19,6 +19,59 @@ pub struct RawConfig {
     pub zones: Vec<RawZone>,
     #[serde(default)]
     pub geolocation: RawGeolocation,
+    #[serde(default)]
+    pub notifications: RawNotifications,
+}
+
+/// `[notifications]`.
+#[derive(Debug, Default, Deserialize)]
+pub struct RawNotifications {
+    pub batch_seconds: Option<u32>,
+    pub max_attempts: Option<u32>,
+    #[serde(default)]
+    pub email: Vec<RawEmail>,
+    #[serde(default)]
+    pub webhooks: Vec<RawWebhook>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawEmail {
+    pub name: String,
+    pub from: String,
+    pub to: Vec<String>,
+    pub smtp_host: String,
+    pub smtp_port: Option<u16>,
+    pub smtp_tls: Option<String>,
+    pub username: Option<String>,
+    pub password_file: Option<String>,
+    pub password_env: Option<String>,
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub pools: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RawWebhook {
+    pub name: String,
+    pub url: String,
+    pub secret_file: Option<String>,
+    pub secret_env: Option<String>,
+    #[serde(default)]
+    pub pools: Vec<String>,
+}
+
+/// A pool's `notification_filter` (Cloudflare).
+#[derive(Debug, Default, Deserialize)]
+pub struct RawNotificationFilter {
+    pub origin: Option<RawKindFilter>,
+    pub pool: Option<RawKindFilter>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub struct RawKindFilter {
+    #[serde(default)]
+    pub disable: bool,
+    pub healthy: Option<bool>,
 }
 
 /// `[[zones]]`: a DNS zone served authoritatively (SOA and NS at its apex).
@@ -190,6 +243,7 @@ pub struct RawPool {
     pub load_shedding: Option<RawLoadShedding>,
     pub origin_steering: Option<RawOriginSteering>,
     pub health_sources: Option<Vec<String>>,
+    pub notification_filter: Option<RawNotificationFilter>,
 }
 
 #[derive(Debug, Deserialize)]

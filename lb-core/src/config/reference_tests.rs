@@ -72,6 +72,17 @@ fn every_config_field_is_documented_in_the_readme() {
         ("geolocation", fields::<RawGeolocation>()),
         ("geolocation.networks[]", fields::<RawGeoNetwork>()),
         (
+            "pools[].notification_filter",
+            fields::<RawNotificationFilter>(),
+        ),
+        (
+            "pools[].notification_filter.origin",
+            fields::<RawKindFilter>(),
+        ),
+        ("notifications", fields::<RawNotifications>()),
+        ("notifications.email[]", fields::<RawEmail>()),
+        ("notifications.webhooks[]", fields::<RawWebhook>()),
+        (
             "load_balancers[].random_steering",
             fields::<RawRandomSteering>(),
         ),

@@ -552,3 +552,98 @@ fn origin_tls_modes_and_their_errors() {
         "load_balancers[0].origin_ca_file: trust anchors are only used with origin_tls = \"strict\"",
     );
 }
+
+#[test]
+fn notifications_channels_and_their_errors() {
+    let ok = format!(
+        r#"{MINIMAL}
+[notifications]
+batch_seconds = 2
+[[notifications.email]]
+name = "ops"
+from = "meshlb <meshlb@example.test>"
+to = ["ops@example.test"]
+smtp_host = "smtp.example.test"
+username = "meshlb"
+password_env = "SMTP_PASSWORD"
+pools = ["p"]
+[[notifications.webhooks]]
+name = "hook"
+url = "https://hooks.example.test/x"
+secret_env = "HOOK_SECRET"
+"#
+    );
+    let c = parse(&ok).expect("valid");
+    let n = &c.notifications;
+    assert_eq!(n.batch_window, std::time::Duration::from_secs(2));
+    assert_eq!(n.max_attempts, 5);
+    assert_eq!(n.email[0].smtp_tls, SmtpTls::StartTls);
+    assert_eq!(n.email[0].smtp_port, 587, "STARTTLS's submission port");
+    assert_eq!(n.email[0].pools, vec![PoolId(0)]);
+    assert_eq!(n.webhooks[0].url, "https://hooks.example.test/x");
+    let bad = format!(
+        r#"{MINIMAL}
+[notifications]
+batch_seconds = 7200
+max_attempts = 0
+[[notifications.email]]
+name = "ops"
+from = "nobody"
+to = []
+smtp_host = "smtp.example.test"
+smtp_tls = "ssl"
+password_file = "/etc/meshlb/smtp"
+pools = ["nope"]
+[[notifications.email]]
+name = "clear"
+from = "a@b.test"
+to = ["c@d", "not an address"]
+smtp_host = "127.0.0.1"
+smtp_tls = "none"
+username = "u"
+password_env = "P"
+[[notifications.webhooks]]
+name = "ops"
+url = "ftp://example.test/"
+secret_file = "a"
+secret_env = "B"
+"#
+    );
+    let e = errors(&bad);
+    has(
+        &e,
+        "notifications.batch_seconds: must be 0..=3600 seconds (got 7200)",
+    );
+    has(&e, "notifications.max_attempts: must be 1..=20 (got 0)");
+    has(
+        &e,
+        "notifications.email[0].from: `nobody` is not an email address",
+    );
+    has(&e, "notifications.email[0].to: needs at least one address");
+    has(
+        &e,
+        "notifications.email[0].smtp_tls: `ssl` is not one of none, starttls, implicit",
+    );
+    has(&e, "notifications.email[0].username: SMTP auth needs both username and password_file/password_env");
+    has(&e, "notifications.email[0].pools[0]");
+    has(
+        &e,
+        "notifications.email[1].to[1]: `not an address` is not an email address",
+    );
+    has(
+        &e,
+        "notifications.email[1].smtp_tls: a password is never sent in clear",
+    );
+    has(
+        &e,
+        "notifications.webhooks[0].name: duplicate notification channel `ops`",
+    );
+    has(
+        &e,
+        "notifications.webhooks[0].url: `ftp://example.test/` is not an http:// or https:// URL",
+    );
+    has(
+        &e,
+        "notifications.webhooks[0]: give secret_file or secret_env, not both",
+    );
+}

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 mod affinity;
 mod load_balancer;
+mod notifications;
 mod pool;
 mod zone;
 
@@ -81,6 +82,7 @@ pub(super) fn validate(
     }
     let zones = v.zones(&raw.zones, &load_balancers);
     let geolocation = v.geolocation(&raw.geolocation);
+    let notifications = v.notifications(&raw.notifications);
     let pool_index = v.pool_index;
     v.sink.finish(Config {
         monitors,
@@ -88,6 +90,7 @@ pub(super) fn validate(
         load_balancers,
         zones,
         geolocation,
+        notifications,
         pool_index: pool_index.into_iter().collect(),
         lb_index,
     })

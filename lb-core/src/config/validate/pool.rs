@@ -168,6 +168,7 @@ impl Validator<'_> {
             load_shedding,
             origin_steering,
             health_sources,
+            notification_filter: Self::notification_filter(p.notification_filter.as_ref()),
         }
     }
 

@@ -1,0 +1,169 @@
+//! Notifications of health changes (email, webhooks). The tally hands each change over with
+//! `offer`, which never waits: a bounded queue feeds one task that batches bursts (changes
+//! within `batch_window` of the first go out together) and sends each channel's share in its
+//! own task with retries and backoff, so a dead SMTP server delays nothing but its own mail.
+
+pub mod email;
+pub mod select;
+pub mod webhook;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lb_core::config::{Config, PoolId};
+use tokio::sync::mpsc;
+
+use crate::events::HealthEvent;
+use email::EmailSender;
+use webhook::WebhookSender;
+
+/// Changes queued for sending; beyond this a burst's extra changes are dropped and counted.
+const QUEUE: usize = 10_000;
+/// A batch closes early at this many changes.
+const MAX_BATCH: usize = 500;
+
+enum Sender {
+    Email(EmailSender),
+    Webhook(WebhookSender),
+}
+
+struct Channel {
+    name: String,
+    pools: Vec<PoolId>,
+    sender: Sender,
+}
+
+impl Channel {
+    fn kind(&self) -> &'static str {
+        match self.sender {
+            Sender::Email(_) => "email",
+            Sender::Webhook(_) => "webhook",
+        }
+    }
+
+    async fn send(&self, node: &str, events: &[&HealthEvent]) -> Result<(), String> {
+        match &self.sender {
+            Sender::Email(e) => {
+                let (subject, body) = select::email_text(node, events);
+                e.send(&subject, body).await
+            }
+            Sender::Webhook(w) => w.send(select::webhook_json(node, events)).await,
+        }
+    }
+}
+
+/// The tally's side of the notifier.
+#[derive(Clone)]
+pub struct Notifier {
+    queue: mpsc::Sender<HealthEvent>,
+}
+
+impl Notifier {
+    /// Starts the notifier task when the config has channels (`None` otherwise); a channel
+    /// that cannot be set up (bad address, unreadable CA file) is an error now, not at the
+    /// first outage.
+    pub fn start(config: Arc<Config>, node: String) -> Result<Option<Notifier>, String> {
+        let n = &config.notifications;
+        if n.is_empty() {
+            return Ok(None);
+        }
+        let mut channels = Vec::new();
+        for c in &n.email {
+            channels.push(Channel {
+                name: c.name.clone(),
+                pools: c.pools.clone(),
+                sender: Sender::Email(EmailSender::new(c)?),
+            });
+        }
+        for c in &n.webhooks {
+            channels.push(Channel {
+                name: c.name.clone(),
+                pools: c.pools.clone(),
+                sender: Sender::Webhook(WebhookSender::new(c)?),
+            });
+        }
+        for c in &channels {
+            for result in ["sent", "failed", "retried"] {
+                metrics::counter!("meshlb_notifications_total", "channel" => c.name.clone(), "kind" => c.kind(), "result" => result).absolute(0);
+            }
+        }
+        metrics::counter!("meshlb_notifications_dropped_total").absolute(0);
+        let (queue, rx) = mpsc::channel(QUEUE);
+        tokio::spawn(run(config, Arc::new(channels), node, rx));
+        Ok(Some(Notifier { queue }))
+    }
+
+    /// Queues a change; never waits.
+    pub fn offer(&self, event: &HealthEvent) {
+        if self.queue.try_send(event.clone()).is_err() {
+            metrics::counter!("meshlb_notifications_dropped_total").increment(1);
+        }
+    }
+}
+
+async fn run(
+    config: Arc<Config>,
+    channels: Arc<Vec<Channel>>,
+    node: String,
+    mut rx: mpsc::Receiver<HealthEvent>,
+) {
+    let window = config.notifications.batch_window;
+    let attempts = config.notifications.max_attempts;
+    let node: Arc<str> = node.into();
+    while let Some(first) = rx.recv().await {
+        let mut batch = vec![first];
+        let close = tokio::time::Instant::now() + window;
+        while batch.len() < MAX_BATCH {
+            match tokio::time::timeout_at(close, rx.recv()).await {
+                Ok(Some(e)) => batch.push(e),
+                Ok(None) | Err(_) => break,
+            }
+        }
+        let batch = Arc::new(batch);
+        for i in 0..channels.len() {
+            let (channels, batch, config, node) = (
+                Arc::clone(&channels),
+                Arc::clone(&batch),
+                Arc::clone(&config),
+                Arc::clone(&node),
+            );
+            tokio::spawn(async move {
+                let channel = &channels[i];
+                let events = select::select(&config, &channel.pools, &batch);
+                if !events.is_empty() {
+                    deliver(channel, &node, &events, attempts).await;
+                }
+            });
+        }
+    }
+}
+
+/// Sends with retries; gives up after `attempts` and logs it.
+async fn deliver(channel: &Channel, node: &str, events: &[&HealthEvent], attempts: u32) {
+    let labels = |result: &'static str| {
+        [
+            ("channel", channel.name.clone()),
+            ("kind", channel.kind().to_string()),
+            ("result", result.to_string()),
+        ]
+    };
+    for attempt in 1..=attempts {
+        if attempt > 1 {
+            tokio::time::sleep(select::backoff(attempt)).await;
+            metrics::counter!("meshlb_notifications_total", &labels("retried")).increment(1);
+        }
+        match tokio::time::timeout(Duration::from_secs(60), channel.send(node, events)).await {
+            Ok(Ok(())) => {
+                metrics::counter!("meshlb_notifications_total", &labels("sent")).increment(1);
+                tracing::info!(channel = %channel.name, changes = events.len(), attempt, "notification sent");
+                return;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(channel = %channel.name, attempt, error = %e, "notification failed")
+            }
+            Err(_) => tracing::warn!(channel = %channel.name, attempt, "notification timed out"),
+        }
+    }
+    metrics::counter!("meshlb_notifications_total", &labels("failed")).increment(1);
+    tracing::error!(channel = %channel.name, changes = events.len(), attempts, "notification given up");
+}

@@ -1,0 +1,278 @@
+//! Which health changes a channel hears about, and the words and JSON they are sent in — pure,
+//! so every filter case is tested without a server.
+
+use std::time::Duration;
+
+use lb_core::config::{Config, PoolId};
+use serde::Serialize;
+
+use crate::events::HealthEvent;
+
+/// Whether `event` passes the pool's `notification_filter` and the channel's pool list.
+/// Endpoint and pool changes only; first verdicts after a start (from `unknown`) are not news.
+pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) -> bool {
+    if event.from == "unknown" {
+        return false;
+    }
+    let Some(pool) = event.pool.as_deref().and_then(|p| config.pool_by_name(p)) else {
+        return false;
+    };
+    if !channel_pools.is_empty() && !channel_pools.contains(&pool) {
+        return false;
+    }
+    let filter = config.pool(pool).notification_filter;
+    match event.kind {
+        "endpoint" => filter.origin.passes(event.to == "healthy"),
+        // A pool is unhealthy when critical (below minimum_origins); degraded still serves.
+        "pool" => filter.pool.passes(event.to != "critical"),
+        _ => false,
+    }
+}
+
+/// The changes of a batch that a channel should get.
+pub fn select<'a>(
+    config: &Config,
+    channel_pools: &[PoolId],
+    batch: &'a [HealthEvent],
+) -> Vec<&'a HealthEvent> {
+    batch
+        .iter()
+        .filter(|e| wanted(config, channel_pools, e))
+        .collect()
+}
+
+fn line(e: &HealthEvent) -> String {
+    let subject = match (&e.pool, &e.endpoint) {
+        (Some(p), Some(ep)) => format!("endpoint {ep} of pool {p}"),
+        (Some(p), None) => format!("pool {p}"),
+        _ => "load balancer".to_string(),
+    };
+    let votes: Vec<String> = e
+        .regions
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {}/{}/{}",
+                r.region, r.healthy_dcs, r.unhealthy_dcs, r.silent_dcs
+            )
+        })
+        .collect();
+    let mut s = format!("{subject}: {} -> {}", e.from, e.to);
+    if !votes.is_empty() {
+        s.push_str(&format!(
+            " (regions healthy/unhealthy/silent datacenters: {})",
+            votes.join(", ")
+        ));
+    }
+    for r in &e.regions {
+        for d in r.datacenters.iter().filter(|d| d.healthy == Some(false)) {
+            if let Some(reason) = &d.reason {
+                s.push_str(&format!("\n    {} {}: {reason}", r.region, d.datacenter));
+            }
+        }
+    }
+    s
+}
+
+/// Subject and plain-text body of an email.
+pub fn email_text(node: &str, events: &[&HealthEvent]) -> (String, String) {
+    let down = events.iter().filter(|e| is_down(e)).count();
+    let up = events.len() - down;
+    let subject = match events {
+        [one] => format!("[meshlb] {}", line(one).lines().next().unwrap_or_default()),
+        _ => format!(
+            "[meshlb] {} health changes ({down} down, {up} up)",
+            events.len()
+        ),
+    };
+    let mut body = format!("Health changes seen by aggregator {node}:\n\n");
+    for e in events {
+        body.push_str(&format!("- {} (unix ms {})\n", line(e), e.at_ms));
+    }
+    body.push_str("\nThe votes behind each change: GET /events on the aggregator's admin API.\n");
+    (subject, body)
+}
+
+fn is_down(e: &HealthEvent) -> bool {
+    match e.kind {
+        "pool" => e.to == "critical",
+        _ => e.to != "healthy",
+    }
+}
+
+#[derive(Serialize)]
+pub struct WebhookBody<'a> {
+    pub source: &'static str,
+    pub aggregator: &'a str,
+    pub events: &'a [&'a HealthEvent],
+}
+
+/// The JSON a webhook receives.
+pub fn webhook_json(node: &str, events: &[&HealthEvent]) -> Vec<u8> {
+    serde_json::to_vec(&WebhookBody {
+        source: "meshlb",
+        aggregator: node,
+        events,
+    })
+    .unwrap_or_default()
+}
+
+/// Wait before attempt `n` (1-based; the first attempt does not wait): 1 s, 2 s, 4 s ...
+/// capped at 60 s.
+pub fn backoff(attempt: u32) -> Duration {
+    let exp = attempt.saturating_sub(2).min(6);
+    Duration::from_secs((1u64 << exp).min(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_core::regions_table::RegionsTable;
+
+    fn config(filter: &str) -> Config {
+        let text = format!(
+            r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "eu"
+monitor = "m"
+origins = [{{ name = "a", address = "192.0.2.1" }}]
+{filter}
+[[pools]]
+name = "us"
+monitor = "m"
+origins = [{{ name = "b", address = "192.0.2.2" }}]
+[[load_balancers]]
+name = "www.example.test"
+default_pools = ["eu", "us"]
+"#
+        );
+        Config::parse("t.toml", &text, &RegionsTable::embedded().expect("regions")).expect("valid")
+    }
+
+    fn event(kind: &'static str, pool: &str, from: &str, to: &str) -> HealthEvent {
+        HealthEvent {
+            at_ms: 1,
+            kind,
+            load_balancer: None,
+            pool: Some(pool.to_string()),
+            endpoint: (kind == "endpoint").then(|| "a".to_string()),
+            from: from.to_string(),
+            to: to.to_string(),
+            regions: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn without_a_filter_every_change_but_first_verdicts_passes() {
+        let c = config("");
+        assert!(wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "healthy", "unhealthy")
+        ));
+        assert!(wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "unhealthy", "healthy")
+        ));
+        assert!(wanted(&c, &[], &event("pool", "eu", "healthy", "critical")));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "unknown", "healthy")
+        ));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("load_balancer", "eu", "healthy", "fallback")
+        ));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("endpoint", "nowhere", "healthy", "unhealthy")
+        ));
+    }
+
+    #[test]
+    fn cloudflare_filter_semantics() {
+        let c = config(
+            "notification_filter = { origin = { healthy = false }, pool = { disable = true } }",
+        );
+        assert!(wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "healthy", "unhealthy")
+        ));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "unhealthy", "healthy")
+        ));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("pool", "eu", "healthy", "critical")
+        ));
+        // Another pool's filter is its own.
+        assert!(wanted(&c, &[], &event("pool", "us", "healthy", "critical")));
+        let c = config("notification_filter = { pool = { healthy = true } }");
+        assert!(wanted(
+            &c,
+            &[],
+            &event("pool", "eu", "critical", "degraded")
+        ));
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("pool", "eu", "healthy", "critical")
+        ));
+        let c = config("notification_filter = { origin = { disable = true } }");
+        assert!(!wanted(
+            &c,
+            &[],
+            &event("endpoint", "eu", "healthy", "unhealthy")
+        ));
+    }
+
+    #[test]
+    fn a_channel_restricted_to_pools_hears_only_them() {
+        let c = config("");
+        let us = c.pool_by_name("us").expect("us");
+        let batch = vec![
+            event("endpoint", "eu", "healthy", "unhealthy"),
+            event("pool", "us", "healthy", "critical"),
+        ];
+        let got = select(&c, &[us], &batch);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].pool.as_deref(), Some("us"));
+        assert_eq!(select(&c, &[], &batch).len(), 2);
+    }
+
+    #[test]
+    fn email_and_webhook_bodies() {
+        let a = event("endpoint", "eu", "healthy", "unhealthy");
+        let b = event("pool", "eu", "healthy", "critical");
+        let (subject, body) = email_text("agg-1", &[&a]);
+        assert_eq!(
+            subject,
+            "[meshlb] endpoint a of pool eu: healthy -> unhealthy"
+        );
+        assert!(body.contains("agg-1"));
+        let (subject, body) = email_text("agg-1", &[&a, &b]);
+        assert_eq!(subject, "[meshlb] 2 health changes (2 down, 0 up)");
+        assert!(body.contains("pool eu: healthy -> critical"));
+        let json: serde_json::Value =
+            serde_json::from_slice(&webhook_json("agg-1", &[&a, &b])).expect("json");
+        assert_eq!(json["source"], "meshlb");
+        assert_eq!(json["events"][0]["endpoint"], "a");
+        assert_eq!(json["events"][1]["to"], "critical");
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let waits: Vec<u64> = (1..=10).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(waits, vec![1, 1, 2, 4, 8, 16, 32, 60, 60, 60]);
+    }
+}
