@@ -5,14 +5,17 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the test suite uses (file -> package): the prober's tests start a real
-# OpenLDAP slapd and OpenSMTPD on loopback; the DNS tests query the server with dig, the proxy
-# tests drive it with curl.
+# OpenLDAP slapd and OpenSMTPD on loopback (the notification test reads mail back from it); the
+# DNS tests query the server with dig, the proxy tests drive it with curl; the deploy test runs
+# promtool and a real Prometheus server.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
   [/usr/sbin/smtpd]=opensmtpd
   [/usr/bin/dig]=bind9-dnsutils
   [/usr/bin/curl]=curl
+  [/usr/bin/promtool]=prometheus
+  [/usr/bin/prometheus]=prometheus
 )
 
 missing=()

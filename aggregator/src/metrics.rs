@@ -125,3 +125,18 @@ pub fn record_gossip(stats: &TransportStats) {
     metrics::counter!("meshlb_gossip_fragmented_messages_total")
         .absolute(stats.fragmented.load(Ordering::Relaxed));
 }
+
+/// One constant series per region with its name and representative coordinates, for joins in
+/// dashboards (the mesh map: `... * on(region) group_left(latitude, longitude) meshlb_region_info`).
+pub fn record_regions(regions: &lb_core::regions_table::RegionsTable) {
+    for r in regions.regions() {
+        metrics::gauge!(
+            "meshlb_region_info",
+            "region" => r.region.code(),
+            "name" => r.name.clone(),
+            "latitude" => format!("{:.4}", r.coordinates.latitude),
+            "longitude" => format!("{:.4}", r.coordinates.longitude)
+        )
+        .set(1.0);
+    }
+}

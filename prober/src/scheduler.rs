@@ -79,6 +79,16 @@ impl Scheduler {
         settings: SchedulerSettings,
         sink: Arc<dyn ResultSink>,
     ) -> Scheduler {
+        // Counters of rare events exist from the start (at 0), so dashboards and alerts see a
+        // series rather than nothing.
+        metrics::counter!("meshlb_probe_overruns_total").absolute(0);
+        let mut kinds: Vec<&'static str> =
+            targets.iter().map(|t| t.monitor.kind.type_name()).collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        for kind in kinds {
+            metrics::counter!("meshlb_probe_retries_total", "type" => kind).absolute(0);
+        }
         let (commands, rx) = mpsc::unbounded_channel();
         let stats = Arc::new(SchedulerStats::default());
         let mut core = Core::new(settings, sink, Arc::clone(&stats));

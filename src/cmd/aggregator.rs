@@ -95,6 +95,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             ("node_role", "aggregator"),
             ("node_region", args.region.code()),
         ]);
+        aggregator::metrics::record_regions(regions);
         let shared = Shared::new(Arc::new(config), tally, hash, metrics);
         if let Some(n) = aggregator::notify::Notifier::start(
             Arc::clone(&shared.config),

@@ -12,12 +12,156 @@ use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Installs the global recorder with node labels; `None` if one is already installed.
+/// Bucket bounds (seconds) of every histogram: 50 µs (a DNS answer) to 30 s (a slow probe).
+/// Real buckets rather than the exporter's default summaries, so Prometheus can aggregate
+/// across nodes (`histogram_quantile` over `_bucket`), as the dashboards in deploy/ do.
+const BUCKETS: [f64; 18] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
 pub fn install(labels: &[(&str, &str)]) -> Option<PrometheusHandle> {
-    let mut builder = PrometheusBuilder::new();
+    let mut builder = PrometheusBuilder::new().set_buckets(&BUCKETS).ok()?;
     for (k, v) in labels {
         builder = builder.add_global_label(*k, *v);
     }
-    builder.install_recorder().ok()
+    let handle = builder.install_recorder().ok()?;
+    describe();
+    Some(handle)
+}
+
+/// HELP text of every metric (`promtool check metrics` requires it; tests/deploy.rs runs it).
+fn describe() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    // Probers.
+    describe_counter!(
+        "meshlb_probes_total",
+        "Probes run, by monitor type, result and failure reason class."
+    );
+    describe_histogram!(
+        "meshlb_probe_duration_seconds",
+        Unit::Seconds,
+        "Probe round-trip time, by monitor type."
+    );
+    describe_counter!(
+        "meshlb_probe_retries_total",
+        "Immediate retries of failed probes, by monitor type."
+    );
+    describe_counter!(
+        "meshlb_probe_overruns_total",
+        "Probe rounds skipped because the previous probe of the target still ran."
+    );
+    // Gossip (every node).
+    describe_counter!(
+        "meshlb_gossip_sent_bytes_total",
+        Unit::Bytes,
+        "Gossip bytes sent."
+    );
+    describe_counter!(
+        "meshlb_gossip_received_bytes_total",
+        Unit::Bytes,
+        "Gossip bytes received."
+    );
+    describe_counter!(
+        "meshlb_gossip_sent_datagrams_total",
+        "Gossip datagrams sent."
+    );
+    describe_counter!(
+        "meshlb_gossip_received_datagrams_total",
+        "Gossip datagrams received."
+    );
+    describe_counter!(
+        "meshlb_gossip_rejected_packets_total",
+        "Gossip packets that failed authentication or parsing."
+    );
+    describe_counter!(
+        "meshlb_gossip_fragmented_messages_total",
+        "Gossip messages that needed two datagrams."
+    );
+    // Aggregators: the tally.
+    describe_gauge!(
+        "meshlb_endpoint_state",
+        "The tally's verdict on an endpoint (one-hot over state)."
+    );
+    describe_gauge!(
+        "meshlb_pool_state",
+        "Pool state from this PoP (one-hot over state)."
+    );
+    describe_gauge!(
+        "meshlb_load_balancer_state",
+        "Load balancer state (one-hot over state); critical: traffic on the fallback pool."
+    );
+    describe_gauge!(
+        "meshlb_endpoint_rtt_seconds",
+        Unit::Seconds,
+        "EWMA of probe RTT to an endpoint measured from a region."
+    );
+    describe_gauge!(
+        "meshlb_pool_rtt_seconds",
+        Unit::Seconds,
+        "EWMA of probe RTT to a pool measured from a region."
+    );
+    describe_counter!(
+        "meshlb_health_changes_total",
+        "Health changes, by kind (endpoint, pool, load_balancer)."
+    );
+    describe_gauge!("meshlb_tally_votes", "Votes counted in the last tally.");
+    describe_gauge!(
+        "meshlb_fail_static",
+        "1 while the aggregator hears from no prober and serves its last known health."
+    );
+    describe_histogram!(
+        "meshlb_tally_duration_seconds",
+        Unit::Seconds,
+        "Time to run one tally."
+    );
+    describe_gauge!(
+        "meshlb_mesh_members",
+        "Mesh members seen by the aggregator, by role, region and state (live/dead)."
+    );
+    describe_gauge!(
+        "meshlb_config_drift_members",
+        "Members gossiping a config hash other than the aggregator's."
+    );
+    describe_gauge!(
+        "meshlb_region_info",
+        "Constant 1 per region, labelled with its name and representative coordinates."
+    );
+    describe_counter!(
+        "meshlb_notifications_total",
+        "Notification attempts by channel, kind and result (sent, retried, failed)."
+    );
+    describe_counter!(
+        "meshlb_notifications_dropped_total",
+        "Health changes not queued for notification because the queue was full."
+    );
+    // Aggregators: DNS and the proxy.
+    describe_counter!(
+        "meshlb_dns_queries_total",
+        "DNS queries answered, by load balancer, query type and response code."
+    );
+    describe_histogram!(
+        "meshlb_dns_answer_duration_seconds",
+        Unit::Seconds,
+        "Time to parse, steer and encode one DNS answer."
+    );
+    describe_counter!(
+        "meshlb_proxy_requests_total",
+        "Proxied requests by load balancer, pool, endpoint and status class."
+    );
+    describe_histogram!(
+        "meshlb_proxy_request_duration_seconds",
+        Unit::Seconds,
+        "Proxied request time until the response head is sent."
+    );
+    describe_counter!(
+        "meshlb_proxy_retries_total",
+        "Zero-downtime failover retries."
+    );
+    describe_counter!(
+        "meshlb_proxy_affinity_hits_total",
+        "Requests that followed an existing session affinity binding."
+    );
 }
 
 /// Serves `GET /metrics` (anything else: 404) until the task is dropped.

@@ -1,0 +1,398 @@
+//! What ships in deploy/: Kubernetes manifests parse and carry a valid config and real flags;
+//! systemd units use real flags; the alert rules and scrape config pass promtool (with the
+//! rules' unit tests); every metric the dashboards and rules query is one meshlb exports, the
+//! exposition passes `promtool check metrics`, and a real Prometheus scrapes it and answers a
+//! query for it.
+
+use std::collections::BTreeSet;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod support;
+use support::*;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn help(sub: &str) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args([sub, "--help"])
+        .output()
+        .expect("meshlb --help");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+/// Every `--flag` in `args` is one the subcommand accepts.
+fn check_flags(what: &str, sub: &str, args: &[String]) {
+    let help = help(sub);
+    assert!(
+        !help.is_empty(),
+        "{what}: `meshlb {sub}` is not a subcommand"
+    );
+    for a in args.iter().filter(|a| a.starts_with("--")) {
+        let flag = a.split('=').next().unwrap_or(a);
+        assert!(
+            help.contains(&format!("{flag} ")) || help.contains(&format!("{flag}\n")),
+            "{what}: `meshlb {sub}` has no flag {flag}"
+        );
+    }
+}
+
+fn files(dir: &str, ext: &str) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(format!("{ROOT}/{dir}"))
+        .expect(dir)
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn kubernetes_manifests_parse_with_a_valid_config_and_real_flags() {
+    let regions = lb_core::regions_table::RegionsTable::embedded().expect("regions");
+    let mut kinds = BTreeSet::new();
+    for path in files("deploy/kubernetes", "yaml") {
+        let text = std::fs::read_to_string(&path).expect("manifest");
+        let name = path.display().to_string();
+        for doc in serde_yaml_ng::Deserializer::from_str(&text) {
+            let v = serde_yaml_ng::Value::deserialize_from(doc, &name);
+            let kind = v["kind"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{name}: no kind"));
+            assert!(v["apiVersion"].as_str().is_some(), "{name}: no apiVersion");
+            assert!(
+                v["metadata"]["name"].as_str().is_some(),
+                "{name}: no metadata.name"
+            );
+            if kind != "Namespace" {
+                assert_eq!(
+                    v["metadata"]["namespace"].as_str(),
+                    Some("meshlb"),
+                    "{name} {kind}"
+                );
+            }
+            kinds.insert(kind.to_string());
+            if kind == "ConfigMap" {
+                let toml = v["data"]["meshlb.toml"]
+                    .as_str()
+                    .expect("meshlb.toml in the ConfigMap");
+                if let Err(e) = lb_core::config::Config::parse(&name, toml, &regions) {
+                    panic!("{name}: the embedded meshlb.toml is invalid:\n{e}");
+                }
+            }
+            let containers = &v["spec"]["template"]["spec"]["containers"];
+            for c in containers.as_sequence().into_iter().flatten() {
+                let args: Vec<String> = c["args"]
+                    .as_sequence()
+                    .expect("container args")
+                    .iter()
+                    .filter_map(|a| a.as_str().map(str::to_string))
+                    .collect();
+                check_flags(&name, &args[0], &args[1..]);
+                for a in &args {
+                    if let Some(r) = a.strip_prefix("--region=") {
+                        assert!(
+                            r.parse::<lb_core::region::Region>().is_ok(),
+                            "{name}: region {r}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for want in [
+        "Namespace",
+        "Secret",
+        "ConfigMap",
+        "StatefulSet",
+        "Service",
+        "ServiceMonitor",
+    ] {
+        assert!(
+            kinds.contains(want),
+            "no {want} among the manifests: {kinds:?}"
+        );
+    }
+}
+
+trait FromDoc {
+    fn deserialize_from(doc: serde_yaml_ng::Deserializer<'_>, name: &str) -> Self;
+}
+
+impl FromDoc for serde_yaml_ng::Value {
+    fn deserialize_from(doc: serde_yaml_ng::Deserializer<'_>, name: &str) -> Self {
+        use serde::Deserialize;
+        serde_yaml_ng::Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {e}"))
+    }
+}
+
+#[test]
+fn systemd_units_use_real_flags() {
+    for path in files("deploy/systemd", "service") {
+        let text = std::fs::read_to_string(&path)
+            .expect("unit")
+            .replace("\\\n", " ");
+        let exec = text
+            .lines()
+            .find_map(|l| l.strip_prefix("ExecStart="))
+            .expect("ExecStart");
+        let words: Vec<String> = exec.split_whitespace().map(str::to_string).collect();
+        assert_eq!(words[0], "/usr/local/bin/meshlb");
+        check_flags(&path.display().to_string(), &words[1], &words[2..]);
+    }
+}
+
+fn promtool(args: &[&str]) -> String {
+    let out = Command::new("promtool")
+        .args(args)
+        .current_dir(format!("{ROOT}/deploy/prometheus"))
+        .output()
+        .expect("promtool (package prometheus)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "promtool {args:?} failed:\n{text}");
+    text
+}
+
+#[test]
+fn alert_rules_and_scrape_config_pass_promtool() {
+    promtool(&["check", "rules", "alerts.yml"]);
+    let tests = promtool(&["test", "rules", "alerts_test.yml"]);
+    assert!(tests.contains("SUCCESS"), "{tests}");
+    promtool(&["check", "config", "prometheus.yml"]);
+}
+
+/// Metric names (`meshlb_...`) in PromQL expressions of the dashboards and the rules.
+fn queried_metrics() -> BTreeSet<String> {
+    let mut texts = Vec::new();
+    for path in files("deploy/grafana", "json") {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("dashboard"))
+                .expect("json");
+        fn exprs(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, x) in m {
+                        if k == "expr" || k == "query" {
+                            if let Some(s) = x.as_str() {
+                                out.push(s.to_string());
+                            }
+                        }
+                        exprs(x, out);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| exprs(x, out)),
+                _ => {}
+            }
+        }
+        exprs(&v, &mut texts);
+    }
+    texts.push(
+        std::fs::read_to_string(format!("{ROOT}/deploy/prometheus/alerts.yml")).expect("rules"),
+    );
+    let mut names = BTreeSet::new();
+    for t in texts {
+        let mut rest = t.as_str();
+        while let Some(i) = rest.find("meshlb_") {
+            let tail = &rest[i..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            names.insert(tail[..end].to_string());
+            rest = &tail[end..];
+        }
+    }
+    names
+}
+
+#[test]
+fn dashboards_and_rules_query_exported_metrics_and_prometheus_reads_them() {
+    let dir = std::env::temp_dir().join(format!("meshlb-deploy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb deploy test cluster key").expect("key");
+    let origin = origin();
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+port = {port}
+interval = 1
+timeout = 1
+[[pools]]
+name = "web"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
+[[load_balancers]]
+name = "www.example.test"
+proxied = true
+default_pools = ["web"]
+[[load_balancers]]
+name = "dns.example.test"
+default_pools = ["web"]
+[notifications]
+[[notifications.webhooks]]
+name = "hook"
+url = "http://127.0.0.1:9/nowhere"
+"#,
+            port = origin.port
+        ),
+    )
+    .expect("config");
+    let (admin, dns, proxy, prober_metrics) = (free_tcp(), free_tcp(), free_tcp(), free_tcp());
+    let extra: Vec<String> = ["--dns", &dns.to_string(), "--proxy", &proxy.to_string()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut mesh = start_mesh(&config, &key, admin, &extra);
+    // One more prober, alone, serving its own /metrics.
+    mesh.0.push(
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["prober", "--config", &config.display().to_string()])
+            .args([
+                "--region",
+                "WEU",
+                "--dc",
+                "solo",
+                "--listen",
+                &free_udp().to_string(),
+            ])
+            .args(["--key-file", &key.display().to_string()])
+            .args(["--metrics", &prober_metrics.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prober"),
+    );
+    wait_for(
+        "the endpoint to be healthy",
+        Duration::from_secs(20),
+        || {
+            scrape(admin).contains("meshlb_endpoint_state{")
+                && scrape(admin).lines().any(|l| {
+                    l.starts_with("meshlb_endpoint_state{")
+                        && l.contains("state=\"healthy\"")
+                        && l.ends_with(" 1")
+                })
+        },
+    );
+    // Traffic, so that request series have samples.
+    let _ = Command::new("dig")
+        .args([
+            "@127.0.0.1",
+            "-p",
+            &dns.port().to_string(),
+            "dns.example.test",
+            "A",
+            "+short",
+        ])
+        .output();
+    let _ = Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-H", "Host: www.example.test"])
+        .arg(format!("http://{proxy}/"))
+        .output();
+    wait_for("the prober's first probes", Duration::from_secs(10), || {
+        scrape(prober_metrics).contains("meshlb_probes_total{")
+    });
+    let body = |text: String| {
+        text.split_once("\r\n\r\n")
+            .map_or(text.clone(), |(_, b)| b.to_string())
+    };
+    let exposition = format!("{}\n{}", body(scrape(admin)), body(scrape(prober_metrics)));
+
+    // Every queried metric exists (histograms as name_bucket/_sum/_count).
+    let exported: BTreeSet<&str> = exposition
+        .lines()
+        .filter(|l| l.starts_with("meshlb_"))
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .collect();
+    let missing: Vec<String> = queried_metrics()
+        .into_iter()
+        .filter(|m| !exported.contains(m.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "queried but not exported: {missing:?}\nexported: {exported:?}"
+    );
+
+    // The exposition of each node passes promtool's linter.
+    for (what, addr) in [("aggregator", admin), ("prober", prober_metrics)] {
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("promtool");
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(body(scrape(addr)).as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("promtool");
+        assert!(
+            out.status.success(),
+            "promtool check metrics ({what}):\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // A real Prometheus scrapes both and answers a query through its HTTP API.
+    let web = free_tcp();
+    let prom_config = dir.join("prometheus.yml");
+    std::fs::write(
+        &prom_config,
+        format!(
+            "global: {{ scrape_interval: 1s }}\nscrape_configs:\n  - job_name: meshlb\n    static_configs:\n      - targets: [\"{admin}\", \"{prober_metrics}\"]\n"
+        ),
+    )
+    .expect("prometheus.yml");
+    mesh.0.push(
+        Command::new("prometheus")
+            .arg(format!("--config.file={}", prom_config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("tsdb").display()
+            ))
+            .arg(format!("--web.listen-address={web}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("prometheus (package prometheus)"),
+    );
+    let query = |q: &str| -> Option<serde_json::Value> {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "2", "--get", "--data-urlencode"])
+            .arg(format!("query={q}"))
+            .arg(format!("http://{web}/api/v1/query"))
+            .output()
+            .ok()?;
+        serde_json::from_slice(&out.stdout).ok()
+    };
+    wait_for(
+        "Prometheus to return meshlb series",
+        Duration::from_secs(30),
+        || {
+            query("meshlb_endpoint_state{state=\"healthy\"} == 1").is_some_and(|v| {
+                v["status"] == "success"
+                    && v["data"]["result"]
+                        .as_array()
+                        .is_some_and(|r| r.iter().any(|s| s["metric"]["endpoint"] == "a"))
+            })
+        },
+    );
+    let probes = query("sum(meshlb_probes_total)").expect("query");
+    assert_eq!(probes["status"], "success", "{probes}");
+    drop(mesh);
+    let _ = std::fs::remove_dir_all(&dir);
+}
