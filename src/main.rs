@@ -37,6 +37,9 @@ enum Command {
     Probe(cmd::probe::Args),
     /// Print the regions table (13 regions, their datacenters, country count).
     Regions,
+    /// Run a whole demo mesh on this machine: origins, 39 probers, an aggregator serving DNS
+    /// and the proxy, and a live view.
+    Demo(cmd::demo::Args),
 }
 
 fn main() -> ExitCode {
@@ -57,6 +60,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(&args),
         Command::Probe(args) => cmd::probe::run(&args, &regions),
         Command::Regions => cmd::regions::run(&regions),
+        Command::Demo(args) => cmd::demo::run(&args, &regions),
     };
     match result {
         Ok(code) => code,

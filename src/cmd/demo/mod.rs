@@ -1,0 +1,296 @@
+//! `meshlb demo`: a whole mesh on this machine in one command — demo origins (steady, one
+//! flapping, one slow), 39 probers (13 regions x 3 datacenters, each a real `meshlb prober`
+//! process and chitchat member probing over loopback) and an aggregator serving DNS, the proxy
+//! and the admin API — with a live terminal view and commands to stop and start origins.
+
+mod origins;
+mod view;
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use lb_core::RegionsTable;
+use serde_json::Value;
+
+use origins::{Behaviour, Origins};
+
+/// The demo's configuration (also `deploy/examples/demo.toml`).
+const DEMO_CONFIG: &str = include_str!("../../../deploy/examples/demo.toml");
+/// The port the embedded config gives every origin.
+const DEMO_ORIGIN_PORT: u16 = 18001;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Run another configuration instead of the embedded demo (its origins must be IP
+    /// addresses on this machine, served by the demo).
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Authoritative DNS address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:5353")]
+    dns: SocketAddr,
+    /// HTTP proxy address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    proxy: SocketAddr,
+    /// Admin API and /metrics address.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
+    admin: SocketAddr,
+    /// The aggregator gossips on this UDP port of 127.0.0.1, the probers on the next 39.
+    #[arg(long, value_name = "PORT", default_value_t = 17946)]
+    gossip_port: u16,
+    /// The port of the demo origins (on 127.0.1.x).
+    #[arg(long, value_name = "PORT", default_value_t = DEMO_ORIGIN_PORT)]
+    origin_port: u16,
+    /// Stop this origin once every endpoint is healthy, to watch a failover (repeatable).
+    #[arg(long = "kill-origin", value_name = "NAME")]
+    kill_origin: Vec<String>,
+    /// Print changes as lines instead of redrawing the view (for logs and scripts).
+    #[arg(long)]
+    no_view: bool,
+}
+
+/// Child processes, stopped (SIGTERM, then SIGKILL after 5 s) when dropped — also on errors.
+struct Fleet(Vec<(String, Child)>);
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        for (_, c) in &self.0 {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+            }
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        for (_, c) in &mut self.0 {
+            while std::time::Instant::now() < deadline {
+                if matches!(c.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
+    let file =
+        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
+    Command::new(exe)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(file.try_clone()?)
+        .stderr(file)
+        .spawn()
+        .with_context(|| format!("cannot start {}", exe.display()))
+}
+
+/// GET `path` from the admin API (blocking; the demo's API has no token).
+fn admin_get(admin: SocketAddr, path: &str) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&admin, Duration::from_millis(500)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: demo\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
+}
+
+fn all_healthy(status: &Value) -> bool {
+    let mut endpoints = status["pools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|p| p["endpoints"].as_array().into_iter().flatten());
+    let mut any = false;
+    let all = endpoints.all(|e| {
+        any = true;
+        e["verdict"] == "healthy"
+    });
+    any && all
+}
+
+enum Input {
+    Line(String),
+    Closed,
+}
+
+pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
+    let text = match &args.config {
+        Some(p) => {
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?
+        }
+        None => DEMO_CONFIG.replace(
+            &format!("port = {DEMO_ORIGIN_PORT}"),
+            &format!("port = {}", args.origin_port),
+        ),
+    };
+    let name = args
+        .config
+        .as_ref()
+        .map_or("demo.toml".to_string(), |p| p.display().to_string());
+    let config =
+        lb_core::config::Config::parse(&name, &text, regions).map_err(|e| anyhow!("{e}"))?;
+    if u32::from(args.gossip_port) + 39 > u32::from(u16::MAX) {
+        bail!("--gossip-port leaves no room for 39 probers above it");
+    }
+    let dir = std::env::temp_dir().join(format!("meshlb-demo-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("logs"))
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let config_path = dir.join("meshlb.toml");
+    std::fs::write(&config_path, &text)?;
+    let key = dir.join("cluster.key");
+    std::fs::write(&key, "meshlb demo cluster key (loopback only)\n")?;
+    let exe = std::env::current_exe().context("cannot find the meshlb binary")?;
+    let str_path = |p: &Path| p.display().to_string();
+
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let behaviours = BTreeMap::from([
+            ("eu-2", Behaviour::Flapping { up: Duration::from_secs(40), down: Duration::from_secs(20) }),
+            ("us-2", Behaviour::Slow(Duration::from_millis(250))),
+        ]);
+        let mut origins = Origins::new(&config, &behaviours);
+        origins.start_all().await.map_err(|e| anyhow!("{e}"))?;
+
+        let seed = format!("127.0.0.1:{}", args.gossip_port);
+        let mesh = |listen: u16| -> Vec<String> {
+            vec![
+                "--listen".into(), format!("127.0.0.1:{listen}"),
+                "--seed".into(), seed.clone(),
+                "--key-file".into(), str_path(&key),
+                "--gossip-interval-ms".into(), "200".into(),
+            ]
+        };
+        let mut fleet = Fleet(Vec::new());
+        let mut agg: Vec<String> = [
+            "aggregator", "--config", &str_path(&config_path), "--region", "WEU", "--dc", "ams",
+            "--admin", &args.admin.to_string(), "--dns", &args.dns.to_string(),
+            "--proxy", &args.proxy.to_string(), "--proxy-workers", "1", "--dns-sockets", "1",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        agg.extend(mesh(args.gossip_port));
+        fleet.0.push(("aggregator".into(), spawn(&exe, &agg, &dir.join("logs/aggregator.log"))?));
+        let mut port = args.gossip_port;
+        for r in regions.regions() {
+            for dc in r.datacenters.iter().take(3) {
+                port += 1;
+                let mut a: Vec<String> = ["prober", "--config", &str_path(&config_path), "--region", r.region.code(), "--dc", &dc.code]
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect();
+                a.extend(mesh(port));
+                let log = dir.join(format!("logs/prober-{}-{}.log", r.region.code(), dc.code));
+                fleet.0.push((format!("prober {}/{}", r.region.code(), dc.code), spawn(&exe, &a, &log)?));
+            }
+        }
+
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(Input::Line(l)).is_err() {
+                            return;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+            let _ = tx.send(Input::Closed);
+        });
+
+        let logs = str_path(&dir.join("logs"));
+        let (dns, proxy, admin) = (args.dns.to_string(), args.proxy.to_string(), args.admin.to_string());
+        if args.no_view {
+            println!("meshlb demo: DNS {dns}, proxy http://{proxy}, admin http://{admin}, {} nodes, logs in {logs}", fleet.0.len());
+        }
+        let mut message = String::new();
+        let mut pending_kills = args.kill_origin.clone();
+        let mut printed_events = 0usize;
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        let stop = super::mesh_args::stopped();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                input = rx.recv() => {
+                    let line = match input {
+                        Some(Input::Line(l)) => l,
+                        Some(Input::Closed) | None => continue,
+                    };
+                    let words: Vec<&str> = line.split_whitespace().collect();
+                    message = match words.as_slice() {
+                        ["kill" | "stop", name] => match origins.stop(name).await {
+                            Ok(()) => format!("stopped origin {name}: watch the mesh mark it down"),
+                            Err(e) => e,
+                        },
+                        ["start", name] => match origins.start(name).await {
+                            Ok(()) => format!("started origin {name}"),
+                            Err(e) => e,
+                        },
+                        ["quit" | "exit" | "q"] => break,
+                        [] => String::new(),
+                        _ => format!("unknown command `{line}` (kill NAME, start NAME, quit)"),
+                    };
+                    if args.no_view && !message.is_empty() {
+                        println!("{message}");
+                    }
+                }
+                _ = tick.tick() => {}
+            }
+            // A child that exited is a broken demo: say so rather than show a stale view.
+            for (what, child) in &mut fleet.0 {
+                if let Ok(Some(status)) = child.try_wait() {
+                    bail!("{what} exited ({status}); see its log in {logs}");
+                }
+            }
+            let admin_addr = args.admin;
+            let (status, events) = tokio::task::spawn_blocking(move || {
+                (admin_get(admin_addr, "/status"), admin_get(admin_addr, "/events"))
+            })
+            .await
+            .unwrap_or((None, None));
+            if !pending_kills.is_empty() && status.as_ref().is_some_and(all_healthy) {
+                for name in std::mem::take(&mut pending_kills) {
+                    message = match origins.stop(&name).await {
+                        Ok(()) => format!("--kill-origin: stopped {name}"),
+                        Err(e) => e,
+                    };
+                    if args.no_view {
+                        println!("{message}");
+                    }
+                }
+            }
+            if args.no_view {
+                let list = events.as_ref().and_then(Value::as_array).cloned().unwrap_or_default();
+                for e in list.iter().skip(printed_events) {
+                    println!("{}", serde_json::to_string(e).unwrap_or_default());
+                }
+                printed_events = printed_events.max(list.len());
+            } else {
+                let running: Vec<(String, bool)> =
+                    origins.names().into_iter().map(|n| { let up = origins.is_running(&n); (n, up) }).collect();
+                let screen = view::render(
+                    status.as_ref(),
+                    events.as_ref(),
+                    &view::Info { dns: &dns, proxy: &proxy, admin: &admin, origins: &running, message: &message, logs: &logs },
+                );
+                print!("\x1b[2J\x1b[H{screen}");
+                use std::io::Write;
+                let _ = std::io::stdout().flush();
+            }
+        }
+        drop(fleet);
+        println!("meshlb demo stopped; logs in {logs}");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,152 @@
+//! `meshlb demo` as a user runs it: 40 real processes and the demo origins come up healthy,
+//! `dig` and `curl` get answers from it, stopping an origin through its command input fails it
+//! over and starting it brings it back, and Ctrl-C (SIGINT) stops every process.
+
+use std::io::Write;
+use std::net::{SocketAddr, UdpSocket};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+mod support;
+use support::*;
+
+/// A base port with itself and the 39 above it free for UDP on 127.0.0.1.
+fn free_udp_range() -> u16 {
+    for attempt in 0..200u16 {
+        let base = 20_000 + (std::process::id() as u16 % 20_000) + attempt * 97;
+        let all_free = (0..40).all(|i| UdpSocket::bind(("127.0.0.1", base + i)).is_ok());
+        if all_free {
+            return base;
+        }
+    }
+    panic!("no range of 40 free UDP ports");
+}
+
+fn dig_short(dns: SocketAddr, name: &str) -> Vec<String> {
+    let out = Command::new("dig")
+        .arg(format!("@{}", dns.ip()))
+        .args([
+            "-p",
+            &dns.port().to_string(),
+            name,
+            "A",
+            "+short",
+            "+tries=1",
+            "+time=2",
+        ])
+        .output()
+        .expect("dig (package bind9-dnsutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
+    let status = get(admin, "/status")?;
+    let e = status["pools"]
+        .as_array()?
+        .iter()
+        .flat_map(|p| p["endpoints"].as_array().into_iter().flatten())
+        .find(|e| e["name"] == endpoint)?
+        .clone();
+    Some(e["verdict"] == "healthy")
+}
+
+#[test]
+fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
+    let (dns, proxy, admin) = (free_tcp(), free_tcp(), free_tcp());
+    let gossip = free_udp_range();
+    let origin_port = free_tcp().port();
+    let mut demo = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args(["demo", "--no-view"])
+        .args(["--dns", &dns.to_string(), "--proxy", &proxy.to_string()])
+        .args(["--admin", &admin.to_string()])
+        .args(["--gossip-port", &gossip.to_string()])
+        .args(["--origin-port", &origin_port.to_string()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("meshlb demo");
+    let mut input = demo.stdin.take().expect("stdin");
+
+    let up = wait_for(
+        "every demo endpoint to be healthy",
+        Duration::from_secs(60),
+        || {
+            ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "static"]
+                .iter()
+                .all(|e| healthy(admin, e) == Some(true))
+        },
+    );
+    println!("demo healthy {up:?} after start");
+    let members = get(admin, "/members").expect("members");
+    let probers = members
+        .as_array()
+        .expect("members")
+        .iter()
+        .filter(|m| m["role"] == "prober" && m["alive"] == true)
+        .count();
+    assert_eq!(probers, 39, "13 regions x 3 datacenters");
+
+    // DNS: failover answers the first pool (eu); geo answers by the ECS region.
+    let mut answer = dig_short(dns, "failover.demo.test");
+    answer.sort();
+    assert_eq!(answer, vec!["127.0.1.11", "127.0.1.12"]);
+    let geo = Command::new("dig")
+        .arg(format!("@{}", dns.ip()))
+        .args([
+            "-p",
+            &dns.port().to_string(),
+            "geo.demo.test",
+            "A",
+            "+short",
+            "+subnet=10.3.0.0/24",
+        ])
+        .output()
+        .expect("dig");
+    let geo = String::from_utf8_lossy(&geo.stdout).to_string();
+    assert!(
+        geo.contains("127.0.1.3"),
+        "SEAS clients get the ap pool: {geo}"
+    );
+    // The proxy serves www.demo.test from an origin.
+    let page = Command::new("curl")
+        .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])
+        .arg(format!("http://{proxy}/"))
+        .output()
+        .expect("curl");
+    assert!(String::from_utf8_lossy(&page.stdout).starts_with("hello from "));
+
+    // Stop eu-1 through the demo's command input: the mesh marks it down, DNS drops it.
+    writeln!(input, "kill eu-1").expect("command");
+    let down = wait_for("eu-1 to be marked down", Duration::from_secs(15), || {
+        healthy(admin, "eu-1") == Some(false)
+    });
+    println!("eu-1 down {down:?} after the command");
+    assert!(!dig_short(dns, "failover.demo.test").contains(&"127.0.1.11".to_string()));
+    writeln!(input, "start eu-1").expect("command");
+    wait_for("eu-1 to be healthy again", Duration::from_secs(15), || {
+        healthy(admin, "eu-1") == Some(true)
+    });
+
+    // Ctrl-C stops the demo and every process it started.
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(demo.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let mut exited = None;
+    wait_for("the demo to exit", Duration::from_secs(15), || {
+        exited = demo.try_wait().ok().flatten();
+        exited.is_some()
+    });
+    assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
+    assert!(
+        std::net::TcpStream::connect(admin).is_err(),
+        "the aggregator is gone"
+    );
+    let freed = (0..40).all(|i| UdpSocket::bind(("127.0.0.1", gossip + i)).is_ok());
+    assert!(
+        freed,
+        "every gossip port is free again: no prober is left running"
+    );
+}
