@@ -42,8 +42,27 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
+/// Logs (warnings and errors of the notifier, the proxy, ...) to stderr; `MESHLB_LOG` picks
+/// the level: error, warn, info (default), debug, trace.
+fn init_logging() {
+    use tracing::Level;
+    let level = match std::env::var("MESHLB_LOG").as_deref() {
+        Ok("error") => Level::ERROR,
+        Ok("warn") => Level::WARN,
+        Ok("debug") => Level::DEBUG,
+        Ok("trace") => Level::TRACE,
+        _ => Level::INFO,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    init_logging();
     let regions = match cmd::load_regions(cli.regions.as_deref()) {
         Ok(r) => r,
         Err(e) => {

@@ -1,7 +1,8 @@
 //! Notifications from a real aggregator fed by a real mesh: an origin stops and starts; the
-//! change arrives by email through a real OpenSMTPD on loopback (read back from the mailbox)
-//! and by a signed JSON webhook whose receiver fails the first attempt (so the retry is
-//! exercised); a third channel points at a dead SMTP port and must delay nothing.
+//! change arrives by email through a real OpenSMTPD on loopback — over plain SMTP, STARTTLS and
+//! implicit TLS (verified against a test CA) — read back from the mailbox, and by a signed JSON
+//! webhook whose receiver fails the first attempt (so the retry is exercised); another channel
+//! points at a dead SMTP port and must delay nothing.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
@@ -12,10 +13,115 @@ use std::time::Duration;
 mod support;
 use support::*;
 
-/// OpenSMTPD in the foreground, delivering every message to the local user's mbox.
+/// OpenSMTPD in the foreground on `port`, delivering every message to the local user's mbox;
+/// `starttls` and `smtps` are TLS fronts for it (see `tls_front`).
 struct Smtpd {
     port: u16,
+    starttls: u16,
+    smtps: u16,
     child: Child,
+}
+
+/// A CA (PEM, written to `dir/ca.pem` for the channels' `ca_file`) and a server config with a
+/// certificate it signed for 127.0.0.1.
+fn test_pki(dir: &std::path::Path) -> Arc<rustls::ServerConfig> {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "meshlb test CA");
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "meshlb test SMTP server");
+    let cert = params.signed_by(&key, &ca).expect("cert");
+    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.der().clone()], key)
+    .expect("server config");
+    Arc::new(config)
+}
+
+/// A TLS front for the SMTP server on `upstream`: with `starttls`, it relays the server's
+/// greeting, answers EHLO offering STARTTLS and switches to TLS when asked; otherwise it speaks
+/// TLS from the first byte (SMTPS). After the handshake every byte goes to the real server.
+///
+/// Why a front: Debian 12's OpenSMTPD 6.8.0p2 cannot do TLS with OpenSSL 3 (every handshake
+/// fails with "EVP lib", OpenSMTPD issues #1171/#1239, fixed only in later releases), so the
+/// TLS is done here and the mail is still delivered by the real server.
+fn tls_front(upstream: u16, starttls: bool, tls: Arc<rustls::ServerConfig>) -> u16 {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls);
+            while let Ok((client, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                    else {
+                        return;
+                    };
+                    let mut server = BufReader::new(server);
+                    let mut client = BufReader::new(client);
+                    if starttls {
+                        let mut line = String::new();
+                        // Greeting, then EHLO (STARTTLS added to the answer) until STARTTLS.
+                        if server.read_line(&mut line).await.is_err()
+                            || client.get_mut().write_all(line.as_bytes()).await.is_err()
+                        {
+                            return;
+                        }
+                        loop {
+                            line.clear();
+                            if client.read_line(&mut line).await.unwrap_or(0) == 0 {
+                                return;
+                            }
+                            if line.to_ascii_uppercase().starts_with("STARTTLS") {
+                                let ready = b"220 2.0.0 Ready to start TLS\r\n";
+                                if client.get_mut().write_all(ready).await.is_err() {
+                                    return;
+                                }
+                                break;
+                            }
+                            // The first EHLO is answered here (the server gets the one sent
+                            // over TLS: it refuses a second).
+                            let answer: &[u8] = if line.to_ascii_uppercase().starts_with("EHLO") {
+                                b"250-127.0.0.1 Hello\r\n250-STARTTLS\r\n250 8BITMIME\r\n"
+                            } else {
+                                b"530 5.7.0 Must issue a STARTTLS command first\r\n"
+                            };
+                            if client.get_mut().write_all(answer).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                    let Ok(mut tls) = acceptor.accept(client.into_inner()).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut server).await;
+                });
+            }
+        });
+    });
+    port
 }
 
 impl Smtpd {
@@ -39,7 +145,13 @@ impl Smtpd {
         wait_for("OpenSMTPD to listen", Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        Smtpd { port, child }
+        let tls = test_pki(dir);
+        Smtpd {
+            port,
+            starttls: tls_front(port, true, Arc::clone(&tls)),
+            smtps: tls_front(port, false, tls),
+            child,
+        }
     }
 }
 
@@ -157,6 +269,22 @@ smtp_host = "127.0.0.1"
 smtp_port = {smtp}
 smtp_tls = "none"
 [[notifications.email]]
+name = "starttls"
+from = "meshlb@localhost"
+to = ["root+starttls@localhost"]
+smtp_host = "127.0.0.1"
+smtp_port = {starttls}
+smtp_tls = "starttls"
+ca_file = "{ca}"
+[[notifications.email]]
+name = "smtps"
+from = "meshlb@localhost"
+to = ["root+smtps@localhost"]
+smtp_host = "127.0.0.1"
+smtp_port = {smtps}
+smtp_tls = "implicit"
+ca_file = "{ca}"
+[[notifications.email]]
 name = "dead"
 from = "meshlb@localhost"
 to = ["root@localhost"]
@@ -170,6 +298,9 @@ secret_file = "{secret}"
 "#,
             port = origin.port,
             smtp = smtpd.port,
+            starttls = smtpd.starttls,
+            smtps = smtpd.smtps,
+            ca = dir.join("ca.pem").display(),
             secret = secret.display(),
         ),
     )
@@ -227,10 +358,20 @@ secret_file = "{secret}"
     assert_eq!(first.signature, expected);
 
     let subject = format!("endpoint {endpoint} of pool web: healthy -> unhealthy");
+    // One message per channel: plain, STARTTLS and implicit TLS (told apart by recipient).
+    let delivered = |to: &str| {
+        mailbox()
+            .split("\nFrom ")
+            .any(|m| m.contains(&subject) && m.contains(&format!("To: {to}\n")))
+    };
     wait_for(
-        "the email in /var/mail/root",
+        "the emails in /var/mail/root",
         Duration::from_secs(20),
-        || mailbox().contains(&subject),
+        || {
+            delivered("root@localhost")
+                && delivered("root+starttls@localhost")
+                && delivered("root+smtps@localhost")
+        },
     );
 
     origin.start();
