@@ -306,7 +306,48 @@ secret_file = "{secret}"
     )
     .expect("config");
     let admin = free_tcp();
-    let _mesh = start_mesh(&config, &key, admin, &[]);
+    let (mut mesh, seed) = start_mesh_seeded(&config, &key, admin, &[]);
+    // A second aggregator on the same mesh: it sees the same changes, but only one of the two
+    // sends (one webhook delivery per change, not two).
+    let admin2 = free_tcp();
+    mesh.0.push(
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["aggregator", "--config", &config.display().to_string()])
+            .args(["--region", "ENAM", "--admin", &admin2.to_string()])
+            .args([
+                "--listen",
+                &free_udp().to_string(),
+                "--seed",
+                &seed.to_string(),
+            ])
+            .args([
+                "--key-file",
+                &key.display().to_string(),
+                "--gossip-interval-ms",
+                "100",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("second aggregator"),
+    );
+    wait_for(
+        "the two aggregators to elect one sender",
+        Duration::from_secs(10),
+        || {
+            let sender = |a| {
+                scrape(a)
+                    .lines()
+                    .any(|l| l.starts_with("meshlb_notifier_sender{") && l.ends_with(" 1"))
+            };
+            let quiet = |a| {
+                scrape(a)
+                    .lines()
+                    .any(|l| l.starts_with("meshlb_notifier_sender{") && l.ends_with(" 0"))
+            };
+            (sender(admin) && quiet(admin2)) || (sender(admin2) && quiet(admin))
+        },
+    );
     let status = |want: &str| {
         get(admin, "/status").is_some_and(|s| {
             s.to_string().contains(&format!("\"{endpoint}\"")) && s.to_string().contains(want)
@@ -334,6 +375,7 @@ secret_file = "{secret}"
     );
     println!("webhook delivered {posted:?} after the change");
     let first = deliveries.lock().expect("got")[0].clone();
+
     assert!(
         *attempts.lock().expect("attempts") >= 2,
         "the 500 was retried"
@@ -386,16 +428,33 @@ secret_file = "{secret}"
             .iter()
             .any(|d| d.body.contains("\"from\":\"unhealthy\",\"to\":\"healthy\""))
     });
+    // By now a second sender's copy would have arrived too.
+    let posts = |to: &str| {
+        deliveries
+            .lock()
+            .expect("got")
+            .iter()
+            .filter(|d| d.body.contains(&format!("\"to\":\"{to}\"")))
+            .count()
+    };
+    assert_eq!(
+        (posts("unhealthy"), posts("healthy")),
+        (1, 1),
+        "one sender for two aggregators"
+    );
     // The dead channel kept retrying and is counted, without holding anything up.
     wait_for(
         "the dead channel's retries in /metrics",
         Duration::from_secs(10),
         || {
-            scrape(admin).lines().any(|l| {
-                l.starts_with("meshlb_notifications_total")
-                    && l.contains("channel=\"dead\"")
-                    && l.contains("result=\"retried\"")
-                    && !l.ends_with(" 0")
+            // On whichever aggregator is the sender.
+            [admin, admin2].iter().any(|a| {
+                scrape(*a).lines().any(|l| {
+                    l.starts_with("meshlb_notifications_total")
+                        && l.contains("channel=\"dead\"")
+                        && l.contains("result=\"retried\"")
+                        && !l.ends_with(" 0")
+                })
             })
         },
     );

@@ -49,6 +49,10 @@ pub struct HealthEvent {
     pub to: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionVotes>,
+    /// A first verdict rather than news: the endpoint was never voted on, or the pool's state
+    /// before still counted endpoints without a verdict (after a start). Not notified.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub initial: bool,
 }
 
 /// The ring of recent events.

@@ -157,6 +157,14 @@ pub async fn run(
             continue;
         }
         last = Some(now);
+        if let Some(n) = shared.notifier.get() {
+            n.elect(
+                view.members()
+                    .iter()
+                    .filter(|m| m.role == "aggregator" && m.alive && !m.config_drift)
+                    .map(|m| m.node_id.as_str()),
+            );
+        }
         let ballots = view.ballots(&config, now);
         let outcome = tally(&config, &ballots, &state, &shared.settings, now);
         let took = now.elapsed();
@@ -166,6 +174,18 @@ pub async fn run(
         let at_ms = unix_ms();
         let mut lb_states = (**shared.lb_states.load()).clone();
         if !outcome.changes.is_empty() {
+            // Whether a pool's state so far still counted endpoints without a verdict: its
+            // next change is a first verdict, not news.
+            let before = shared.snapshot.load();
+            let had_unknown = |pool: PoolId| {
+                let p = config.pool(pool);
+                p.monitor.is_some()
+                    && p.endpoints.iter().enumerate().any(|(i, e)| {
+                        e.enabled
+                            && before.endpoint(pool, EndpointId(i)).verdict
+                                == lb_core::health::Verdict::Unknown
+                    })
+            };
             if let Ok(mut log) = shared.events.lock() {
                 for change in &outcome.changes {
                     let event = match *change {
@@ -184,6 +204,7 @@ pub async fn run(
                             from: format!("{from:?}").to_lowercase(),
                             to: format!("{to:?}").to_lowercase(),
                             regions: shared.endpoint_votes(&ballots, pool, endpoint),
+                            initial: from == lb_core::health::Verdict::Unknown,
                         },
                         HealthChange::Pool { pool, from, to } => HealthEvent {
                             at_ms,
@@ -194,6 +215,7 @@ pub async fn run(
                             from: from.name().to_string(),
                             to: to.name().to_string(),
                             regions: Vec::new(),
+                            initial: had_unknown(pool),
                         },
                         HealthChange::LoadBalancer { lb, from, to } => {
                             lb_states[lb] = Some(to);
@@ -208,6 +230,11 @@ pub async fn run(
                                 }),
                                 to: format!("{to:?}").to_lowercase(),
                                 regions: Vec::new(),
+                                initial: from.is_none()
+                                    || (0..config.pools.len()).any(|p| {
+                                        config.load_balancers[lb].settings.uses_pool(PoolId(p))
+                                            && had_unknown(PoolId(p))
+                                    }),
                             }
                         }
                     };

@@ -131,6 +131,10 @@ fn describe() {
         "meshlb_notifications_total",
         "Notification attempts by channel, kind and result (sent, retried, failed)."
     );
+    describe_gauge!(
+        "meshlb_notifier_sender",
+        "1 on the aggregator that sends notifications (the live one with the smallest node id)."
+    );
     describe_counter!(
         "meshlb_notifications_dropped_total",
         "Health changes not queued for notification because the queue was full."

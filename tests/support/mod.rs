@@ -237,6 +237,16 @@ pub fn start_mesh(
     admin: SocketAddr,
     extra: &[String],
 ) -> Procs {
+    start_mesh_seeded(config, key, admin, extra).0
+}
+
+/// `start_mesh`, also returning the aggregator's gossip address (a seed for more members).
+pub fn start_mesh_seeded(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    extra: &[String],
+) -> (Procs, SocketAddr) {
     let bin = env!("CARGO_BIN_EXE_meshlb");
     let gossip = free_udp();
     let mesh = |listen: SocketAddr| -> Vec<String> {
@@ -275,5 +285,5 @@ pub fn start_mesh(
                 .expect("prober"),
         );
     }
-    procs
+    (procs, gossip)
 }

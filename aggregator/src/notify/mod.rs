@@ -2,11 +2,17 @@
 //! `offer`, which never waits: a bounded queue feeds one task that batches bursts (changes
 //! within `batch_window` of the first go out together) and sends each channel's share in its
 //! own task with retries and backoff, so a dead SMTP server delays nothing but its own mail.
+//!
+//! Every aggregator sees every change; only one sends, so N aggregators do not send N copies:
+//! the live aggregator (on this config) with the smallest node id, decided anew at each tally
+//! from the gossip membership. While the sender dies, changes seen before the others notice
+//! are not sent by them.
 
 pub mod email;
 pub mod select;
 pub mod webhook;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -56,6 +62,8 @@ impl Channel {
 #[derive(Clone)]
 pub struct Notifier {
     queue: mpsc::Sender<HealthEvent>,
+    node: Arc<str>,
+    sender: Arc<AtomicBool>,
 }
 
 impl Notifier {
@@ -89,12 +97,39 @@ impl Notifier {
         }
         metrics::counter!("meshlb_notifications_dropped_total").absolute(0);
         let (queue, rx) = mpsc::channel(QUEUE);
-        tokio::spawn(run(config, Arc::new(channels), node, rx));
-        Ok(Some(Notifier { queue }))
+        metrics::gauge!("meshlb_notifier_sender").set(1.0);
+        let node: Arc<str> = node.into();
+        tokio::spawn(run(config, Arc::new(channels), node.to_string(), rx));
+        Ok(Some(Notifier {
+            queue,
+            node,
+            sender: Arc::new(AtomicBool::new(true)),
+        }))
     }
 
-    /// Queues a change; never waits.
+    /// Decides whether this aggregator is the one that sends, from the aggregators the mesh
+    /// holds alive on this config (`members`: their node ids).
+    pub fn elect<'a>(&self, mut live_aggregators: impl Iterator<Item = &'a str>) {
+        let me = live_aggregators.all(|other| *self.node <= *other);
+        if self.sender.swap(me, Ordering::Relaxed) != me {
+            metrics::gauge!("meshlb_notifier_sender").set(if me { 1.0 } else { 0.0 });
+            tracing::info!(
+                sender = me,
+                "notifications: this aggregator {} sends",
+                if me { "now" } else { "no longer" }
+            );
+        }
+    }
+
+    pub fn is_sender(&self) -> bool {
+        self.sender.load(Ordering::Relaxed)
+    }
+
+    /// Queues a change (when this aggregator is the sender); never waits.
     pub fn offer(&self, event: &HealthEvent) {
+        if !self.is_sender() {
+            return;
+        }
         if self.queue.try_send(event.clone()).is_err() {
             metrics::counter!("meshlb_notifications_dropped_total").increment(1);
         }

@@ -9,9 +9,9 @@ use serde::Serialize;
 use crate::events::HealthEvent;
 
 /// Whether `event` passes the pool's `notification_filter` and the channel's pool list.
-/// Endpoint and pool changes only; first verdicts after a start (from `unknown`) are not news.
+/// Endpoint and pool changes only; first verdicts after a start are not news.
 pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) -> bool {
-    if event.from == "unknown" {
+    if event.initial || event.from == "unknown" {
         return false;
     }
     let Some(pool) = event.pool.as_deref().and_then(|p| config.pool_by_name(p)) else {
@@ -161,6 +161,7 @@ default_pools = ["eu", "us"]
             from: from.to_string(),
             to: to.to_string(),
             regions: Vec::new(),
+            initial: false,
         }
     }
 
@@ -193,6 +194,17 @@ default_pools = ["eu", "us"]
             &[],
             &event("endpoint", "nowhere", "healthy", "unhealthy")
         ));
+    }
+
+    #[test]
+    fn first_verdicts_after_a_start_are_not_news() {
+        let c = config("");
+        let first = HealthEvent {
+            initial: true,
+            ..event("pool", "eu", "degraded", "healthy")
+        };
+        assert!(!wanted(&c, &[], &first));
+        assert!(wanted(&c, &[], &event("pool", "eu", "degraded", "healthy")));
     }
 
     #[test]
