@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 # Debian packages the test suite uses (file -> package): the prober's tests start a real
 # OpenLDAP slapd and OpenSMTPD on loopback (the notification test reads mail back from it); the
 # DNS tests query the server with dig, the proxy tests drive it with curl; the deploy test runs
-# promtool and a real Prometheus server.
+# promtool and a real Prometheus server; the chaos suite builds its world in network namespaces
+# with ip (it needs root).
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -16,6 +17,7 @@ declare -A NEEDED=(
   [/usr/bin/curl]=curl
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus]=prometheus
+  [/usr/sbin/ip]=iproute2
 )
 
 missing=()

@@ -1,0 +1,702 @@
+//! The chaos suite: a small world in network namespaces (13 regions x 3 probers, origins in
+//! three continents with emulated inter-region latency, two aggregators, a client), every
+//! process the real `meshlb` binary, and the failures users inflict on their meshes: probers,
+//! regions, links, origins, pools and aggregators killed, latency raised, the whole prober
+//! fleet restarted. Each scenario asserts and records its figures; the run writes
+//! `target/chaos/report.json` and `report.md`.
+//!
+//! Needs root (namespaces), iproute2, dig and curl.
+
+mod origins;
+mod report;
+mod world;
+
+#[path = "../support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use origins::{Latency, Origin};
+use report::Outcome;
+use world::World;
+
+const INTERVAL_S: u64 = 1;
+const CONSECUTIVE: u64 = 2;
+/// The product's promise: a change is seen within interval x consecutive + 1 s.
+const BOUND: Duration = Duration::from_secs(INTERVAL_S * CONSECUTIVE + 1);
+/// Noise allowance on a shared 2-core machine; the report gives the exact figure.
+const MARGIN: Duration = Duration::from_secs(3);
+/// How long "nothing changed" is watched: well past the bound.
+const QUIET: Duration = Duration::from_secs(5);
+
+struct Mesh {
+    world: World,
+    origins: BTreeMap<String, Origin>,
+    latency: Arc<Latency>,
+    /// Origin name -> its address.
+    addr: BTreeMap<String, Ipv4Addr>,
+    agg: [Ipv4Addr; 2],
+    /// Region code -> its probers' node names.
+    probers: BTreeMap<String, Vec<String>>,
+}
+
+impl Mesh {
+    fn admin(&self, agg: usize) -> SocketAddr {
+        SocketAddr::new(self.agg[agg].into(), 9090)
+    }
+
+    fn status(&self, agg: usize) -> Option<serde_json::Value> {
+        self.world.json("client", self.admin(agg), "/status")
+    }
+
+    fn verdict(&self, agg: usize, endpoint: &str) -> Option<String> {
+        let s = self.status(agg)?;
+        s["pools"]
+            .as_array()?
+            .iter()
+            .flat_map(|p| p["endpoints"].as_array().into_iter().flatten())
+            .find(|e| e["name"] == endpoint)
+            .and_then(|e| e["verdict"].as_str().map(str::to_string))
+    }
+
+    /// Health changes that are news (not first verdicts) logged by aggregator `agg`.
+    fn changes(&self, agg: usize) -> usize {
+        self.world
+            .json("client", self.admin(agg), "/events")
+            .and_then(|e| e.as_array().cloned())
+            .map_or(0, |a| {
+                a.iter()
+                    .filter(|e| e["kind"] == "endpoint" && e["initial"] != true)
+                    .count()
+            })
+    }
+
+    fn all_changes(&self) -> usize {
+        self.changes(0) + self.changes(1)
+    }
+
+    fn live_probers(&self, agg: usize) -> usize {
+        self.world
+            .json("client", self.admin(agg), "/members")
+            .and_then(|m| m.as_array().cloned())
+            .map_or(0, |a| {
+                a.iter()
+                    .filter(|m| m["role"] == "prober" && m["alive"] == true)
+                    .count()
+            })
+    }
+
+    /// The SOA record in the authority section of an answer for `name`, if any.
+    fn soa(&self, agg: usize, name: &str) -> bool {
+        self.world
+            .exec(
+                "client",
+                &[
+                    "dig",
+                    &format!("@{}", self.agg[agg]),
+                    name,
+                    "A",
+                    "+tries=1",
+                    "+time=2",
+                    "+noall",
+                    "+authority",
+                ],
+            )
+            .contains("\tSOA\t")
+    }
+
+    fn dig(&self, agg: usize, name: &str) -> (String, Vec<String>) {
+        let out = self.world.exec(
+            "client",
+            &[
+                "dig",
+                &format!("@{}", self.agg[agg]),
+                name,
+                "A",
+                "+tries=1",
+                "+time=2",
+                "+noall",
+                "+comments",
+                "+answer",
+                "+authority",
+            ],
+        );
+        let status = out
+            .lines()
+            .find_map(|l| l.split("status: ").nth(1))
+            .map(|s| s.split(',').next().unwrap_or("").to_string())
+            .unwrap_or_default();
+        let answers = out
+            .lines()
+            .filter(|l| !l.starts_with(';') && l.contains("\tA\t"))
+            .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+            .collect();
+        (status, answers)
+    }
+
+    fn proxy(&self, agg: usize) -> (u16, String) {
+        let (code, body) = self.world.http(
+            "client",
+            SocketAddr::new(self.agg[agg].into(), 8080),
+            "/",
+            "www.chaos.test",
+        );
+        (code, body.trim().to_string())
+    }
+
+    fn all_probers(&self) -> Vec<String> {
+        self.probers.values().flatten().cloned().collect()
+    }
+
+    fn wait_all_live(&mut self, within: Duration) -> Duration {
+        support::wait_for("all 39 probers live on both aggregators", within, || {
+            self.live_probers(0) == 39 && self.live_probers(1) == 39
+        })
+    }
+
+    fn wait_healthy(&self, within: Duration) -> Duration {
+        let names: Vec<String> = self.addr.keys().cloned().collect();
+        support::wait_for("every endpoint healthy on both aggregators", within, || {
+            (0..2).all(|a| {
+                names
+                    .iter()
+                    .all(|n| self.verdict(a, n).as_deref() == Some("healthy"))
+            })
+        })
+    }
+
+    /// Waits until both aggregators give `endpoint` the verdict `want`; the slower one's time.
+    fn wait_verdict(&self, endpoint: &str, want: &str, within: Duration) -> Duration {
+        let start = Instant::now();
+        let mut seen = [None, None];
+        while start.elapsed() < within {
+            for (a, s) in seen.iter_mut().enumerate() {
+                if s.is_none() && self.verdict(a, endpoint).as_deref() == Some(want) {
+                    *s = Some(start.elapsed());
+                }
+            }
+            if let [Some(x), Some(y)] = seen {
+                return x.max(y);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("{endpoint} not {want} on both aggregators within {within:?} (seen: {seen:?})");
+    }
+}
+
+fn build() -> Mesh {
+    let regions = lb_core::regions_table::RegionsTable::embedded().expect("regions");
+    let mut world = World::new();
+    let latency = Arc::new(Latency::default());
+    let key = world.dir.join("cluster.key");
+    std::fs::write(&key, "the meshlb chaos suite cluster key").expect("key");
+    // Sites: regions, continents (one address per origin), aggregators, a client.
+    let mut region_addr = BTreeMap::new();
+    for r in regions.regions() {
+        let a = world.site(&r.region.code().to_ascii_lowercase(), 0)[0];
+        region_addr.insert(r.region.code().to_string(), a);
+    }
+    let mut addr = BTreeMap::new();
+    for (site, names) in [
+        ("eu", vec!["eu-1", "eu-2"]),
+        ("us", vec!["us-1", "us-2"]),
+        ("ap", vec!["ap-1", "ap-2", "static"]),
+    ] {
+        let addrs = world.site(site, names.len() - 1);
+        for (n, a) in names.iter().zip(addrs) {
+            addr.insert(n.to_string(), a);
+        }
+    }
+    let agg = [world.site("agg1", 0)[0], world.site("agg2", 0)[0]];
+    world.site("client", 0);
+    {
+        let mut m = latency.regions.write().expect("lock");
+        for (code, a) in &region_addr {
+            let code: &'static str = origins::RTT_MS
+                .iter()
+                .find(|(c, _)| c == code)
+                .map_or("WEU", |(c, _)| c);
+            m.insert(*a, code);
+        }
+        m.insert(agg[0], "WEU");
+        m.insert(agg[1], "ENAM");
+    }
+    let mut origin_map = BTreeMap::new();
+    for (name, a) in &addr {
+        let continent = if name.starts_with("eu") {
+            "eu"
+        } else if name.starts_with("us") {
+            "us"
+        } else {
+            "ap"
+        };
+        let site = if name == "static" { "ap" } else { continent };
+        origin_map.insert(
+            name.clone(),
+            origins::start(
+                world.netns(site),
+                SocketAddr::new((*a).into(), 8001),
+                name,
+                continent,
+                Arc::clone(&latency),
+            ),
+        );
+    }
+    let o = |n: &str| {
+        format!(
+            "{{ name = \"{n}\", address = \"{}\", port = 8001 }}",
+            addr[n]
+        )
+    };
+    let config = world.dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+path = "/healthz"
+port = 8001
+interval = {INTERVAL_S}
+timeout = 1
+retries = 0
+consecutive_down = {CONSECUTIVE}
+consecutive_up = {CONSECUTIVE}
+
+[[pools]]
+name = "eu"
+monitor = "http"
+latitude = 50.1
+longitude = 8.7
+origins = [{eu1}, {eu2}]
+
+[[pools]]
+name = "us"
+monitor = "http"
+latitude = 39.0
+longitude = -77.5
+origins = [{us1}, {us2}]
+
+[[pools]]
+name = "ap"
+monitor = "http"
+latitude = 1.35
+longitude = 103.8
+origins = [{ap1}, {ap2}]
+
+[[pools]]
+name = "fallback"
+monitor = "http"
+origins = [{st}]
+
+[[load_balancers]]
+name = "fo.chaos.test"
+default_pools = ["eu", "us", "ap"]
+fallback_pool = "fallback"
+ttl = 5
+
+[[load_balancers]]
+name = "dyn.chaos.test"
+default_pools = ["eu", "us", "ap"]
+fallback_pool = "fallback"
+steering_policy = "dynamic_latency"
+ttl = 5
+
+[[load_balancers]]
+name = "www.chaos.test"
+proxied = true
+default_pools = ["eu", "us", "ap"]
+fallback_pool = "fallback"
+"#,
+            eu1 = o("eu-1"),
+            eu2 = o("eu-2"),
+            us1 = o("us-1"),
+            us2 = o("us-2"),
+            ap1 = o("ap-1"),
+            ap2 = o("ap-2"),
+            st = o("static"),
+        ),
+    )
+    .expect("config");
+    let common = |listen: String, seeds: &[Ipv4Addr]| -> Vec<String> {
+        let mut v = vec![
+            "--config".to_string(),
+            config.display().to_string(),
+            "--listen".into(),
+            listen,
+            "--key-file".into(),
+            key.display().to_string(),
+            "--gossip-interval-ms".into(),
+            "100".into(),
+        ];
+        for s in seeds {
+            v.push("--seed".into());
+            v.push(format!("{s}:7946"));
+        }
+        v
+    };
+    for (i, (region, dc)) in [("WEU", "ams"), ("ENAM", "iad")].iter().enumerate() {
+        let a = agg[i];
+        let mut args = vec![
+            "aggregator".to_string(),
+            "--region".into(),
+            region.to_string(),
+            "--dc".into(),
+            dc.to_string(),
+        ];
+        args.extend(
+            [
+                "--admin",
+                &format!("{a}:9090"),
+                "--dns",
+                &format!("{a}:53"),
+                "--proxy",
+                &format!("{a}:8080"),
+            ]
+            .iter()
+            .map(|s| s.to_string()),
+        );
+        args.extend(
+            ["--proxy-workers", "1", "--dns-sockets", "1"]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        args.extend(common(format!("{a}:7946"), &[agg[1 - i]]));
+        world.run(&format!("agg{}", i + 1), &format!("agg{}", i + 1), args);
+    }
+    let mut probers = BTreeMap::new();
+    for r in regions.regions() {
+        let code = r.region.code();
+        let site = code.to_ascii_lowercase();
+        for (k, dc) in r.datacenters.iter().take(3).enumerate() {
+            let name = format!("prober-{site}-{}", dc.code);
+            let mut args = vec![
+                "prober".to_string(),
+                "--region".into(),
+                code.to_string(),
+                "--dc".into(),
+                dc.code.clone(),
+            ];
+            args.extend(common(format!("{}:{}", region_addr[code], 7946 + k), &agg));
+            world.run(&name, &site, args);
+            probers
+                .entry(code.to_string())
+                .or_insert_with(Vec::new)
+                .push(name);
+        }
+    }
+    Mesh {
+        world,
+        origins: origin_map,
+        latency,
+        addr,
+        agg,
+        probers,
+    }
+}
+
+/// Kills `names`, watches for `QUIET`, counts changes, restarts them and waits for the mesh.
+fn kill_and_watch(m: &mut Mesh, names: &[String]) -> usize {
+    let before = m.all_changes();
+    for n in names {
+        m.world.node(n).kill();
+    }
+    std::thread::sleep(QUIET);
+    let changes = m.all_changes() - before;
+    for n in names {
+        m.world.node(n).start();
+    }
+    m.wait_all_live(Duration::from_secs(30));
+    changes
+}
+
+#[test]
+fn chaos() {
+    let mut m = build();
+    let up = m.wait_all_live(Duration::from_secs(60));
+    let healthy = m.wait_healthy(Duration::from_secs(60));
+    println!("world up: 39 probers live in {up:?}, every endpoint healthy {healthy:?} later");
+    let mut outcomes: Vec<Outcome> = Vec::new();
+
+    // 1. kill -9 one prober per region, then a random third of all probers.
+    let one_each: Vec<String> = m.probers.values().map(|v| v[0].clone()).collect();
+    let c1 = kill_and_watch(&mut m, &one_each);
+    let mut all = m.all_probers();
+    let mut seed = u64::from(std::process::id());
+    let mut third = Vec::new();
+    while third.len() < 13 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let i = usize::try_from(seed >> 33).unwrap_or(0) % all.len();
+        third.push(all.remove(i));
+    }
+    let c2 = kill_and_watch(&mut m, &third);
+    outcomes.push(
+        Outcome::new(
+            "kill -9 one prober per region, then a random third of all probers",
+            "zero health changes",
+            format!("{} changes, then {}", c1, c2),
+            c1 + c2 == 0,
+        )
+        .false_changes(c1 + c2),
+    );
+
+    // 2. kill every prober of one region.
+    let seas = m.probers["SEAS"].clone();
+    let c = kill_and_watch(&mut m, &seas);
+    outcomes.push(
+        Outcome::new(
+            "kill every prober of one region (SEAS)",
+            "zero health changes",
+            format!("{c} changes"),
+            c == 0,
+        )
+        .false_changes(c),
+    );
+
+    // 3. partition one region, then heal it.
+    let before = m.all_changes();
+    m.world.link("weu", false);
+    std::thread::sleep(QUIET);
+    let dropped = m.live_probers(0);
+    let c = m.all_changes() - before;
+    m.world.link("weu", true);
+    let rejoin = m.wait_all_live(Duration::from_secs(30));
+    outcomes.push(
+        Outcome::new(
+            "partition one region (WEU's link down), then heal",
+            "zero false changes; the region rejoins",
+            format!(
+                "{c} changes; {dropped} probers live while cut off; rejoined in {:.1} s",
+                rejoin.as_secs_f64()
+            ),
+            c == 0 && dropped == 36,
+        )
+        .false_changes(c)
+        .detection(rejoin),
+    );
+
+    // 4. kill an origin: both aggregators mark it down in time, DNS and the proxy leave it.
+    let eu1 = m.addr["eu-1"].to_string();
+    m.origins["eu-1"].stop();
+    let down = m.wait_verdict("eu-1", "unhealthy", BOUND + MARGIN + MARGIN);
+    let (_, answers) = m.dig(0, "fo.chaos.test");
+    let served: Vec<String> = (0..20).map(|_| m.proxy(0).1).collect();
+    let dns_left = !answers.contains(&eu1) && !answers.is_empty();
+    let proxy_left = served.iter().all(|b| b != "eu-1");
+    m.origins["eu-1"].start();
+    let back = m.wait_verdict("eu-1", "healthy", BOUND + MARGIN + MARGIN);
+    outcomes.push(
+        Outcome::new(
+            "kill an origin (eu-1), then restart it",
+            format!("down on both aggregators within {} s; DNS and proxy stop using it; back within {} s", BOUND.as_secs(), BOUND.as_secs()),
+            format!(
+                "down in {:.2} s, back in {:.2} s; DNS answers {answers:?}; proxy served {}",
+                down.as_secs_f64(),
+                back.as_secs_f64(),
+                if proxy_left { "never eu-1" } else { "eu-1" }
+            ),
+            down <= BOUND + MARGIN && back <= BOUND + MARGIN && dns_left && proxy_left,
+        )
+        .detection(down),
+    );
+
+    // 5. Pools fail one after another, then everything; recovery in order.
+    let ip_of = |m: &Mesh, names: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = names.iter().map(|n| m.addr[*n].to_string()).collect();
+        v.sort();
+        v
+    };
+    let answer = |m: &Mesh| {
+        let (status, mut a) = m.dig(0, "fo.chaos.test");
+        a.sort();
+        (status, a)
+    };
+    let mut steps = Vec::new();
+    let mut ok = true;
+    for (stop, expect) in [
+        (vec!["eu-1", "eu-2"], vec!["us-1", "us-2"]),
+        (vec!["us-1", "us-2"], vec!["ap-1", "ap-2"]),
+        (vec!["ap-1", "ap-2"], vec!["static"]),
+        (vec!["static"], vec![]),
+    ] {
+        for n in &stop {
+            m.origins[*n].stop();
+        }
+        let want = ip_of(&m, &expect);
+        let t = support::wait_for("the next pool to answer", Duration::from_secs(20), || {
+            answer(&m).1 == want
+        });
+        steps.push(format!(
+            "stop {} -> {} in {:.1} s",
+            stop.join("+"),
+            if expect.is_empty() {
+                "nothing".into()
+            } else {
+                expect.join("+")
+            },
+            t.as_secs_f64()
+        ));
+    }
+    let (status, a) = answer(&m);
+    let (code, _) = m.proxy(0);
+    let soa = m.soa(0, "fo.chaos.test");
+    ok &= status == "NOERROR" && a.is_empty() && soa && code == 530;
+    steps.push(format!(
+        "all down: DNS {status} with {} answers{}, proxy {code}",
+        a.len(),
+        if soa { " and the SOA" } else { ", no SOA" }
+    ));
+    for (start, expect) in [
+        (vec!["static"], vec!["static"]),
+        (vec!["ap-1", "ap-2"], vec!["ap-1", "ap-2"]),
+        (vec!["us-1", "us-2"], vec!["us-1", "us-2"]),
+        (vec!["eu-1", "eu-2"], vec!["eu-1", "eu-2"]),
+    ] {
+        for n in &start {
+            m.origins[*n].start();
+        }
+        let want = ip_of(&m, &expect);
+        let t = support::wait_for(
+            "recovery to the restored pool",
+            Duration::from_secs(20),
+            || answer(&m).1 == want,
+        );
+        steps.push(format!(
+            "start {} -> {} in {:.1} s",
+            start.join("+"),
+            expect.join("+"),
+            t.as_secs_f64()
+        ));
+    }
+    let (code, body) = m.proxy(0);
+    ok &= code == 200 && body.starts_with("eu-");
+    outcomes.push(Outcome::new(
+        "kill the primary pool's origins, then the next, then all; restore",
+        "failover eu -> us -> ap -> fallback; then NODATA+SOA and 530; recovery in order",
+        steps.join("; "),
+        ok,
+    ));
+    m.wait_healthy(Duration::from_secs(30));
+
+    // 6. Raise one pool's latency: dynamic steering moves to the faster pool.
+    let first = m.dig(0, "dyn.chaos.test").1;
+    let eu_ips = ip_of(&m, &["eu-1", "eu-2"]);
+    let us_ips = ip_of(&m, &["us-1", "us-2"]);
+    let starts_eu = first.iter().all(|a| eu_ips.contains(a));
+    m.latency.extra_ms[0].store(400, std::sync::atomic::Ordering::Relaxed);
+    let moved = support::wait_for(
+        "dynamic steering to leave eu",
+        Duration::from_secs(60),
+        || {
+            let a = m.dig(0, "dyn.chaos.test").1;
+            !a.is_empty() && a.iter().all(|x| us_ips.contains(x))
+        },
+    );
+    m.latency.extra_ms[0].store(0, std::sync::atomic::Ordering::Relaxed);
+    outcomes.push(
+        Outcome::new(
+            "raise the eu pool's latency by 400 ms (PoP WEU)",
+            "dynamic steering moves from eu to the next fastest pool (us)",
+            format!(
+                "answered eu before: {starts_eu}; moved to us in {:.1} s (EWMA time constant 30 s)",
+                moved.as_secs_f64()
+            ),
+            starts_eu,
+        )
+        .detection(moved),
+    );
+
+    // 7. Kill an aggregator while a client streams requests through the other.
+    let agg2 = m.agg[1];
+    let netns = m.world.netns("client").to_string();
+    let stream = std::thread::spawn(move || {
+        stream_requests(
+            &netns,
+            SocketAddr::new(agg2.into(), 8080),
+            Duration::from_secs(4),
+        )
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    m.world.node("agg1").kill();
+    let (sent, failed) = stream.join().expect("client");
+    m.world.node("agg1").start();
+    support::wait_for("agg1 back", Duration::from_secs(30), || {
+        m.live_probers(0) == 39
+    });
+    outcomes.push(
+        Outcome::new(
+            "kill an aggregator (agg1) while a client streams requests through the other",
+            "no lost requests",
+            format!("{sent} requests, {failed} failed"),
+            failed == 0 && sent > 0,
+        )
+        .failed_requests(failed),
+    );
+
+    // 8. Restart the whole prober fleet: no flapping on the way up.
+    let before = m.all_changes();
+    let all = m.all_probers();
+    for n in &all {
+        m.world.node(n).kill();
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    for n in &all {
+        m.world.node(n).start();
+    }
+    let up = m.wait_all_live(Duration::from_secs(60));
+    std::thread::sleep(QUIET);
+    let c = m.all_changes() - before;
+    outcomes.push(
+        Outcome::new(
+            "restart the whole prober fleet (kill -9 all 39, start them again)",
+            "no flapping on the way up (zero health changes)",
+            format!("39 live again in {:.1} s; {c} changes", up.as_secs_f64()),
+            c == 0,
+        )
+        .false_changes(c)
+        .detection(up),
+    );
+
+    report::write(&outcomes);
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.passed)
+        .map(|o| o.scenario.as_str())
+        .collect();
+    assert!(
+        failed.is_empty(),
+        "scenarios failed: {failed:?}\nsee target/chaos/report.md"
+    );
+}
+
+/// Sends GET requests one after another for `during` from inside `netns`; (sent, failed).
+fn stream_requests(netns: &str, proxy: SocketAddr, during: Duration) -> (usize, usize) {
+    use std::io::{Read, Write};
+    let f = std::fs::File::open(format!("/run/netns/{netns}")).expect("netns");
+    nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+    let (mut sent, mut failed) = (0, 0);
+    let start = Instant::now();
+    while start.elapsed() < during {
+        sent += 1;
+        let ok = (|| -> std::io::Result<bool> {
+            let mut s = std::net::TcpStream::connect_timeout(&proxy, Duration::from_secs(2))?;
+            s.set_read_timeout(Some(Duration::from_secs(3)))?;
+            write!(
+                s,
+                "GET / HTTP/1.1\r\nHost: www.chaos.test\r\nConnection: close\r\n\r\n"
+            )?;
+            let mut text = String::new();
+            s.read_to_string(&mut text)?;
+            Ok(text.starts_with("HTTP/1.1 200"))
+        })();
+        if !matches!(ok, Ok(true)) {
+            failed += 1;
+        }
+    }
+    (sent, failed)
+}
