@@ -606,3 +606,130 @@ default_pools = ["weighted"]
         assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
     }
 }
+
+/// `POST /drain` on the admin API: a drained endpoint takes no new clients, keeps its cookie
+/// sessions for `drain_duration`, then they move; `DELETE /drain` brings it back.
+#[test]
+fn draining_keeps_sessions_for_drain_duration_then_moves_them() {
+    let dir = std::env::temp_dir().join(format!("meshlb-drain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb drain test cluster key").expect("key");
+    let a = named_origin("127.0.2.1", "a", Duration::ZERO);
+    let b = named_origin("127.0.2.2", "b", Duration::ZERO);
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+[[pools]]
+name = "web"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "a", address = "127.0.2.1", port = {} }}, {{ name = "b", address = "127.0.2.2", port = {} }}]
+[[load_balancers]]
+name = "drain.example.test"
+proxied = true
+default_pools = ["web"]
+session_affinity = "cookie"
+session_affinity_attributes = {{ drain_duration = 6 }}
+"#,
+            a.port, b.port
+        ),
+    )
+    .expect("config");
+    let (admin, proxy) = (free_tcp(), free_tcp());
+    let _mesh = start_mesh(
+        &config,
+        &key,
+        admin,
+        &["--proxy".to_string(), proxy.to_string()],
+    );
+    let url = format!("http://{proxy}/");
+    let host = "drain.example.test";
+    wait_for("both origins to serve", Duration::from_secs(20), || {
+        let seen: std::collections::BTreeSet<String> = (0..10)
+            .map(|_| curl(&url, host, &[]).origin().to_string())
+            .collect();
+        seen.contains("a") && seen.contains("b")
+    });
+    // A session bound to `a`.
+    let mut cookie = String::new();
+    wait_for("a client bound to a", Duration::from_secs(10), || {
+        let r = curl(&url, host, &[]);
+        cookie = r
+            .header("set-cookie")
+            .and_then(|v| v.split(';').next())
+            .unwrap_or("")
+            .to_string();
+        r.origin() == "a"
+    });
+    let with_cookie = |c: &str| curl(&url, host, &["-H", &format!("Cookie: {c}")]);
+    // POST or DELETE /drain for `a`; the drained endpoints' names after it.
+    let drain = |method: &str| {
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-X",
+                method,
+                "-H",
+                "Authorization: Bearer secret-token",
+            ])
+            .arg(format!("http://{admin}/drain?pool=web&endpoint=a"))
+            .output()
+            .expect("curl");
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        list.as_array()
+            .expect("a list")
+            .iter()
+            .map(|d| d["endpoint"].as_str().unwrap_or("").to_string())
+            .collect::<Vec<String>>()
+    };
+    assert_eq!(drain("POST"), vec!["a"]);
+    let drained_at = std::time::Instant::now();
+    // The next tally (at most 0.5 s) applies it: new clients only get b ...
+    wait_for("new clients to avoid a", Duration::from_secs(3), || {
+        (0..10).all(|_| curl(&url, host, &[]).origin() == "b")
+    });
+    // ... while the session stays on a within drain_duration (6 s; the drain starts at the
+    // whole second, so it lasts between 5 and 6 s) ...
+    let within = with_cookie(&cookie);
+    assert!(
+        drained_at.elapsed() < Duration::from_secs(5),
+        "checked within the drain"
+    );
+    assert_eq!(
+        within.origin(),
+        "a",
+        "an existing session keeps its endpoint while draining"
+    );
+    // ... and moves once the drain is over, with a new cookie.
+    let mut moved = None;
+    wait_for(
+        "the session to move after the drain",
+        Duration::from_secs(10),
+        || {
+            let r = with_cookie(&cookie);
+            let ok = r.origin() == "b" && r.header("set-cookie").is_some();
+            moved = ok.then(|| drained_at.elapsed());
+            ok
+        },
+    );
+    let moved = moved.expect("moved");
+    assert!(
+        moved >= Duration::from_secs(5),
+        "not before drain_duration (whole seconds): {moved:?}"
+    );
+    // Undrained: new clients reach a again.
+    assert!(drain("DELETE").is_empty());
+    wait_for(
+        "a to take new clients again",
+        Duration::from_secs(5),
+        || (0..10).any(|_| curl(&url, host, &[]).origin() == "a"),
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -61,6 +61,9 @@ struct EndpointStatus {
     healthy: Option<bool>,
     verdict: String,
     rtt_ms: BTreeMap<String, f64>,
+    /// Drained through `/drain` since (unix seconds).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drained_since: Option<u64>,
     regions: Vec<RegionVotes>,
 }
 
@@ -99,6 +102,7 @@ fn status(shared: &Shared) -> Status {
                             lb_core::health::Verdict::Unknown => None,
                         },
                         verdict: format!("{:?}", h.verdict).to_lowercase(),
+                        drained_since: h.disabled_at,
                         rtt_ms: h
                             .rtt_ms
                             .iter()
@@ -309,10 +313,13 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
             return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
         }
     }
+    if path == "/drain" {
+        return drain(shared, req.method(), req.uri().query().unwrap_or(""));
+    }
     if req.method() != http::Method::GET {
         return error(
             StatusCode::METHOD_NOT_ALLOWED,
-            "the admin API is read-only: use GET",
+            "the admin API is read-only apart from /drain: use GET",
         );
     }
     match path {
@@ -354,6 +361,76 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
             "no such endpoint: /status, /events, /members, /explain, /healthz",
         ),
     }
+}
+
+#[derive(Serialize)]
+struct Drained {
+    pool: String,
+    endpoint: String,
+    since: u64,
+}
+
+/// `GET /drain` lists drained endpoints; `POST /drain?pool=P&endpoint=E` drains one (no new
+/// traffic; affinity sessions stay for the load balancer's `drain_duration`, Cloudflare's
+/// "disable origin"); `DELETE` the same undoes it. Per aggregator: drain on each.
+fn drain(shared: &Shared, method: &http::Method, query: &str) -> Response<Full<Bytes>> {
+    let config = &shared.config;
+    let list = |drains: &std::collections::BTreeMap<(PoolId, EndpointId), u64>| {
+        let v: Vec<Drained> = drains
+            .iter()
+            .map(|(&(p, e), &since)| Drained {
+                pool: config.pool(p).name.clone(),
+                endpoint: config.pool(p).endpoints[e.0].name.clone(),
+                since,
+            })
+            .collect();
+        json(StatusCode::OK, &v)
+    };
+    let Ok(mut drains) = shared.drains.lock() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable");
+    };
+    if method == http::Method::GET {
+        return list(&drains);
+    }
+    if method != http::Method::POST && method != http::Method::DELETE {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "/drain takes GET, POST or DELETE",
+        );
+    }
+    let (mut pool, mut endpoint) = (None, None);
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "pool" => pool = Some(v.into_owned()),
+            "endpoint" => endpoint = Some(v.into_owned()),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("unknown parameter `{other}` (pool, endpoint)"),
+                )
+            }
+        }
+    }
+    let (Some(pool), Some(endpoint)) = (pool, endpoint) else {
+        return error(StatusCode::BAD_REQUEST, "give pool=NAME and endpoint=NAME");
+    };
+    let Some(p) = config.pool_by_name(&pool) else {
+        return error(StatusCode::NOT_FOUND, &format!("no pool is named `{pool}`"));
+    };
+    let Some(e) = config.pool(p).endpoint_by_name(&endpoint) else {
+        return error(
+            StatusCode::NOT_FOUND,
+            &format!("pool `{pool}` has no endpoint `{endpoint}`"),
+        );
+    };
+    if method == http::Method::POST {
+        drains
+            .entry((p, e))
+            .or_insert_with(lb_core::frontend::unix_now);
+    } else {
+        drains.remove(&(p, e));
+    }
+    list(&drains)
 }
 
 /// Serves the admin API on `listener` until the task is dropped.

@@ -29,6 +29,8 @@ pub struct Shared {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Set once at start when the config has notification channels.
     pub notifier: std::sync::OnceLock<crate::notify::Notifier>,
+    /// Endpoints drained at runtime through the admin API: (pool, endpoint) -> since (unix s).
+    pub drains: Mutex<std::collections::BTreeMap<(PoolId, EndpointId), u64>>,
 }
 
 /// The DNS server and the proxy read the latest tally from here.
@@ -54,6 +56,7 @@ impl Shared {
             votes_counted: AtomicUsize::new(0),
             metrics,
             notifier: std::sync::OnceLock::new(),
+            drains: Mutex::new(std::collections::BTreeMap::new()),
             config,
             settings,
             config_hash,
@@ -166,7 +169,20 @@ pub async fn run(
             );
         }
         let ballots = view.ballots(&config, now);
-        let outcome = tally(&config, &ballots, &state, &shared.settings, now);
+        let mut outcome = tally(&config, &ballots, &state, &shared.settings, now);
+        // Drained endpoints take no new traffic; their sessions drain (lb-core's affinity).
+        if let Ok(drains) = shared.drains.lock() {
+            for (&(pool, endpoint), &since) in drains.iter() {
+                if let Some(e) = outcome
+                    .snapshot
+                    .endpoints
+                    .get_mut(pool.0)
+                    .and_then(|p| p.get_mut(endpoint.0))
+                {
+                    e.disabled_at = Some(since);
+                }
+            }
+        }
         let took = now.elapsed();
         shared
             .votes_counted

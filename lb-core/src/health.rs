@@ -28,7 +28,8 @@ pub struct EndpointHealth {
     pub outstanding: u32,
     /// Open proxied connections (least_connections).
     pub connections: u32,
-    /// Unix seconds when the endpoint was disabled in the config; starts its drain.
+    /// Unix seconds when the endpoint was disabled at runtime (the admin API's drain): it
+    /// takes no new traffic, and keeps its affinity sessions for `drain_duration`.
     pub disabled_at: Option<u64>,
 }
 
@@ -143,6 +144,14 @@ impl HealthSnapshot {
         h.verdict == Verdict::Healthy
     }
 
+    /// Enabled in the config and not disabled (drained) at runtime.
+    pub fn endpoint_enabled(&self, config: &Config, pool: PoolId, endpoint: EndpointId) -> bool {
+        let p = config.pool(pool);
+        p.enabled
+            && p.endpoints.get(endpoint.0).is_some_and(|e| e.enabled)
+            && self.endpoint(pool, endpoint).disabled_at.is_none()
+    }
+
     /// Whether an endpoint may take new traffic: pool and endpoint enabled, healthy.
     pub fn endpoint_usable(
         &self,
@@ -151,10 +160,8 @@ impl HealthSnapshot {
         endpoint: EndpointId,
         pop: Region,
     ) -> bool {
-        let p = config.pool(pool);
-        p.enabled
-            && p.endpoints.get(endpoint.0).is_some_and(|e| e.enabled)
-            && self.endpoint_healthy(p, pool, endpoint, pop)
+        self.endpoint_enabled(config, pool, endpoint)
+            && self.endpoint_healthy(config.pool(pool), pool, endpoint, pop)
     }
 
     /// The pool's state as seen from `pop` (seed 001).
@@ -167,7 +174,7 @@ impl HealthSnapshot {
         let mut healthy = 0u32;
         let mut unknown = 0u32;
         for (i, e) in p.endpoints.iter().enumerate() {
-            if !e.enabled {
+            if !e.enabled || self.endpoint(pool, EndpointId(i)).disabled_at.is_some() {
                 continue;
             }
             enabled += 1;

@@ -76,7 +76,7 @@ fn follows(engine: &Engine<'_>, s: &Step<'_, '_>, pool: PoolId, endpoint: Endpoi
     if !health.endpoint_healthy(p, pool, endpoint, s.ctx.pop.region) {
         return false;
     }
-    if p.enabled && e.enabled {
+    if p.enabled && e.enabled && health.endpoint(pool, endpoint).disabled_at.is_none() {
         return true;
     }
     let drain = u64::from(s.settings.session_affinity.drain_duration);
