@@ -733,3 +733,155 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
+/// `names` (DNS names and IPs) signed by a fresh CA whose PEM is written to `ca`.
+fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "meshlb proxy test CA");
+    let issuer =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
+    let key = KeyPair::generate().expect("key");
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let mut params = CertificateParams::new(names).expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "meshlb proxy test origin");
+    let cert = params.signed_by(&key, &issuer).expect("cert");
+    std::fs::write(ca, issuer.pem()).expect("ca file");
+    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("key");
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(vec![cert.der().clone()], key)
+    .expect("server config");
+    let listener = std::net::TcpListener::bind((ip, 0)).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
+            let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper::service::service_fn(|_req| async {
+                        Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                            http_body_util::Full::new(bytes::Bytes::from_static(b"tls\n")),
+                        ))
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+    });
+    port
+}
+
+/// HTTPS to origins per `origin_tls`: strict with the origin's CA works; strict without it is
+/// a 526 (invalid certificate); full towards an origin that does not speak TLS is a 525.
+#[test]
+fn tls_to_origins_strict_full_525_526() {
+    let dir = std::env::temp_dir().join(format!("meshlb-origin-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let key = dir.join("key");
+    std::fs::write(&key, "the meshlb origin tls test key").expect("key");
+    let ca = dir.join("ca.pem");
+    let tls_port = tls_origin(
+        "127.0.3.1",
+        &["127.0.3.1", "strict.example.test", "noca.example.test"],
+        &ca,
+    );
+    let plain = named_origin("127.0.3.2", "plain", Duration::ZERO);
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "https"
+type = "https"
+interval = 1
+timeout = 1
+ca_file = "{ca}"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+[[pools]]
+name = "tls"
+monitor = "https"
+check_regions = ["WEU"]
+origins = [{{ name = "t", address = "127.0.3.1", port = {tls_port} }}]
+[[pools]]
+name = "plain"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "p", address = "127.0.3.2", port = {plain_port} }}]
+[[load_balancers]]
+name = "strict.example.test"
+proxied = true
+default_pools = ["tls"]
+origin_tls = "strict"
+origin_ca_file = "{ca}"
+[[load_balancers]]
+name = "noca.example.test"
+proxied = true
+default_pools = ["tls"]
+origin_tls = "strict"
+[[load_balancers]]
+name = "full.example.test"
+proxied = true
+default_pools = ["plain"]
+origin_tls = "full"
+"#,
+            ca = ca.display(),
+            plain_port = plain.port,
+        ),
+    )
+    .expect("config");
+    let (admin, proxy) = (free_tcp(), free_tcp());
+    let _mesh = start_mesh(
+        &config,
+        &key,
+        admin,
+        &["--proxy".to_string(), proxy.to_string()],
+    );
+    let url = format!("http://{proxy}/");
+    wait_for(
+        "the TLS origin to be healthy and served",
+        Duration::from_secs(20),
+        || {
+            let r = curl(&url, "strict.example.test", &[]);
+            r.status == 200 && r.body == "tls\n"
+        },
+    );
+    let r = curl(&url, "noca.example.test", &[]);
+    assert_eq!(r.status, 526, "{}", r.body);
+    assert!(r.body.contains("invalid certificate"), "{}", r.body);
+    wait_for(
+        "the plain origin to be healthy",
+        Duration::from_secs(20),
+        || curl(&url, "full.example.test", &[]).status != 530,
+    );
+    let r = curl(&url, "full.example.test", &[]);
+    assert_eq!(r.status, 525, "{}", r.body);
+    assert!(r.body.contains("TLS handshake"), "{}", r.body);
+    let _ = std::fs::remove_dir_all(&dir);
+}
