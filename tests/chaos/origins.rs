@@ -71,11 +71,11 @@ impl Origin {
 }
 
 /// Binds a listener inside namespace `netns` (sockets keep the namespace they were made in).
-fn bind_in(netns: &str, addr: SocketAddr) -> TcpListener {
+fn bind_in(netns: &str, addr: SocketAddr) -> std::io::Result<TcpListener> {
     super::world::in_netns(netns, move || {
-        let l = TcpListener::bind(addr).expect("bind in namespace");
-        l.set_nonblocking(true).expect("nonblocking");
-        l
+        let l = TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        Ok(l)
     })
 }
 
@@ -137,12 +137,25 @@ pub fn start(
     let continent = continent_index(continent);
     std::thread::spawn(move || {
         let mut listener: Option<TcpListener> = None;
+        let mut complained = false;
         // The loop polls so that a stop closes the listening socket (connections refused)
         // and a start opens it again; it lives as long as the test process.
         loop {
             let up = run.load(Ordering::SeqCst);
             match (&listener, up) {
-                (None, true) => listener = Some(bind_in(&netns, addr)),
+                (None, true) => match bind_in(&netns, addr) {
+                    Ok(l) => {
+                        listener = Some(l);
+                        complained = false;
+                    }
+                    // Tried again on the next turn; said once, so a stuck origin is visible.
+                    Err(e) => {
+                        if !complained {
+                            eprintln!("origin {name_s} cannot listen on {addr} yet: {e}");
+                        }
+                        complained = true;
+                    }
+                },
                 (Some(_), false) => listener = None,
                 _ => {}
             }
