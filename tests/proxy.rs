@@ -643,13 +643,38 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     )
     .expect("config");
     let (admin, proxy) = (free_tcp(), free_tcp());
-    let _mesh = start_mesh(
+    let (mut mesh, seed) = start_mesh_seeded(
         &config,
         &key,
         admin,
         &["--proxy".to_string(), proxy.to_string()],
     );
+    // A second aggregator: a drain made on the first holds here too (shared in gossip).
+    let (admin2, proxy2) = (free_tcp(), free_tcp());
+    mesh.0.push(
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["aggregator", "--config", &config.display().to_string()])
+            .args(["--region", "ENAM", "--admin", &admin2.to_string()])
+            .args(["--proxy", &proxy2.to_string()])
+            .args([
+                "--listen",
+                &free_udp().to_string(),
+                "--seed",
+                &seed.to_string(),
+            ])
+            .args([
+                "--key-file",
+                &key.display().to_string(),
+                "--gossip-interval-ms",
+                "100",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("second aggregator"),
+    );
     let url = format!("http://{proxy}/");
+    let url2 = format!("http://{proxy2}/");
     let host = "drain.example.test";
     wait_for("both origins to serve", Duration::from_secs(20), || {
         let seen: std::collections::BTreeSet<String> = (0..10)
@@ -669,8 +694,8 @@ session_affinity_attributes = {{ drain_duration = 6 }}
         r.origin() == "a"
     });
     let with_cookie = |c: &str| curl(&url, host, &["-H", &format!("Cookie: {c}")]);
-    // POST or DELETE /drain for `a`; the drained endpoints' names after it.
-    let drain = |method: &str| {
+    // POST, DELETE or GET /drain for `a` on an aggregator; the drained endpoints' names.
+    let drain_on = |admin: SocketAddr, method: &str| {
         let out = Command::new("curl")
             .args([
                 "-s",
@@ -689,6 +714,7 @@ session_affinity_attributes = {{ drain_duration = 6 }}
             .map(|d| d["endpoint"].as_str().unwrap_or("").to_string())
             .collect::<Vec<String>>()
     };
+    let drain = |method: &str| drain_on(admin, method);
     assert_eq!(drain("POST"), vec!["a"]);
     let drained_at = std::time::Instant::now();
     // The next tally (at most 0.5 s) applies it: new clients only get b ...
@@ -724,8 +750,20 @@ session_affinity_attributes = {{ drain_duration = 6 }}
         moved >= Duration::from_secs(5),
         "not before drain_duration (whole seconds): {moved:?}"
     );
+    // The other aggregator has it from gossip: its proxy sends new clients to b only.
+    wait_for(
+        "the drain on the second aggregator",
+        Duration::from_secs(5),
+        || drain_on(admin2, "GET") == vec!["a"],
+    );
+    assert!((0..10).all(|_| curl(&url2, host, &[]).origin() == "b"));
     // Undrained: new clients reach a again.
     assert!(drain("DELETE").is_empty());
+    wait_for(
+        "the undrain on the second aggregator",
+        Duration::from_secs(5),
+        || drain_on(admin2, "GET").is_empty(),
+    );
     wait_for(
         "a to take new clients again",
         Duration::from_secs(5),

@@ -386,11 +386,11 @@ fn drain(shared: &Shared, method: &http::Method, query: &str) -> Response<Full<B
             .collect();
         json(StatusCode::OK, &v)
     };
-    let Ok(mut drains) = shared.drains.lock() else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable");
-    };
     if method == http::Method::GET {
-        return list(&drains);
+        return match shared.drains.lock() {
+            Ok(drains) => list(&drains),
+            Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable"),
+        };
     }
     if method != http::Method::POST && method != http::Method::DELETE {
         return error(
@@ -423,14 +423,40 @@ fn drain(shared: &Shared, method: &http::Method, query: &str) -> Response<Full<B
             &format!("pool `{pool}` has no endpoint `{endpoint}`"),
         );
     };
-    if method == http::Method::POST {
-        drains
-            .entry((p, e))
-            .or_insert_with(lb_core::frontend::unix_now);
+    let (Ok(mut decisions), Ok(mut drains)) = (shared.drain_decisions.lock(), shared.drains.lock())
+    else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable");
+    };
+    let at_ms = unix_ms();
+    let draining = method == http::Method::POST;
+    // A drain already in force keeps its start; the decision is published in gossip by the
+    // tally loop, and takes effect here at once.
+    let since = drains
+        .get(&(p, e))
+        .copied()
+        .unwrap_or_else(lb_core::frontend::unix_now);
+    decisions.insert(
+        (p, e),
+        prober::mesh::keys::DrainDecision {
+            pool,
+            endpoint,
+            draining,
+            since,
+            at_ms,
+        },
+    );
+    if draining {
+        drains.insert((p, e), since);
     } else {
         drains.remove(&(p, e));
     }
     list(&drains)
+}
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Serves the admin API on `listener` until the task is dropped.

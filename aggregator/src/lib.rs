@@ -9,6 +9,7 @@
 //! - [`notify`]: email and webhook notifications of health changes.
 
 pub mod admin;
+pub mod drains;
 pub mod events;
 pub mod mesh_view;
 pub mod metrics;

@@ -42,6 +42,8 @@ struct ProberCache {
 pub struct MeshView {
     probers: HashMap<(String, u64), ProberCache>,
     members: Vec<Member>,
+    /// The drain decisions every live aggregator (this one included) publishes.
+    drains: Vec<keys::DrainDecision>,
 }
 
 impl MeshView {
@@ -52,7 +54,13 @@ impl MeshView {
         let mut changed = false;
         let mut members = Vec::with_capacity(c.node_states().len());
         let mut seen = HashSet::new();
+        let mut drains = Vec::new();
         for (id, st) in c.node_states() {
+            if live.contains(id) {
+                if let Some(v) = st.get(keys::DRAINS) {
+                    drains.extend(keys::decode_drains(v));
+                }
+            }
             let get = |k: &str| st.get(k).unwrap_or("").to_string();
             let member = Member {
                 node_id: id.node_id.to_string(),
@@ -113,7 +121,14 @@ impl MeshView {
         };
         changed |= liveness(&members) != liveness(&self.members);
         self.members = members;
+        changed |= drains != self.drains;
+        self.drains = drains;
         changed
+    }
+
+    /// Drain decisions published by live aggregators.
+    pub fn drains(&self) -> &[keys::DrainDecision] {
+        &self.drains
     }
 
     pub fn members(&self) -> &[Member] {

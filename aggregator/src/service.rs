@@ -29,8 +29,12 @@ pub struct Shared {
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     /// Set once at start when the config has notification channels.
     pub notifier: std::sync::OnceLock<crate::notify::Notifier>,
-    /// Endpoints drained at runtime through the admin API: (pool, endpoint) -> since (unix s).
+    /// The drains in force (every aggregator's newest decision per endpoint): (pool,
+    /// endpoint) -> since (unix s).
     pub drains: Mutex<std::collections::BTreeMap<(PoolId, EndpointId), u64>>,
+    /// This aggregator's own drain decisions (its admin API's), published in gossip.
+    pub drain_decisions:
+        Mutex<std::collections::BTreeMap<(PoolId, EndpointId), prober::mesh::keys::DrainDecision>>,
 }
 
 /// The DNS server and the proxy read the latest tally from here.
@@ -57,6 +61,7 @@ impl Shared {
             metrics,
             notifier: std::sync::OnceLock::new(),
             drains: Mutex::new(std::collections::BTreeMap::new()),
+            drain_decisions: Mutex::new(std::collections::BTreeMap::new()),
             config,
             settings,
             config_hash,
@@ -149,11 +154,23 @@ pub async fn run(
     let mut state = TallyState::new(&config);
     let mut last: Option<Instant> = None;
     let mut ticker = tokio::time::interval(poll);
+    let mut published_drains = String::new();
     loop {
         ticker.tick().await;
         let now = Instant::now();
+        let mine: Vec<prober::mesh::keys::DrainDecision> = shared
+            .drain_decisions
+            .lock()
+            .map(|d| d.values().cloned().collect())
+            .unwrap_or_default();
         let changed = {
-            let c = chitchat.lock().await;
+            let mut c = chitchat.lock().await;
+            let value = prober::mesh::keys::encode_drains(&mine);
+            if value != published_drains {
+                c.self_node_state()
+                    .set(prober::mesh::keys::DRAINS, value.clone());
+                published_drains = value;
+            }
             view.refresh(&c, &shared.config_hash, now)
         };
         if !changed && last.is_some_and(|l| now.duration_since(l) < Duration::from_millis(500)) {
@@ -171,7 +188,11 @@ pub async fn run(
         let ballots = view.ballots(&config, now);
         let mut outcome = tally(&config, &ballots, &state, &shared.settings, now);
         // Drained endpoints take no new traffic; their sessions drain (lb-core's affinity).
-        if let Ok(drains) = shared.drains.lock() {
+        // In force: the newest decision from any live aggregator (ours included, also before
+        // gossip has carried it back).
+        let in_force = crate::drains::in_force(&config, view.drains().iter().chain(mine.iter()));
+        if let Ok(mut drains) = shared.drains.lock() {
+            *drains = in_force;
             for (&(pool, endpoint), &since) in drains.iter() {
                 if let Some(e) = outcome
                     .snapshot

@@ -18,6 +18,58 @@ pub const CONFIG_HASH: &str = "config_hash";
 pub const PROGRESS: &str = "progress";
 /// Prefix of the per-pool result keys.
 pub const POOL_PREFIX: &str = "pool/";
+/// An aggregator's drain decisions (its admin API's), shared so every aggregator drains.
+pub const DRAINS: &str = "drains";
+
+/// One drain decision: the newest decision about an endpoint, from any aggregator, wins.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DrainDecision {
+    pub pool: String,
+    pub endpoint: String,
+    pub draining: bool,
+    /// When the drain began (unix seconds).
+    pub since: u64,
+    /// When this decision was made (unix milliseconds).
+    pub at_ms: u64,
+}
+
+/// One decision per line: `pool TAB endpoint TAB 0|1 TAB since TAB at_ms` (names never hold
+/// tabs or newlines).
+pub fn encode_drains(decisions: &[DrainDecision]) -> String {
+    decisions
+        .iter()
+        .map(|d| {
+            format!(
+                "{}\t{}\t{}\t{}\t{}\n",
+                d.pool,
+                d.endpoint,
+                u8::from(d.draining),
+                d.since,
+                d.at_ms
+            )
+        })
+        .collect()
+}
+
+/// The decisions in a value; malformed lines are skipped (they come from the network).
+pub fn decode_drains(value: &str) -> Vec<DrainDecision> {
+    value
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let [pool, endpoint, draining, since, at_ms] = f.as_slice() else {
+                return None;
+            };
+            Some(DrainDecision {
+                pool: pool.to_string(),
+                endpoint: endpoint.to_string(),
+                draining: *draining == "1",
+                since: since.parse().ok()?,
+                at_ms: at_ms.parse().ok()?,
+            })
+        })
+        .collect()
+}
 
 /// A published RTT is rewritten only when it moves by more than this fraction (or 2 ms).
 pub const RTT_BAND: f64 = 0.2;
