@@ -310,27 +310,8 @@ secret_file = "{secret}"
     // A second aggregator on the same mesh: it sees the same changes, but only one of the two
     // sends (one webhook delivery per change, not two).
     let admin2 = free_tcp();
-    mesh.0.push(
-        Command::new(env!("CARGO_BIN_EXE_meshlb"))
-            .args(["aggregator", "--config", &config.display().to_string()])
-            .args(["--region", "ENAM", "--admin", &admin2.to_string()])
-            .args([
-                "--listen",
-                &free_udp().to_string(),
-                "--seed",
-                &seed.to_string(),
-            ])
-            .args([
-                "--key-file",
-                &key.display().to_string(),
-                "--gossip-interval-ms",
-                "100",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("second aggregator"),
-    );
+    mesh.0
+        .push(start_aggregator(&config, &key, "ENAM", admin2, seed, &[]));
     wait_for(
         "the two aggregators to elect one sender",
         Duration::from_secs(10),

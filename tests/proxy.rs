@@ -651,28 +651,14 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     );
     // A second aggregator: a drain made on the first holds here too (shared in gossip).
     let (admin2, proxy2) = (free_tcp(), free_tcp());
-    mesh.0.push(
-        Command::new(env!("CARGO_BIN_EXE_meshlb"))
-            .args(["aggregator", "--config", &config.display().to_string()])
-            .args(["--region", "ENAM", "--admin", &admin2.to_string()])
-            .args(["--proxy", &proxy2.to_string()])
-            .args([
-                "--listen",
-                &free_udp().to_string(),
-                "--seed",
-                &seed.to_string(),
-            ])
-            .args([
-                "--key-file",
-                &key.display().to_string(),
-                "--gossip-interval-ms",
-                "100",
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("second aggregator"),
-    );
+    mesh.0.push(start_aggregator(
+        &config,
+        &key,
+        "ENAM",
+        admin2,
+        seed,
+        &["--proxy".to_string(), proxy2.to_string()],
+    ));
     let url = format!("http://{proxy}/");
     let url2 = format!("http://{proxy2}/");
     let host = "drain.example.test";

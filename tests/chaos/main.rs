@@ -31,8 +31,8 @@ const BOUND: Duration = Duration::from_secs(INTERVAL_S * CONSECUTIVE + 1);
 /// processes: after bursts of changes the mesh has measured up to 7.5 s here. The report
 /// gives the exact figure against the bound.
 const MARGIN: Duration = Duration::from_secs(7);
-/// How long "nothing changed" is watched: well past the bound.
-const QUIET: Duration = Duration::from_secs(5);
+/// Deadline for the mesh to take a loss into account (votes leave the tally, members die).
+const SETTLE: Duration = Duration::from_secs(30);
 
 struct Mesh {
     world: World,
@@ -147,6 +147,41 @@ impl Mesh {
             "www.chaos.test",
         );
         (code, body.trim().to_string())
+    }
+
+    /// Waits until neither aggregator counts a vote from `nodes` any more (every one of their
+    /// votes behind eu-1 is from a dead member or stale): from then on, a verdict that the
+    /// loss could change has been recomputed without them. Node ids start with the names.
+    fn wait_votes_gone(&self, nodes: &[String]) -> Duration {
+        support::wait_for("the lost probers' votes to leave the tally", SETTLE, || {
+            (0..2).all(|a| {
+                self.status(a).is_some_and(|s| {
+                    let votes: Vec<serde_json::Value> = s["pools"][0]["endpoints"][0]["regions"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|r| r["datacenters"].as_array().cloned().unwrap_or_default())
+                        .collect();
+                    votes.iter().all(|d| {
+                        let lost = d["node"]
+                            .as_str()
+                            .is_some_and(|id| nodes.iter().any(|n| id.starts_with(n.as_str())));
+                        !lost || d["alive"] == false || d["stale"] == true
+                    })
+                })
+            })
+        })
+    }
+
+    /// Waits until both tallies count a vote from every prober on every endpoint again.
+    fn wait_all_voting(&self) -> Duration {
+        let full = 39 * self.addr.len();
+        support::wait_for("every prober voting on every endpoint", SETTLE, || {
+            (0..2).all(|a| {
+                self.status(a)
+                    .is_some_and(|s| s["votes_counted"].as_u64() == u64::try_from(full).ok())
+            })
+        })
     }
 
     fn all_probers(&self) -> Vec<String> {
@@ -472,13 +507,14 @@ fallback_pool = "fallback"
     }
 }
 
-/// Kills `names`, watches for `QUIET`, counts changes, restarts them and waits for the mesh.
+/// Kills `names`, waits until the tallies run without their votes, counts changes, restarts
+/// them and waits for the mesh.
 fn kill_and_watch(m: &mut Mesh, names: &[String]) -> usize {
     let before = m.all_changes();
     for n in names {
         m.world.node(n).kill();
     }
-    std::thread::sleep(QUIET);
+    m.wait_votes_gone(names);
     let changes = m.all_changes() - before;
     for n in names {
         m.world.node(n).start();
@@ -535,7 +571,13 @@ fn chaos() {
     // 3. partition one region, then heal it.
     let before = m.all_changes();
     m.world.link("weu", false);
-    std::thread::sleep(QUIET);
+    let weu = m.probers["WEU"].clone();
+    m.wait_votes_gone(&weu);
+    support::wait_for(
+        "WEU's probers to be dead to the aggregators",
+        SETTLE,
+        || m.live_probers(0) == 36 && m.live_probers(1) == 36,
+    );
     let dropped = m.live_probers(0);
     let c = m.all_changes() - before;
     m.world.link("weu", true);
@@ -703,14 +745,22 @@ fn chaos() {
     // 7. Kill an aggregator while a client streams requests through the other.
     let agg2 = m.agg[1];
     let netns = m.world.netns("client").to_string();
+    let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&progress);
     let stream = std::thread::spawn(move || {
         stream_requests(
             &netns,
             SocketAddr::new(agg2.into(), 8080),
             Duration::from_secs(4),
+            &counted,
         )
     });
-    std::thread::sleep(Duration::from_secs(1));
+    // Kill agg1 once the stream is flowing.
+    support::wait_for(
+        "the client's first requests",
+        Duration::from_secs(4),
+        || progress.load(std::sync::atomic::Ordering::Relaxed) >= 5,
+    );
     m.world.node("agg1").kill();
     let (sent, failed) = stream.join().expect("client");
     m.world.node("agg1").start();
@@ -733,12 +783,14 @@ fn chaos() {
     for n in &all {
         m.world.node(n).kill();
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Every vote gone: the aggregators serve their last known health (fail static).
+    m.wait_votes_gone(&all);
     for n in &all {
         m.world.node(n).start();
     }
     let up = m.wait_all_live(Duration::from_secs(60));
-    std::thread::sleep(QUIET);
+    // Counted once every prober votes on every endpoint again: the way up is over.
+    m.wait_all_voting();
     let c = m.all_changes() - before;
     outcomes.push(
         Outcome::new(
@@ -764,7 +816,12 @@ fn chaos() {
 }
 
 /// Sends GET requests one after another for `during` from inside `netns`; (sent, failed).
-fn stream_requests(netns: &str, proxy: SocketAddr, during: Duration) -> (usize, usize) {
+fn stream_requests(
+    netns: &str,
+    proxy: SocketAddr,
+    during: Duration,
+    progress: &std::sync::atomic::AtomicUsize,
+) -> (usize, usize) {
     use std::io::{Read, Write};
     let f = std::fs::File::open(format!("/run/netns/{netns}")).expect("netns");
     nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
@@ -772,6 +829,7 @@ fn stream_requests(netns: &str, proxy: SocketAddr, during: Duration) -> (usize, 
     let start = Instant::now();
     while start.elapsed() < during {
         sent += 1;
+        progress.store(sent, std::sync::atomic::Ordering::Relaxed);
         let ok = (|| -> std::io::Result<bool> {
             let mut s = std::net::TcpStream::connect_timeout(&proxy, Duration::from_secs(2))?;
             s.set_read_timeout(Some(Duration::from_secs(3)))?;

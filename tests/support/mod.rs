@@ -287,3 +287,34 @@ pub fn start_mesh_seeded(
     }
     (procs, gossip)
 }
+
+/// One more aggregator (region `region`, `extra` arguments) joining a mesh through `seed`.
+pub fn start_aggregator(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    region: &str,
+    admin: SocketAddr,
+    seed: SocketAddr,
+    extra: &[String],
+) -> Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args(["aggregator", "--config", &config.display().to_string()])
+        .args(["--region", region, "--admin", &admin.to_string()])
+        .args(extra)
+        .args([
+            "--listen",
+            &free_udp().to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .args([
+            "--key-file",
+            &key.display().to_string(),
+            "--gossip-interval-ms",
+            "100",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("aggregator")
+}
