@@ -51,6 +51,23 @@ pub struct Args {
     /// Print changes as lines instead of redrawing the view (for logs and scripts).
     #[arg(long)]
     no_view: bool,
+    /// The flapping origin (eu-2) passes its health check for UP seconds, then fails it for
+    /// DOWN seconds, over and over.
+    #[arg(long, value_name = "UP,DOWN", default_value = "40,20", value_parser = parse_flap)]
+    flap: (Duration, Duration),
+}
+
+fn parse_flap(s: &str) -> Result<(Duration, Duration), String> {
+    let (up, down) = s
+        .split_once(',')
+        .ok_or_else(|| format!("`{s}`: expected UP,DOWN in seconds, e.g. 40,20"))?;
+    let secs = |v: &str, what: &str| match v.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Duration::from_secs(n)),
+        _ => Err(format!(
+            "`{s}`: {what} must be a whole number of seconds above 0"
+        )),
+    };
+    Ok((secs(up, "UP")?, secs(down, "DOWN")?))
 }
 
 /// Child processes, stopped (SIGTERM, then SIGKILL after 5 s) when dropped — also on errors.
@@ -153,7 +170,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let behaviours = BTreeMap::from([
-            ("eu-2", Behaviour::Flapping { up: Duration::from_secs(40), down: Duration::from_secs(20) }),
+            ("eu-2", Behaviour::Flapping { up: args.flap.0, down: args.flap.1 }),
             ("us-2", Behaviour::Slow(Duration::from_millis(250))),
         ]);
         let mut origins = Origins::new(&config, &behaviours);
