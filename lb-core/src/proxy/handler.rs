@@ -3,16 +3,13 @@
 //! failure before any response byte when zero-downtime failover allows it and the body can be
 //! replayed, tunnel WebSockets, and answer 530 when no pool can take the request.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode, Uri};
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::TokioIo;
 
@@ -29,7 +26,7 @@ use crate::regions_table::RegionsTable;
 use crate::request::{HttpFields, Mode, RequestContext};
 use crate::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 
-pub type ProxyBody = BoxBody<Bytes, hyper::Error>;
+use super::body::ProxyBody;
 
 /// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
 const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
@@ -79,6 +76,8 @@ pub struct Proxy {
     sessions: HeaderSessions,
     /// TLS settings towards each load balancer's origins (`None`: plain HTTP).
     origin_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
+    /// `host:port` of every endpoint, `[pool][endpoint][tls]`, worked out once.
+    authorities: Vec<Vec<[String; 2]>>,
     metrics: ProxyMetrics,
     pub settings: ProxySettings,
 }
@@ -92,7 +91,7 @@ impl std::fmt::Debug for Proxy {
 }
 
 fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
-    let mut r = Response::new(Full::new(Bytes::from(body)).map_err(|e| match e {}).boxed());
+    let mut r = Response::new(ProxyBody::bytes(body));
     *r.status_mut() = status;
     r.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -122,6 +121,65 @@ fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
     r
 }
 
+/// The host a request names: the URI's authority (HTTP/2, absolute form) or `Host`, without
+/// a port (minding IPv6 literals).
+fn request_host<B>(req: &Request<B>) -> Option<&str> {
+    if let Some(h) = req.uri().host() {
+        return Some(h);
+    }
+    let h = req.headers().get(header::HOST)?.to_str().ok()?;
+    Some(match h.rsplit_once(':') {
+        Some((name, port))
+            if (!name.ends_with(']') || h.starts_with('['))
+                && !port.is_empty()
+                && port.bytes().all(|c| c.is_ascii_digit()) =>
+        {
+            name
+        }
+        _ => h,
+    })
+}
+
+/// Turns the client's request head into what every attempt sends: origin-form URI (the
+/// connection names the origin), hop-by-hop headers removed, `X-Forwarded-*` added, and a
+/// `Host` even when the client spoke HTTP/2 (which carries it in the URI).
+fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepared {
+    let http::request::Parts {
+        method,
+        uri,
+        mut headers,
+        ..
+    } = parts;
+    let host = match headers.get(header::HOST) {
+        Some(h) => Some(h.clone()),
+        None => uri
+            .authority()
+            .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+    };
+    strip_hop_by_hop(&mut headers, upgrade);
+    add_forwarded(
+        &mut headers,
+        client.addr.ip(),
+        client.forwarded_for.as_ref(),
+        client.tls,
+        host.as_ref(),
+    );
+    if let Some(h) = host {
+        headers.insert(header::HOST, h);
+    }
+    let mut origin_form = http::uri::Parts::default();
+    origin_form.path_and_query = Some(
+        uri.path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
+    );
+    Prepared {
+        method,
+        uri: Uri::from_parts(origin_form).unwrap_or_else(|_| Uri::from_static("/")),
+        headers,
+    }
+}
+
 /// How an attempt at an origin failed.
 enum Failure {
     /// Nothing reached the origin (refused, unreachable, connect timeout, TLS handshake
@@ -132,12 +190,33 @@ enum Failure {
     Exchange { timed_out: bool },
 }
 
+/// The client end of a connection, worked out once per connection.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// Whether the client connected over TLS.
+    pub tls: bool,
+    /// The client's address as an `X-Forwarded-For` value.
+    forwarded_for: Option<HeaderValue>,
+}
+
+impl Peer {
+    pub fn new(addr: SocketAddr, tls: bool) -> Peer {
+        let forwarded_for = HeaderValue::from_str(&addr.ip().to_string()).ok();
+        Peer {
+            addr,
+            tls,
+            forwarded_for,
+        }
+    }
+}
+
+/// The request as every attempt sends it, but for the endpoint's Host override.
 struct Prepared {
-    parts: http::request::Parts,
-    host: String,
-    client: SocketAddr,
-    tls: bool,
-    upgrade: bool,
+    method: http::Method,
+    uri: Uri,
+    /// Headers for the origin: hop-by-hop ones gone, `X-Forwarded-*` and `Host` set.
+    headers: http::HeaderMap,
 }
 
 impl Proxy {
@@ -163,7 +242,18 @@ impl Proxy {
             });
         }
         let metrics = ProxyMetrics::new(&config);
+        let authorities = config
+            .pools
+            .iter()
+            .map(|p| {
+                p.endpoints
+                    .iter()
+                    .map(|e| [origin_authority(e, false), origin_authority(e, true)])
+                    .collect()
+            })
+            .collect();
         Ok(Proxy {
+            authorities,
             metrics,
             live,
             config,
@@ -198,45 +288,22 @@ impl Proxy {
         &self,
         upstream: &Arc<Upstream>,
         mut req: Request<Incoming>,
-        client: SocketAddr,
-        tls: bool,
+        client: &Peer,
     ) -> Response<ProxyBody> {
         let start = Instant::now();
-        let host = req
-            .uri()
-            .host()
-            .map(str::to_string)
-            .or_else(|| {
-                let h = req.headers().get(header::HOST)?.to_str().ok()?;
-                // Strip a port, minding IPv6 literals.
-                Some(match h.rsplit_once(':') {
-                    Some((name, port)) if !name.ends_with(']') || h.starts_with('[') => {
-                        if port.chars().all(|c| c.is_ascii_digit()) {
-                            name.to_string()
-                        } else {
-                            h.to_string()
-                        }
-                    }
-                    _ => h.to_string(),
-                })
-            })
-            .unwrap_or_default()
-            .to_ascii_lowercase();
-        let Some(lb_index) = self
-            .config
-            .load_balancers
-            .iter()
-            .position(|lb| lb.name == host.trim_end_matches('.'))
-        else {
+        let Some(lb_index) = self.route(&req) else {
             return text(
                 StatusCode::NOT_FOUND,
-                format!("meshlb: no load balancer is named {host}\n"),
+                format!(
+                    "meshlb: no load balancer is named {}\n",
+                    request_host(&req).unwrap_or_default()
+                ),
             );
         };
         let lb = &self.config.load_balancers[lb_index];
         let upgrade = is_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
-        let (decision, had_binding) = self.decide(lb_index, &req, &host, client, tls);
+        let (decision, had_binding) = self.decide(lb_index, &req, client);
         let response = match &decision.outcome {
             Outcome::Fixed(f) => fixed(f),
             Outcome::NoPool | Outcome::Answer { .. } => text(
@@ -250,13 +317,7 @@ impl Proxy {
                 let (target, retry) = (*target, *retry);
                 self.remember(&decision);
                 let (parts, body) = req.into_parts();
-                let prepared = Prepared {
-                    parts,
-                    host: host.clone(),
-                    client,
-                    tls,
-                    upgrade,
-                };
+                let prepared = prepare(parts, client, upgrade);
                 self.forward(
                     upstream,
                     lb_index,
@@ -290,15 +351,20 @@ impl Proxy {
         response
     }
 
-    fn decide(
-        &self,
-        lb_index: usize,
-        req: &Request<Incoming>,
-        host: &str,
-        client: SocketAddr,
-        tls: bool,
-    ) -> (Decision, bool) {
+    /// The load balancer the request's host names (case-insensitive, a final dot allowed).
+    fn route<B>(&self, req: &Request<B>) -> Option<usize> {
+        let host = request_host(req)?;
+        let host = host.strip_suffix('.').unwrap_or(host);
+        self.config
+            .load_balancers
+            .iter()
+            .position(|lb| lb.name.eq_ignore_ascii_case(host))
+    }
+
+    fn decide(&self, lb_index: usize, req: &Request<Incoming>, client: &Peer) -> (Decision, bool) {
         let lb = &self.config.load_balancers[lb_index];
+        let host = lb.name.as_str();
+        let tls = client.tls;
         // Only rules and header affinity read headers; only rules and cookie affinity read
         // cookies. Skip collecting what nothing reads.
         let affinity = lb.settings.session_affinity.kind;
@@ -322,9 +388,9 @@ impl Proxy {
             tls,
         };
         let mut ctx = RequestContext::new(Mode::Proxy, self.pop.pop(), unix_now());
-        ctx.client_ip = Some(client.ip());
+        ctx.client_ip = Some(client.addr.ip());
         if !self.geo.is_empty() {
-            ctx.client_location = self.geo.locate(client.ip()).map(|(l, _)| l);
+            ctx.client_location = self.geo.locate(client.addr.ip()).map(|(l, _)| l);
         }
         ctx.http = Some(http);
         ctx.affinity_cookie = http.cookie(COOKIE_NAME);
@@ -351,39 +417,32 @@ impl Proxy {
         }
     }
 
-    /// The request as the origin gets it, and the `Host` it carries (also the TLS name).
+    /// The request as the origin gets it. `headers` are the prepared ones (moved in for the
+    /// last attempt, a copy otherwise).
     fn origin_request(
         &self,
         target: Target,
         p: &Prepared,
+        mut headers: http::HeaderMap,
         body: ProxyBody,
-    ) -> Option<(Request<ProxyBody>, String)> {
+    ) -> Option<Request<ProxyBody>> {
         let endpoint = self
             .config
             .pool(target.pool)
             .endpoints
             .get(target.endpoint.0)?;
-        let path = p.parts.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        // Origin-form: the connection already names the origin.
-        let uri: Uri = path.parse().ok()?;
-        let mut out = Request::new(body);
-        *out.method_mut() = p.parts.method.clone();
-        *out.uri_mut() = uri;
-        *out.headers_mut() = p.parts.headers.clone();
-        let headers = out.headers_mut();
-        strip_hop_by_hop(headers, p.upgrade);
-        add_forwarded(headers, p.client.ip(), p.tls, &p.host);
-        let host_header = endpoint.host_header.clone().unwrap_or_else(|| {
-            p.parts
-                .headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map_or_else(|| p.host.clone(), str::to_string)
-        });
-        if let Ok(v) = HeaderValue::from_str(&host_header) {
-            headers.insert(header::HOST, v);
+        if let Some(h) = endpoint
+            .host_header
+            .as_deref()
+            .and_then(|h| HeaderValue::from_str(h).ok())
+        {
+            headers.insert(header::HOST, h);
         }
-        Some((out, host_header))
+        let mut out = Request::new(body);
+        *out.method_mut() = p.method.clone();
+        *out.uri_mut() = p.uri.clone();
+        *out.headers_mut() = headers;
+        Some(out)
     }
 
     async fn attempt(
@@ -392,26 +451,31 @@ impl Proxy {
         lb_index: usize,
         target: Target,
         p: &Prepared,
+        headers: http::HeaderMap,
         body: ProxyBody,
     ) -> (Result<(Response<Incoming>, Lease), Failure>, InFlight) {
         let in_flight = self.live.start(target);
         let refused = Failure::Connect(UpstreamError::Connect { timed_out: false });
-        let Some((req, host_header)) = self.origin_request(target, p, body) else {
-            return (Err(refused), in_flight);
-        };
-        let Some(endpoint) = self
-            .config
-            .pool(target.pool)
-            .endpoints
-            .get(target.endpoint.0)
-        else {
+        let (Some(req), Some(authorities)) = (
+            self.origin_request(target, p, headers, body),
+            self.authorities
+                .get(target.pool.0)
+                .and_then(|p| p.get(target.endpoint.0)),
+        ) else {
             return (Err(refused), in_flight);
         };
         let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
-        let authority = origin_authority(endpoint, tls.is_some());
+        // The TLS name is the Host the origin gets.
+        let tls_name = tls.map(|_| {
+            req.headers()
+                .get(header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .map(|h| crate::tls_client::host_without_port(h).to_string())
+                .unwrap_or_default()
+        });
         let origin = Origin {
-            authority: &authority,
-            tls: tls.map(|c| (c, crate::tls_client::host_without_port(&host_header))),
+            authority: &authorities[usize::from(tls.is_some())],
+            tls: tls.zip(tls_name.as_deref()),
         };
         let result =
             match tokio::time::timeout(self.settings.response_timeout, upstream.send(origin, req))
@@ -433,7 +497,7 @@ impl Proxy {
         decision: &Decision,
         target: Target,
         retry: Option<Target>,
-        p: Prepared,
+        mut p: Prepared,
         body: Incoming,
         client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     ) -> Response<ProxyBody> {
@@ -454,34 +518,36 @@ impl Proxy {
                     )
                 }
             };
-            (
-                Full::new(bytes.clone())
-                    .map_err(|e: Infallible| match e {})
-                    .boxed(),
-                Some(bytes),
-            )
+            (ProxyBody::bytes(bytes.clone()), Some(bytes))
         } else {
-            (body.boxed(), None)
+            (ProxyBody::Stream(body), None)
+        };
+        // The headers are copied only when a second attempt could need them.
+        let retry = retry.filter(|_| body_for_retry.is_some());
+        let first_headers = match retry {
+            Some(_) => p.headers.clone(),
+            None => std::mem::take(&mut p.headers),
         };
         let (mut result, mut in_flight) = self
-            .attempt(upstream, lb_index, target, &p, first_body)
+            .attempt(upstream, lb_index, target, &p, first_headers, first_body)
             .await;
         let mut used_retry = false;
         // Safe to send again: nothing reached the origin, or the connection broke before any
         // response byte on an idempotent request (RFC 9110 section 9.2.2).
         let retryable = match &result {
             Err(Failure::Connect(_)) => true,
-            Err(Failure::Exchange { timed_out: false }) => p.parts.method.is_idempotent(),
+            Err(Failure::Exchange { timed_out: false }) => p.method.is_idempotent(),
             _ => false,
         };
         if let (true, Some(retry), Some(bytes)) = (retryable, retry, &body_for_retry) {
             if let Some(m) = self.metrics.lbs.get(lb_index) {
                 m.retries.increment(1);
             }
-            let again = Full::new(bytes.clone())
-                .map_err(|e: Infallible| match e {})
-                .boxed();
-            (result, in_flight) = self.attempt(upstream, lb_index, retry, &p, again).await;
+            let again = ProxyBody::bytes(bytes.clone());
+            let headers = std::mem::take(&mut p.headers);
+            (result, in_flight) = self
+                .attempt(upstream, lb_index, retry, &p, headers, again)
+                .await;
             used_retry = true;
         }
         let (mut resp, lease) = match result {
@@ -553,10 +619,7 @@ impl Proxy {
                     }
                 });
                 let (parts, _) = resp.into_parts();
-                return Response::from_parts(
-                    parts,
-                    http_body_util::Empty::new().map_err(|e| match e {}).boxed(),
-                );
+                return Response::from_parts(parts, ProxyBody::Empty);
             }
         }
         let (parts, body) = resp.into_parts();
@@ -573,12 +636,7 @@ impl Proxy {
             {
                 drop(in_flight);
                 upstream.release(lease);
-                return Response::from_parts(
-                    parts,
-                    Full::new(collected.to_bytes())
-                        .map_err(|e: Infallible| match e {})
-                        .boxed(),
-                );
+                return Response::from_parts(parts, ProxyBody::bytes(collected.to_bytes()));
             }
             return text(
                 StatusCode::BAD_GATEWAY,
@@ -586,6 +644,9 @@ impl Proxy {
             );
         }
         upstream.release_when_done(lease);
-        Response::from_parts(parts, Counted::new(body, Some(in_flight)).boxed())
+        Response::from_parts(
+            parts,
+            ProxyBody::Counted(Counted::new(body, Some(in_flight))),
+        )
     }
 }

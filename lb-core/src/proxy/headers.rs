@@ -3,16 +3,19 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-const HOP_BY_HOP: [&str; 8] = [
-    "connection",
-    "keep-alive",
-    "proxy-connection",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "transfer-encoding",
+const HOP_BY_HOP: [HeaderName; 8] = [
+    header::CONNECTION,
+    HeaderName::from_static("keep-alive"),
+    HeaderName::from_static("proxy-connection"),
+    header::PROXY_AUTHENTICATE,
+    header::PROXY_AUTHORIZATION,
+    header::TE,
+    header::TRAILER,
+    header::TRANSFER_ENCODING,
 ];
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
 /// Whether the request asks to switch protocols (WebSocket).
 pub fn is_upgrade(headers: &HeaderMap) -> bool {
@@ -28,6 +31,14 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 /// Removes hop-by-hop headers and those the `Connection` header names. An upgrade keeps
 /// `Connection: upgrade` and `Upgrade`, which the next hop needs to switch protocols.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    // Most messages carry none: one pass over their few names instead of nine lookups.
+    if !keep_upgrade
+        && !headers
+            .keys()
+            .any(|k| *k == header::UPGRADE || HOP_BY_HOP.contains(k))
+    {
+        return;
+    }
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
@@ -39,7 +50,7 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     for n in named {
         headers.remove(n);
     }
-    for h in HOP_BY_HOP {
+    for h in &HOP_BY_HOP {
         headers.remove(h);
     }
     if keep_upgrade {
@@ -49,21 +60,35 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
-/// Appends the client to `X-Forwarded-For` and sets `X-Forwarded-Proto` and `-Host`.
-pub fn add_forwarded(headers: &mut HeaderMap, client: std::net::IpAddr, tls: bool, host: &str) {
-    let xff = match headers.get("x-forwarded-for").and_then(|v| v.to_str().ok()) {
-        Some(prior) => format!("{prior}, {client}"),
-        None => client.to_string(),
+/// Appends the client to `X-Forwarded-For` (`client_value`: the client's address already as
+/// a header value) and sets `X-Forwarded-Proto` and `-Host`.
+pub fn add_forwarded(
+    headers: &mut HeaderMap,
+    client: std::net::IpAddr,
+    client_value: Option<&HeaderValue>,
+    tls: bool,
+    host: Option<&HeaderValue>,
+) {
+    let xff = match headers.get(&X_FORWARDED_FOR).and_then(|v| v.to_str().ok()) {
+        Some(prior) => HeaderValue::from_str(&format!("{prior}, {client}")).ok(),
+        None => client_value
+            .cloned()
+            .or_else(|| HeaderValue::from_str(&client.to_string()).ok()),
     };
-    if let Ok(v) = HeaderValue::from_str(&xff) {
-        headers.insert("x-forwarded-for", v);
+    if let Some(v) = xff {
+        headers.insert(X_FORWARDED_FOR, v);
     }
     headers.insert(
-        "x-forwarded-proto",
+        X_FORWARDED_PROTO,
         HeaderValue::from_static(if tls { "https" } else { "http" }),
     );
-    if let Ok(v) = HeaderValue::from_str(host) {
-        headers.insert("x-forwarded-host", v);
+    match host {
+        Some(h) => {
+            headers.insert(X_FORWARDED_HOST, h.clone());
+        }
+        None => {
+            headers.remove(X_FORWARDED_HOST);
+        }
     }
 }
 
@@ -128,8 +153,9 @@ mod tests {
         add_forwarded(
             &mut h,
             "198.51.100.7".parse().unwrap(),
+            None,
             true,
-            "www.example.test",
+            Some(&HeaderValue::from_static("www.example.test")),
         );
         assert_eq!(h["x-forwarded-for"], "192.0.2.1, 198.51.100.7");
         assert_eq!(h["x-forwarded-proto"], "https");

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use super::handler::Proxy;
+use super::handler::{Peer, Proxy};
 use super::upstream::Upstream;
 
 /// Running listener workers; they stop when this is dropped.
@@ -47,10 +47,14 @@ async fn serve_connection<I>(
 {
     let header_read_timeout = proxy.settings.header_read_timeout;
     let max_buf = proxy.settings.max_header_bytes;
+    // What every request of the connection needs, behind one reference count.
+    let conn = Arc::new((proxy, upstream, Peer::new(peer, tls)));
     let service = service_fn(move |req| {
-        let proxy = Arc::clone(&proxy);
-        let upstream = Arc::clone(&upstream);
-        async move { Ok::<_, Infallible>(proxy.handle(&upstream, req, peer, tls).await) }
+        let conn = Arc::clone(&conn);
+        async move {
+            let (proxy, upstream, peer) = &*conn;
+            Ok::<_, Infallible>(proxy.handle(upstream, req, peer).await)
+        }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder

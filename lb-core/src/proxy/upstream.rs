@@ -20,7 +20,7 @@ use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::handler::ProxyBody;
+use super::body::ProxyBody;
 use super::live::ByAuthority;
 
 /// Idle connections kept per origin; more are closed when released.
@@ -37,21 +37,62 @@ pub struct Origin<'a> {
     pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Key {
-    authority: String,
-    /// Identity of the TLS settings (their address) and the server name.
-    tls: Option<(usize, String)>,
+/// TLS settings of a connection: their identity (the config's address) and the server name.
+type TlsKey = Option<(usize, Box<str>)>;
+
+fn same_tls(key: &TlsKey, origin: &Origin<'_>) -> bool {
+    match (key, origin.tls) {
+        (None, None) => true,
+        (Some((id, name)), Some((config, want))) => {
+            *id == Arc::as_ptr(config) as usize && **name == *want
+        }
+        _ => false,
+    }
 }
 
-impl Key {
-    fn of(origin: &Origin<'_>) -> Key {
-        Key {
-            authority: origin.authority.to_string(),
-            tls: origin
-                .tls
-                .map(|(c, name)| (Arc::as_ptr(c) as usize, name.to_string())),
+/// Where a connection's idle list is: `(slot, variant)` in `Pools::idle`.
+type Place = (usize, usize);
+
+/// Idle connections, found without allocating on the request path: a slot per origin
+/// address, and in it a list per TLS settings (plain first, usually the only one).
+#[derive(Default)]
+struct Pools {
+    slots: HashMap<String, usize>,
+    idle: Vec<Vec<(TlsKey, Vec<Idle>)>>,
+}
+
+impl Pools {
+    fn find(&self, origin: &Origin<'_>) -> Option<Place> {
+        let slot = *self.slots.get(origin.authority)?;
+        let variant = self.idle[slot]
+            .iter()
+            .position(|(tls, _)| same_tls(tls, origin))?;
+        Some((slot, variant))
+    }
+
+    /// Finds or makes the place for `origin`'s connections (allocates only the first time).
+    fn place(&mut self, origin: &Origin<'_>) -> Place {
+        if let Some(place) = self.find(origin) {
+            return place;
         }
+        let slot = match self.slots.get(origin.authority) {
+            Some(&slot) => slot,
+            None => {
+                self.idle.push(Vec::new());
+                let slot = self.idle.len() - 1;
+                self.slots.insert(origin.authority.to_string(), slot);
+                slot
+            }
+        };
+        let tls = origin
+            .tls
+            .map(|(c, name)| (Arc::as_ptr(c) as usize, Box::from(name)));
+        self.idle[slot].push((tls, Vec::new()));
+        (slot, self.idle[slot].len() - 1)
+    }
+
+    fn list(&mut self, (slot, variant): Place) -> Option<&mut Vec<Idle>> {
+        Some(&mut self.idle.get_mut(slot)?.get_mut(variant)?.1)
     }
 }
 
@@ -71,7 +112,7 @@ pub enum UpstreamError {
 /// A connection in use; give it back with `release` once its response is read, or drop it
 /// to close the connection.
 pub struct Lease {
-    key: Key,
+    place: Place,
     sender: SendRequest<ProxyBody>,
 }
 
@@ -82,7 +123,7 @@ struct Idle {
 
 /// One worker's connections to origins.
 pub struct Upstream {
-    idle: Mutex<HashMap<Key, Vec<Idle>>>,
+    pools: Mutex<Pools>,
     counters: ByAuthority,
     connect_timeout: Duration,
     idle_timeout: Duration,
@@ -117,7 +158,7 @@ fn is_certificate_error(e: &std::io::Error) -> bool {
 impl Upstream {
     pub fn new(counters: ByAuthority, connect_timeout: Duration, idle_timeout: Duration) -> Self {
         Upstream {
-            idle: Mutex::new(HashMap::new()),
+            pools: Mutex::new(Pools::default()),
             counters,
             connect_timeout,
             idle_timeout,
@@ -130,16 +171,15 @@ impl Upstream {
         origin: Origin<'_>,
         mut req: Request<ProxyBody>,
     ) -> Result<(Response<Incoming>, Lease), UpstreamError> {
-        let key = Key::of(&origin);
         for _ in 0..MAX_STALE_TRIES {
-            let Some(mut sender) = self.checkout(&key) else {
+            let Some((mut sender, place)) = self.checkout(&origin) else {
                 break;
             };
             if sender.ready().await.is_err() {
                 continue;
             }
             match sender.try_send_request(req).await {
-                Ok(resp) => return Ok((resp, Lease { key, sender })),
+                Ok(resp) => return Ok((resp, Lease { place, sender })),
                 // Closed before the request went out (the origin ended an idle connection):
                 // hyper hands the request back and it goes to the next connection.
                 Err(mut e) => match e.take_message() {
@@ -149,8 +189,12 @@ impl Upstream {
             }
         }
         let mut sender = self.connect(origin).await?;
+        let place = match self.pools.lock() {
+            Ok(mut pools) => pools.place(&origin),
+            Err(_) => return Err(UpstreamError::Exchange),
+        };
         match sender.send_request(req).await {
-            Ok(resp) => Ok((resp, Lease { key, sender })),
+            Ok(resp) => Ok((resp, Lease { place, sender })),
             Err(_) => Err(UpstreamError::Exchange),
         }
     }
@@ -160,8 +204,10 @@ impl Upstream {
         if lease.sender.is_closed() {
             return;
         }
-        if let Ok(mut idle) = self.idle.lock() {
-            let list = idle.entry(lease.key).or_default();
+        let Ok(mut pools) = self.pools.lock() else {
+            return;
+        };
+        if let Some(list) = pools.list(lease.place) {
             if list.len() < MAX_IDLE_PER_ORIGIN {
                 list.push(Idle {
                     sender: lease.sender,
@@ -183,12 +229,13 @@ impl Upstream {
 
     /// The most recently used live idle connection (LIFO keeps few connections hot and lets
     /// the rest time out).
-    fn checkout(&self, key: &Key) -> Option<SendRequest<ProxyBody>> {
-        let mut idle = self.idle.lock().ok()?;
-        let list = idle.get_mut(key)?;
+    fn checkout(&self, origin: &Origin<'_>) -> Option<(SendRequest<ProxyBody>, Place)> {
+        let mut pools = self.pools.lock().ok()?;
+        let place = pools.find(origin)?;
+        let list = pools.list(place)?;
         while let Some(c) = list.pop() {
             if !c.sender.is_closed() && c.since.elapsed() < self.idle_timeout {
-                return Some(c.sender);
+                return Some((c.sender, place));
             }
         }
         None

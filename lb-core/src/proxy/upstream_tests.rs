@@ -6,14 +6,14 @@ use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
 
 fn get() -> Request<ProxyBody> {
-    let mut r = Request::new(Empty::<Bytes>::new().map_err(|e| match e {}).boxed());
+    let mut r = Request::new(ProxyBody::Empty);
     *r.uri_mut() = "/".parse().expect("uri");
     r.headers_mut()
         .insert(http::header::HOST, "origin.test".parse().expect("host"));
