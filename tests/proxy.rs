@@ -755,6 +755,35 @@ session_affinity_attributes = {{ drain_duration = 6 }}
         Duration::from_secs(5),
         || (0..10).any(|_| curl(&url, host, &[]).origin() == "a"),
     );
+
+    // A drain outlives the aggregator it was made on: drained on the first, which then dies,
+    // it still holds on the second (which adopted the decision and publishes it itself).
+    assert_eq!(drain("POST"), vec!["a"]);
+    wait_for(
+        "the second drain on the second aggregator",
+        Duration::from_secs(5),
+        || drain_on(admin2, "GET") == vec!["a"],
+    );
+    let first = &mut mesh.0[0];
+    first.kill().expect("kill the first aggregator");
+    first.wait().expect("reap it");
+    wait_for(
+        "the second aggregator to see the first dead",
+        Duration::from_secs(30),
+        || {
+            get(admin2, "/members").is_some_and(|m| {
+                m.as_array().into_iter().flatten().any(|m| {
+                    m["role"] == "aggregator" && m["region"] == "WEU" && m["alive"] == false
+                })
+            })
+        },
+    );
+    assert_eq!(
+        drain_on(admin2, "GET"),
+        vec!["a"],
+        "the drain is still in force"
+    );
+    assert!((0..10).all(|_| curl(&url2, host, &[]).origin() == "b"));
     let _ = std::fs::remove_dir_all(&dir);
 }
 

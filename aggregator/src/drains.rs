@@ -1,20 +1,29 @@
-//! Drains shared by every aggregator: each publishes its admin API's decisions in gossip, and
-//! the drains in force are, for every endpoint, the newest decision any live aggregator made —
-//! so a drain (or undrain) made on one aggregator holds on all of them. Pure.
+//! Drains shared by every aggregator: each publishes in gossip the newest decision it knows
+//! per endpoint — its admin API's, or one it adopted from another aggregator — and the drains
+//! in force are, for every endpoint, the newest decision any live aggregator publishes. So a
+//! drain (or undrain) made on one aggregator holds on all of them, and outlives the aggregator
+//! it was made on as long as one other lives. Pure.
 
 use std::collections::BTreeMap;
 
 use lb_core::config::{Config, EndpointId, PoolId};
 use prober::mesh::keys::DrainDecision;
 
-/// The drains in force: (pool, endpoint) -> since (unix seconds). Decisions about names the
-/// config does not know are ignored; of two decisions made at the same millisecond, the drain
-/// wins (the cautious side).
-pub fn in_force<'a>(
+pub type Decisions = BTreeMap<(PoolId, EndpointId), DrainDecision>;
+
+/// Whether `d` supersedes `than`: made later, or at the same millisecond and a drain (the
+/// cautious side).
+fn newer(d: &DrainDecision, than: &DrainDecision) -> bool {
+    (d.at_ms, d.draining) > (than.at_ms, than.draining)
+}
+
+/// The newest decision per endpoint. Decisions about names the config does not know (another
+/// config version) are ignored.
+pub fn newest<'a>(
     config: &Config,
     decisions: impl Iterator<Item = &'a DrainDecision>,
-) -> BTreeMap<(PoolId, EndpointId), u64> {
-    let mut newest: BTreeMap<(PoolId, EndpointId), &DrainDecision> = BTreeMap::new();
+) -> Decisions {
+    let mut newest = Decisions::new();
     for d in decisions {
         let Some(p) = config.pool_by_name(&d.pool) else {
             continue;
@@ -22,16 +31,37 @@ pub fn in_force<'a>(
         let Some(e) = config.pool(p).endpoint_by_name(&d.endpoint) else {
             continue;
         };
-        let slot = newest.entry((p, e)).or_insert(d);
-        if (d.at_ms, d.draining) > (slot.at_ms, slot.draining) {
-            *slot = d;
+        match newest.get(&(p, e)) {
+            Some(slot) if !newer(d, slot) => {}
+            _ => {
+                newest.insert((p, e), d.clone());
+            }
         }
     }
     newest
-        .into_iter()
+}
+
+/// The drains in force: (pool, endpoint) -> since (unix seconds).
+pub fn in_force(newest: &Decisions) -> BTreeMap<(PoolId, EndpointId), u64> {
+    newest
+        .iter()
         .filter(|(_, d)| d.draining)
-        .map(|(k, d)| (k, d.since))
+        .map(|(&k, d)| (k, d.since))
         .collect()
+}
+
+/// Takes into `own` (what this aggregator publishes) every decision newer than its own, so
+/// the decision is still published when the aggregator that made it is gone. Returns whether
+/// `own` changed.
+pub fn adopt(own: &mut Decisions, newest: &Decisions) -> bool {
+    let mut changed = false;
+    for (k, d) in newest {
+        if own.get(k).is_none_or(|mine| newer(d, mine)) {
+            own.insert(*k, d.clone());
+            changed = true;
+        }
+    }
+    changed
 }
 
 #[cfg(test)]
@@ -69,17 +99,42 @@ default_pools = ["web"]
         let c = config();
         let a = (PoolId(0), EndpointId(0));
         // Drained on one aggregator, undrained later on another: not drained.
+        let force = |v: &[DrainDecision]| in_force(&newest(&c, v.iter()));
         let v = [d("a", true, 100, 1_000), d("a", false, 0, 2_000)];
-        assert!(in_force(&c, v.iter()).is_empty());
+        assert!(force(&v).is_empty());
         // Undrained, then drained again later: drained since the later drain.
         let v = [d("a", false, 0, 2_000), d("a", true, 3, 3_000)];
-        assert_eq!(in_force(&c, v.iter()), BTreeMap::from([(a, 3)]));
+        assert_eq!(force(&v), BTreeMap::from([(a, 3)]));
+        // In either order.
+        let v = [d("a", true, 3, 3_000), d("a", false, 0, 2_000)];
+        assert_eq!(force(&v), BTreeMap::from([(a, 3)]));
         // A tie: the drain wins.
         let v = [d("a", false, 0, 5_000), d("a", true, 5, 5_000)];
-        assert_eq!(in_force(&c, v.iter()), BTreeMap::from([(a, 5)]));
+        assert_eq!(force(&v), BTreeMap::from([(a, 5)]));
         // Unknown names (another config version) are ignored.
         let v = [d("zz", true, 1, 1)];
-        assert!(in_force(&c, v.iter()).is_empty());
+        assert!(force(&v).is_empty());
+    }
+
+    #[test]
+    fn adopted_decisions_outlive_the_aggregator_that_made_them() {
+        let c = config();
+        let (a, b) = ((PoolId(0), EndpointId(0)), (PoolId(0), EndpointId(1)));
+        // Aggregator 1 drained a; aggregator 2 had undrained b long ago.
+        let from_1 = [d("a", true, 10, 10_000)];
+        let mut own_2 = Decisions::from([(b, d("b", false, 0, 1_000))]);
+        let seen = newest(&c, from_1.iter().chain(own_2.values()));
+        assert!(adopt(&mut own_2, &seen));
+        assert!(!adopt(&mut own_2, &seen), "nothing new the second time");
+        // Aggregator 1 is gone: what 2 publishes alone still drains a.
+        assert_eq!(
+            in_force(&newest(&c, own_2.values())),
+            BTreeMap::from([(a, 10)])
+        );
+        // A newer decision of 2's own is never replaced by an older one it sees.
+        own_2.insert(a, d("a", false, 0, 20_000));
+        assert!(!adopt(&mut own_2, &newest(&c, from_1.iter())));
+        assert!(in_force(&newest(&c, own_2.values())).is_empty());
     }
 
     #[test]

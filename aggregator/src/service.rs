@@ -32,7 +32,8 @@ pub struct Shared {
     /// The drains in force (every aggregator's newest decision per endpoint): (pool,
     /// endpoint) -> since (unix s).
     pub drains: Mutex<std::collections::BTreeMap<(PoolId, EndpointId), u64>>,
-    /// This aggregator's own drain decisions (its admin API's), published in gossip.
+    /// The drain decisions this aggregator publishes in gossip: its admin API's and the newer
+    /// ones it adopted from other aggregators (`drains::adopt`).
     pub drain_decisions:
         Mutex<std::collections::BTreeMap<(PoolId, EndpointId), prober::mesh::keys::DrainDecision>>,
 }
@@ -190,7 +191,12 @@ pub async fn run(
         // Drained endpoints take no new traffic; their sessions drain (lb-core's affinity).
         // In force: the newest decision from any live aggregator (ours included, also before
         // gossip has carried it back).
-        let in_force = crate::drains::in_force(&config, view.drains().iter().chain(mine.iter()));
+        let newest = crate::drains::newest(&config, view.drains().iter().chain(mine.iter()));
+        // Published from the next tick on: a drain outlives the aggregator that made it.
+        if let Ok(mut own) = shared.drain_decisions.lock() {
+            crate::drains::adopt(&mut own, &newest);
+        }
+        let in_force = crate::drains::in_force(&newest);
         if let Ok(mut drains) = shared.drains.lock() {
             *drains = in_force;
             for (&(pool, endpoint), &since) in drains.iter() {
