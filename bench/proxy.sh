@@ -4,7 +4,7 @@
 # a 2-byte body). Each proxy is pinned to CPU 0; wrk and the origin share CPU 1, so every
 # proxy gets one core and the same load. Prints one JSON line per proxy. Loopback only.
 #
-# Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ./bench/proxy.sh
+# Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ROUNDS=3 ./bench/proxy.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
@@ -143,10 +143,47 @@ if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
   perf record -F 999 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
 fi
-run meshlb 18601
-wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true
-if [ -n "${PERF_NGINX:-}" ]; then
-  perf record -F 999 -g -p "$(pgrep -f -n "nginx: worker process" )" -o "$PERF_NGINX" -- sleep "$DURATION" >/dev/null 2>&1 &
+if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${STRACE_MESHLB:-}" ]; then
+  # Profiling: one run of each, in a fixed order.
+  run meshlb 18601
+  wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true
+  if [ -n "${PERF_NGINX:-}" ]; then
+    perf record -F 999 -g -p "$(pgrep -f -n "nginx: worker process" )" -o "$PERF_NGINX" -- sleep "$DURATION" >/dev/null 2>&1 &
+  fi
+  run nginx 18602
+  run haproxy 18603
+  exit 0
 fi
-run nginx 18602
-run haproxy 18603
+
+# ROUNDS rounds, each running the three proxies in a rotated order (so none always goes
+# first, on a machine whose speed drifts), then the median of each and the ratios within
+# each round.
+ROUNDS=${ROUNDS:-3}
+names=(meshlb nginx haproxy)
+ports=(18601 18602 18603)
+: > "$W/results"
+for r in $(seq 0 $((ROUNDS - 1))); do
+  for k in 0 1 2; do
+    i=$(( (k + r) % 3 ))
+    run "${names[$i]}" "${ports[$i]}" | sed "s/^{/{\"round\": $r, /" | tee -a "$W/results"
+  done
+done
+python3 - "$W/results" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault(r["proxy"], []).append(r)
+rounds = {}
+for r in rows:
+    rounds.setdefault(r["round"], {})[r["proxy"]] = r["requests_per_s"]
+def med(proxy, key):
+    v = [r[key] for r in by[proxy] if r[key] is not None]
+    return statistics.median(v) if v else None
+summary = {p: {"requests_per_s": med(p, "requests_per_s"), "p50_ms": med(p, "p50_ms"),
+               "p99_ms": med(p, "p99_ms")} for p in by}
+ratios = {f"meshlb/{p}": statistics.median(
+              round(x["meshlb"] / x[p], 3) for x in rounds.values() if x.get(p))
+          for p in ("nginx", "haproxy")}
+print(json.dumps({"summary": summary, "median_ratio_per_round": ratios}))
+PY
