@@ -11,9 +11,13 @@ mod support;
 use support::*;
 
 /// A base port with itself and the 39 above it free for UDP on 127.0.0.1.
+/// 40 consecutive free UDP ports, below Linux's ephemeral range (32768 and up): a port there
+/// that is free now can be handed to any process's outgoing socket before the demo's last
+/// prober binds it (CI saw exactly that when the test's pid put the range there).
 fn free_udp_range() -> u16 {
-    for attempt in 0..200u16 {
-        let base = 20_000 + (std::process::id() as u16 % 20_000) + attempt * 97;
+    for attempt in 0..200u32 {
+        let offset = (std::process::id() + attempt * 97) % 12_000;
+        let base = 20_000 + u16::try_from(offset).expect("below 12000");
         let all_free = (0..40).all(|i| UdpSocket::bind(("127.0.0.1", base + i)).is_ok());
         if all_free {
             return base;

@@ -787,6 +787,92 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A lone aggregator with `--state-dir` keeps its drains across a restart (without it, a
+/// restart would send traffic back to an endpoint taken out for maintenance).
+#[test]
+fn drains_survive_a_restart_with_a_state_dir() {
+    let dir = std::env::temp_dir().join(format!("meshlb-drain-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (config, key, state) = (dir.join("meshlb.toml"), dir.join("key"), dir.join("state"));
+    std::fs::write(&key, "the meshlb drain state test cluster key").expect("key");
+    std::fs::write(
+        &config,
+        r#"
+[[pools]]
+name = "web"
+origins = [{ name = "a", address = "127.0.0.1", port = 9 }, { name = "b", address = "127.0.0.2", port = 9 }]
+[[load_balancers]]
+name = "state.example.test"
+default_pools = ["web"]
+"#,
+    )
+    .expect("config");
+    let admin = free_tcp();
+    let extra = ["--state-dir".to_string(), state.display().to_string()];
+    let start = || {
+        Procs(vec![start_aggregator(
+            &config,
+            &key,
+            "WEU",
+            admin,
+            free_udp(),
+            &extra,
+        )])
+    };
+    let drains = |method: &str| -> Option<Vec<String>> {
+        let out = Command::new("curl")
+            .args(["-s", "-X", method])
+            .arg(format!("http://{admin}/drain?pool=web&endpoint=a"))
+            .output()
+            .ok()?;
+        let list: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+        Some(
+            list.as_array()?
+                .iter()
+                .map(|d| d["endpoint"].as_str().unwrap_or("").to_string())
+                .collect(),
+        )
+    };
+    let mut first = start();
+    wait_for("the admin API", Duration::from_secs(20), || {
+        drains("GET").is_some()
+    });
+    assert_eq!(drains("POST"), Some(vec!["a".to_string()]));
+    let file = state.join("drains.json");
+    wait_for("the drain to be saved", Duration::from_secs(10), || {
+        std::fs::read_to_string(&file).is_ok_and(|t| t.contains("\"a\""))
+    });
+    for c in &mut first.0 {
+        c.kill().expect("kill");
+        c.wait().expect("reap");
+    }
+    let _second = start();
+    wait_for(
+        "the restarted aggregator to hold the drain",
+        Duration::from_secs(20),
+        || drains("GET") == Some(vec!["a".to_string()]),
+    );
+    // A damaged state file stops the start with an error naming it.
+    drop(_second);
+    std::fs::write(&file, "{ not json").expect("damage");
+    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args(["aggregator", "--config", &config.display().to_string()])
+        .args(["--region", "WEU", "--admin", &free_tcp().to_string()])
+        .args(&extra)
+        .args(["--listen", &free_udp().to_string()])
+        .args(["--key-file", &key.display().to_string()])
+        .output()
+        .expect("aggregator");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("drains.json") && err.contains("line 1"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
 /// `names` (DNS names and IPs) signed by a fresh CA whose PEM is written to `ca`.
 fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {

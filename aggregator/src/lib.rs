@@ -7,8 +7,10 @@
 //! - [`service`]: the loop that ties them together.
 //! - [`admin`]: the admin API (status, events, members).
 //! - [`notify`]: email and webhook notifications of health changes.
+//! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 
 pub mod admin;
+pub mod drain_state;
 pub mod drains;
 pub mod events;
 pub mod mesh_view;

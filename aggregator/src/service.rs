@@ -36,6 +36,8 @@ pub struct Shared {
     /// ones it adopted from other aggregators (`drains::adopt`).
     pub drain_decisions:
         Mutex<std::collections::BTreeMap<(PoolId, EndpointId), prober::mesh::keys::DrainDecision>>,
+    /// Where the drain decisions are kept across restarts (`--state-dir`), when set.
+    pub drain_state: std::sync::OnceLock<crate::drain_state::DrainState>,
 }
 
 /// The DNS server and the proxy read the latest tally from here.
@@ -63,6 +65,7 @@ impl Shared {
             notifier: std::sync::OnceLock::new(),
             drains: Mutex::new(std::collections::BTreeMap::new()),
             drain_decisions: Mutex::new(std::collections::BTreeMap::new()),
+            drain_state: std::sync::OnceLock::new(),
             config,
             settings,
             config_hash,
@@ -171,6 +174,9 @@ pub async fn run(
                 c.self_node_state()
                     .set(prober::mesh::keys::DRAINS, value.clone());
                 published_drains = value;
+                if let Some(Err(e)) = shared.drain_state.get().map(|st| st.save(&mine)) {
+                    tracing::error!(error = %e, "drain decisions not saved");
+                }
             }
             view.refresh(&c, &shared.config_hash, now)
         };

@@ -55,6 +55,9 @@ pub struct Args {
     /// The PEM private key of the --tls-cert at the same position.
     #[arg(long = "tls-key", value_name = "FILE")]
     tls_key: Vec<PathBuf>,
+    /// Keep state across restarts in this directory: the drain decisions (`drains.json`).
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -97,6 +100,18 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ]);
         aggregator::metrics::record_regions(regions);
         let shared = Shared::new(Arc::new(config), tally, hash, metrics);
+        if let Some(dir) = &args.state_dir {
+            let state =
+                aggregator::drain_state::DrainState::in_dir(dir).map_err(|e| anyhow!("{e}"))?;
+            let loaded = state.load(&shared.config).map_err(|e| anyhow!("{e}"))?;
+            for note in &loaded.ignored {
+                tracing::warn!("{note}");
+            }
+            if let Ok(mut own) = shared.drain_decisions.lock() {
+                *own = loaded.decisions;
+            }
+            let _ = shared.drain_state.set(state);
+        }
         if let Some(n) = aggregator::notify::Notifier::start(
             Arc::clone(&shared.config),
             identity.node_id.clone(),

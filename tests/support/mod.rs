@@ -22,10 +22,21 @@ impl Drop for Procs {
     }
 }
 
+/// A free UDP port for a child's gossip socket, below Linux's ephemeral range (32768 and up):
+/// a port there that is free now can be handed to another process's outgoing socket before the
+/// child binds it. Spread by pid, and never the same twice within a test binary.
 pub fn free_udp() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .expect("udp port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    for _ in 0..2_000 {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let offset = std::process::id().wrapping_mul(7_919).wrapping_add(n) % 12_000;
+        let port = 20_000 + u16::try_from(offset).expect("below 12000");
+        if let Ok(s) = UdpSocket::bind(("127.0.0.1", port)) {
+            return s.local_addr().expect("udp port");
+        }
+    }
+    panic!("no free UDP port in 20000..32000");
 }
 
 pub fn free_tcp() -> SocketAddr {

@@ -22,7 +22,7 @@ pub const POOL_PREFIX: &str = "pool/";
 pub const DRAINS: &str = "drains";
 
 /// One drain decision: the newest decision about an endpoint, from any aggregator, wins.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DrainDecision {
     pub pool: String,
     pub endpoint: String,
