@@ -68,8 +68,7 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         .args(["--admin", &admin.to_string()])
         .args(["--gossip-port", &gossip.to_string()])
         .args(["--origin-port", &origin_port.to_string()])
-        // eu-2 flaps; a long up phase keeps it from going down while a loaded machine is
-        // still bringing the mesh up (40 processes on two cores can take longer than 40 s).
+        // eu-2 flaps; a long up phase keeps it up for the whole test, whatever the timing.
         .args(["--flap", "600,20"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
