@@ -175,13 +175,62 @@ impl Mesh {
 
     /// Waits until both tallies count a vote from every prober on every endpoint again.
     fn wait_all_voting(&self) -> Duration {
-        let full = 39 * self.addr.len();
-        support::wait_for("every prober voting on every endpoint", SETTLE, || {
-            (0..2).all(|a| {
-                self.status(a)
-                    .is_some_and(|s| s["votes_counted"].as_u64() == u64::try_from(full).ok())
-            })
-        })
+        // Longer than the other waits: right after the fleet restart, an aggregator that was
+        // itself restarted moments before must pull every new prober's whole state (beside
+        // the dead generations') through gossip; on a loaded CI machine once more than 30 s.
+        let within = 2 * SETTLE;
+        let full = u64::try_from(39 * self.addr.len()).ok();
+        let start = Instant::now();
+        let mut last = Vec::new();
+        while start.elapsed() < within {
+            let statuses: Vec<Option<serde_json::Value>> = (0..2).map(|a| self.status(a)).collect();
+            if statuses.iter().all(|s| {
+                s.as_ref()
+                    .is_some_and(|s| s["votes_counted"].as_u64() == full)
+            }) {
+                return start.elapsed();
+            }
+            last = statuses;
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        // Say which votes are missing, so that a failure can be understood from the log.
+        let mut missing = Vec::new();
+        for (a, s) in last.iter().enumerate() {
+            let Some(s) = s else {
+                missing.push(format!("aggregator {a}: no /status"));
+                continue;
+            };
+            missing.push(format!(
+                "aggregator {a}: {} votes counted of {full:?}",
+                s["votes_counted"]
+            ));
+            for p in s["pools"].as_array().into_iter().flatten() {
+                for e in p["endpoints"].as_array().into_iter().flatten() {
+                    for r in e["regions"].as_array().into_iter().flatten() {
+                        for d in r["datacenters"].as_array().into_iter().flatten() {
+                            if d["alive"] != true || d["stale"] == true || d["healthy"].is_null() {
+                                missing.push(format!(
+                                    "  {}/{} {}/{} node {} alive {} stale {} healthy {}",
+                                    p["name"],
+                                    e["name"],
+                                    r["region"],
+                                    d["datacenter"],
+                                    d["node"],
+                                    d["alive"],
+                                    d["stale"],
+                                    d["healthy"]
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        missing.truncate(40);
+        panic!(
+            "timed out after {within:?} waiting for every prober voting on every endpoint:\n{}",
+            missing.join("\n")
+        );
     }
 
     fn all_probers(&self) -> Vec<String> {
@@ -790,13 +839,17 @@ fn chaos() {
     }
     let up = m.wait_all_live(Duration::from_secs(60));
     // Counted once every prober votes on every endpoint again: the way up is over.
-    m.wait_all_voting();
+    let voting = m.wait_all_voting();
     let c = m.all_changes() - before;
     outcomes.push(
         Outcome::new(
             "restart the whole prober fleet (kill -9 all 39, start them again)",
             "no flapping on the way up (zero health changes)",
-            format!("39 live again in {:.1} s; {c} changes", up.as_secs_f64()),
+            format!(
+                "39 live again in {:.1} s, all voting {:.1} s later; {c} changes",
+                up.as_secs_f64(),
+                voting.as_secs_f64()
+            ),
             c == 0,
         )
         .false_changes(c)
