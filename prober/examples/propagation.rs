@@ -46,6 +46,7 @@ fn main() {
                 seeds: if i == 0 { vec![] } else { vec![first.to_string()] },
                 gossip_interval: interval,
                 keys: ring.clone(),
+                dead_node_grace: mesh::DEAD_NODE_GRACE,
             };
             let identity = NodeIdentity { node_id: format!("n{i:03}"), role: "prober", region: "WEU".into(), datacenter: format!("dc{i}"), config_hash: "x".into() };
             let node = mesh::start(&identity, &settings).await.expect("node");

@@ -167,3 +167,60 @@ async fn large_states_arrive_whole() {
         let _ = h.shutdown().await;
     }
 }
+
+/// A dead member's state stops being gossiped and is forgotten after the grace period
+/// (`MeshSettings::dead_node_grace`), instead of chitchat's day: a killed prober's old
+/// generation must not stay in every digest.
+#[tokio::test]
+async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
+    use prober::mesh::{self, MeshSettings, NodeIdentity};
+    let settings = |listen: SocketAddr, seeds: Vec<String>| MeshSettings {
+        cluster_id: "test-cluster".into(),
+        listen,
+        advertise: None,
+        seeds,
+        gossip_interval: Duration::from_millis(100),
+        keys: KeyRing::new(KEY, None).expect("key"),
+        dead_node_grace: Duration::from_secs(4),
+    };
+    let identity = |name: &str| NodeIdentity {
+        node_id: name.into(),
+        role: "prober",
+        region: "WEU".into(),
+        datacenter: name.into(),
+        config_hash: "x".into(),
+    };
+    let a_addr = free_udp();
+    let a = mesh::start(&identity("a"), &settings(a_addr, vec![]))
+        .await
+        .expect("a");
+    let b = mesh::start(
+        &identity("b"),
+        &settings(free_udp(), vec![a_addr.to_string()]),
+    )
+    .await
+    .expect("b");
+    let known = |name: &'static str| {
+        let chitchat = a.handle.chitchat();
+        async move {
+            let c = chitchat.lock().await;
+            c.node_states().keys().any(|id| &*id.node_id == name)
+        }
+    };
+    let start = Instant::now();
+    while !known("b").await {
+        assert!(start.elapsed() < Duration::from_secs(10), "b never joined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.handle.shutdown().await.expect("b stops");
+    // Seen dead after a few intervals, forgotten 4 s later: well within 30 s.
+    let start = Instant::now();
+    while known("b").await {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "b's state is still kept after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let _ = a.handle.shutdown().await;
+}

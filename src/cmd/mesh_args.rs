@@ -66,6 +66,7 @@ impl MeshArgs {
             seeds: self.seeds.clone(),
             gossip_interval: Duration::from_millis(self.gossip_interval_ms),
             keys,
+            dead_node_grace: prober::mesh::DEAD_NODE_GRACE,
         })
     }
 

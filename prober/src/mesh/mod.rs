@@ -8,7 +8,7 @@ pub mod publisher;
 pub mod seal;
 pub mod transport;
 
-pub use node::{start, MeshNode, MeshSettings, NodeIdentity};
+pub use node::{start, MeshNode, MeshSettings, NodeIdentity, DEAD_NODE_GRACE};
 pub use publisher::GossipPublisher;
 pub use seal::{KeyError, KeyRing};
 pub use transport::{SealedTransport, TransportStats};

@@ -36,7 +36,16 @@ pub struct MeshSettings {
     /// 100–200 ms keeps a change's p99 to every node of 39 under 0.5 s (DESIGN section 4).
     pub gossip_interval: Duration,
     pub keys: KeyRing,
+    /// How long a dead member's state is kept ([`DEAD_NODE_GRACE`] in production).
+    pub dead_node_grace: Duration,
 }
+
+/// A dead member (a killed prober's old generation) is no longer gossiped after half of this
+/// and forgotten after all of it. chitchat's default is a day: every restart of a prober would
+/// leave its old generation's whole state in every gossip digest for twelve hours, and a
+/// prober in a crash loop would grow the cluster state without bound. Ten minutes still
+/// outlasts any failure detection and lets a partitioned region come back as itself.
+pub const DEAD_NODE_GRACE: Duration = Duration::from_secs(600);
 
 /// A running member.
 pub struct MeshNode {
@@ -62,6 +71,7 @@ pub async fn start(identity: &NodeIdentity, settings: &MeshSettings) -> anyhow::
         // about 6.5 intervals instead of ~12 with chitchat's 5 s default.
         failure_detector_config: FailureDetectorConfig {
             initial_interval: settings.gossip_interval,
+            dead_node_grace_period: settings.dead_node_grace,
             ..FailureDetectorConfig::default()
         },
         marked_for_deletion_grace_period: Duration::from_secs(3600),
