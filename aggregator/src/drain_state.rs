@@ -98,22 +98,7 @@ impl DrainState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn config() -> Config {
-        Config::parse(
-            "t.toml",
-            r#"
-[[pools]]
-name = "web"
-origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0.2.2" }]
-[[load_balancers]]
-name = "www.example.test"
-default_pools = ["web"]
-"#,
-            &lb_core::regions_table::RegionsTable::embedded().expect("regions"),
-        )
-        .expect("valid")
-    }
+    use crate::drains::tests::config;
 
     fn dir(name: &str) -> PathBuf {
         let d =

@@ -65,10 +65,11 @@ pub fn adopt(own: &mut Decisions, newest: &Decisions) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn config() -> Config {
+    /// One pool `web` with endpoints `a` and `b` (also the state file's tests').
+    pub(crate) fn config() -> Config {
         Config::parse(
             "t.toml",
             r#"
