@@ -210,10 +210,7 @@ fn queried_metrics() -> BTreeSet<String> {
 
 #[test]
 fn dashboards_and_rules_query_exported_metrics_and_prometheus_reads_them() {
-    let dir = std::env::temp_dir().join(format!("meshlb-deploy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb deploy test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("deploy");
     let origin = origin();
     let config = dir.join("meshlb.toml");
     std::fs::write(

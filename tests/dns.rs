@@ -94,10 +94,7 @@ fn addresses(d: &Dig) -> Vec<String> {
 
 #[test]
 fn authoritative_dns_from_the_mesh() {
-    let dir = std::env::temp_dir().join(format!("meshlb-dns-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb dns test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("dns");
     let o: BTreeMap<&str, Origin> = [
         "127.0.0.11",
         "127.0.0.12",

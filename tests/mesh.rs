@@ -93,10 +93,7 @@ fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
 
 #[test]
 fn mesh_of_real_processes_votes_and_fails_over() {
-    let dir = std::env::temp_dir().join(format!("meshlb-mesh-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb integration test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("mesh");
     let bad_key = dir.join("bad-key");
     std::fs::write(&bad_key, "some other cluster entirely, wrong key").expect("key");
     let (one, two) = (origin(), origin());

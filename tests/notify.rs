@@ -225,10 +225,7 @@ fn mailbox() -> String {
 
 #[test]
 fn health_changes_are_emailed_and_posted() {
-    let dir = std::env::temp_dir().join(format!("meshlb-notify-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb notification test key").expect("key");
+    let (dir, key) = scratch_dir_with_key("notify");
     let secret = dir.join("hook-secret");
     std::fs::write(&secret, "webhook-signing-secret\n").expect("secret");
     let smtpd = Smtpd::start(&dir);

@@ -92,10 +92,7 @@ fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
 
 #[test]
 fn proxy_steers_sticks_tunnels_and_fails_over() {
-    let dir = std::env::temp_dir().join(format!("meshlb-proxy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb proxy test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("proxy");
     let hold = Duration::from_secs(5);
     let names = [
         ("w1", "127.0.1.1"),
@@ -611,10 +608,7 @@ default_pools = ["weighted"]
 /// sessions for `drain_duration`, then they move; `DELETE /drain` brings it back.
 #[test]
 fn draining_keeps_sessions_for_drain_duration_then_moves_them() {
-    let dir = std::env::temp_dir().join(format!("meshlb-drain-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb drain test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("drain");
     let a = named_origin("127.0.2.1", "a", Duration::ZERO);
     let b = named_origin("127.0.2.2", "b", Duration::ZERO);
     let config = dir.join("meshlb.toml");
@@ -791,11 +785,8 @@ session_affinity_attributes = {{ drain_duration = 6 }}
 /// restart would send traffic back to an endpoint taken out for maintenance).
 #[test]
 fn drains_survive_a_restart_with_a_state_dir() {
-    let dir = std::env::temp_dir().join(format!("meshlb-drain-state-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("dir");
-    let (config, key, state) = (dir.join("meshlb.toml"), dir.join("key"), dir.join("state"));
-    std::fs::write(&key, "the meshlb drain state test cluster key").expect("key");
+    let (dir, key) = scratch_dir_with_key("drain-state");
+    let (config, state) = (dir.join("meshlb.toml"), dir.join("state"));
     std::fs::write(
         &config,
         r#"
@@ -937,10 +928,7 @@ fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
 /// a 526 (invalid certificate); full towards an origin that does not speak TLS is a 525.
 #[test]
 fn tls_to_origins_strict_full_525_526() {
-    let dir = std::env::temp_dir().join(format!("meshlb-origin-tls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let key = dir.join("key");
-    std::fs::write(&key, "the meshlb origin tls test key").expect("key");
+    let (dir, key) = scratch_dir_with_key("origin-tls");
     let ca = dir.join("ca.pem");
     let tls_port = tls_origin(
         "127.0.3.1",

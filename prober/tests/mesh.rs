@@ -70,12 +70,10 @@ async fn sealed_gossip_converges_and_shuts_out_the_wrong_key() {
         .with_chitchat(|cc| cc.self_node_state().set("verdict", "forged"))
         .await;
     // Bounded wait for convergence.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline
-        && !(sees(&a, "b", "verdict", "healthy").await && sees(&c, "b", "verdict", "healthy").await)
-    {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    holds_within(Duration::from_secs(10), || async {
+        sees(&a, "b", "verdict", "healthy").await && sees(&c, "b", "verdict", "healthy").await
+    })
+    .await;
     assert!(
         sees(&a, "b", "verdict", "healthy").await,
         "a learned b's key through sealed gossip"
@@ -85,10 +83,10 @@ async fn sealed_gossip_converges_and_shuts_out_the_wrong_key() {
         "c learned it too"
     );
     // Wait until the intruder has demonstrably tried: its packets reached `a` and were refused.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while a_stats.rejected.load(Ordering::Relaxed) < 3 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    holds_within(Duration::from_secs(10), || async {
+        a_stats.rejected.load(Ordering::Relaxed) >= 3
+    })
+    .await;
     for h in [&a, &b, &c] {
         assert!(
             !sees(h, "intruder", "verdict", "forged").await,
@@ -142,7 +140,6 @@ async fn large_states_arrive_whole() {
         }
     })
     .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
     let count = || async {
         let chitchat = a.chitchat();
         let c = chitchat.lock().await;
@@ -156,9 +153,7 @@ async fn large_states_arrive_whole() {
             })
             .sum::<usize>()
     };
-    while Instant::now() < deadline && count().await < 3000 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    holds_within(Duration::from_secs(10), || async { count().await == 3000 }).await;
     assert_eq!(count().await, 3000, "every value arrived");
     // Whether a delta needed two datagrams depends on how tightly chitchat packed it
     // (it compresses); the split itself is tested in `mesh::transport`.
@@ -207,20 +202,34 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
             c.node_states().keys().any(|id| &*id.node_id == name)
         }
     };
-    let start = Instant::now();
-    while !known("b").await {
-        assert!(start.elapsed() < Duration::from_secs(10), "b never joined");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    assert!(
+        holds_within(Duration::from_secs(10), || known("b")).await,
+        "b never joined"
+    );
     b.handle.shutdown().await.expect("b stops");
     // Seen dead after a few intervals, forgotten 4 s later: well within 30 s.
-    let start = Instant::now();
-    while known("b").await {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "b's state is still kept after 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let gone = || {
+        let known = known("b");
+        async move { !known.await }
+    };
+    assert!(
+        holds_within(Duration::from_secs(30), gone).await,
+        "b's state is still kept after 30 s"
+    );
     let _ = a.handle.shutdown().await;
+}
+
+/// Whether `ok` holds within `within` (checked every 50 ms).
+async fn holds_within<F: std::future::Future<Output = bool>>(
+    within: Duration,
+    mut ok: impl FnMut() -> F,
+) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < within {
+        if ok().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
 }

@@ -164,15 +164,32 @@ pub fn get(admin: SocketAddr, path: &str) -> Option<Value> {
     serde_json::from_str(json).ok()
 }
 
-pub fn wait_for(what: &str, within: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+/// A fresh scratch directory `meshlb-{name}-{pid}` under the temp dir, holding a cluster key
+/// file; returns (directory, key file).
+pub fn scratch_dir_with_key(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("meshlb-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    let key = dir.join("key");
+    std::fs::write(&key, format!("the meshlb {name} test cluster key")).expect("key");
+    (dir, key)
+}
+
+/// How long until `ok` held, checked every 50 ms; `None` if it did not within `within`.
+pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
     while start.elapsed() < within {
         if ok() {
-            return start.elapsed();
+            return Some(start.elapsed());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    panic!("timed out after {within:?} waiting for {what}");
+    None
+}
+
+pub fn wait_for(what: &str, within: Duration, ok: impl FnMut() -> bool) -> Duration {
+    wait_until(within, ok)
+        .unwrap_or_else(|| panic!("timed out after {within:?} waiting for {what}"))
 }
 
 /// An HTTP origin on `ip` that answers with its `name` and what it received (`Host`,
