@@ -21,8 +21,11 @@ cleanup() {
 trap cleanup EXIT
 [ -n "${PERF_MESHLB:-}" ] && echo "perf mode" >&2
 
-cargo build --release -q --bin meshlb
-MESHLB=target/release/meshlb
+# MESHLB=path/to/meshlb compares another build (say, of an earlier commit) instead.
+if [ -z "${MESHLB:-}" ]; then
+  cargo build --release -q --bin meshlb
+  MESHLB=target/release/meshlb
+fi
 OPORT=18680
 
 # The origin: two endpoints, one worker, on CPU 1.
@@ -116,13 +119,28 @@ for port in 18601 18602 18603; do
   [ "$ok" = 1 ] || { echo "proxy on port $port never answered 200" >&2; for f in "$W"/*.log; do echo "== $f" >&2; tail -n 5 "$f" >&2; done; exit 1; }
 done
 
+# CPU time a process (all threads) has used, in clock ticks: "user system".
+cpu_ticks() { awk '{ print $14, $15 }' "/proc/$1/stat"; }
+proxy_pid() {
+  case $1 in
+    meshlb) echo "${PIDS[0]}" ;;
+    nginx) pgrep -P "$(cat "$W/nginx.pid")" | head -n 1 ;;
+    haproxy) echo "${PIDS[2]}" ;;
+  esac
+}
+
 run() {
-  local name=$1 port=$2
+  local name=$1 port=$2 pid before after
+  pid=$(proxy_pid "$name")
+  before=$(cpu_ticks "$pid")
   taskset -c 1 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -H 'Host: www.example.test' \
     "http://127.0.0.1:$port/" > "$W/$name.wrk" 2>&1
-  python3 - "$name" "$W/$name.wrk" <<'PY'
+  after=$(cpu_ticks "$pid")
+  python3 - "$name" "$W/$name.wrk" "$before" "$after" "$(getconf CLK_TCK)" "$DURATION" <<'PY'
 import json, re, sys
 name, text = sys.argv[1], open(sys.argv[2]).read()
+(u0, s0), (u1, s1) = (map(int, a.split()) for a in sys.argv[3:5])
+hz, duration = int(sys.argv[5]), float(sys.argv[6])
 def ms(label):
     m = re.search(r"^\s*" + label + r"\s+([0-9.]+)(us|ms|s)\s*$", text, re.M)
     if not m:
@@ -130,9 +148,18 @@ def ms(label):
     v, unit = float(m.group(1)), m.group(2)
     return round(v / 1000 if unit == "us" else v * 1000 if unit == "s" else v, 3)
 rps = re.search(r"Requests/sec:\s*([0-9.]+)", text)
+total = re.search(r"(\d+) requests in", text)
 errors = re.search(r"Non-2xx or 3xx responses:\s*(\d+)", text)
+n = int(total.group(1)) if total else 0
+cpu_s = (u1 - u0 + s1 - s0) / hz
+# The proxy's own CPU cost per request, and its user and kernel parts: steadier than
+# requests/s on a machine whose other core (wrk and the origin) and hypervisor come and go.
+us = lambda ticks: round(ticks / hz / n * 1e6, 2) if n else None
+per_request, user, kernel = us(u1 - u0 + s1 - s0), us(u1 - u0), us(s1 - s0)
 print(json.dumps({"proxy": name, "requests_per_s": float(rps.group(1)) if rps else None,
                   "p50_ms": ms("50%"), "p99_ms": ms("99%"),
+                  "cpu_busy": round(cpu_s / duration, 2), "cpu_us_per_request": per_request,
+                  "user_us": user, "kernel_us": kernel,
                   "non_2xx": int(errors.group(1)) if errors else 0}))
 PY
 }
@@ -181,7 +208,9 @@ def med(proxy, key):
     v = [r[key] for r in by[proxy] if r[key] is not None]
     return statistics.median(v) if v else None
 summary = {p: {"requests_per_s": med(p, "requests_per_s"), "p50_ms": med(p, "p50_ms"),
-               "p99_ms": med(p, "p99_ms")} for p in by}
+               "p99_ms": med(p, "p99_ms"), "cpu_us_per_request": med(p, "cpu_us_per_request"),
+               "user_us": med(p, "user_us"), "kernel_us": med(p, "kernel_us")}
+           for p in by}
 ratios = {f"meshlb/{p}": statistics.median(
               round(x["meshlb"] / x[p], 3) for x in rounds.values() if x.get(p))
           for p in ("nginx", "haproxy")}
