@@ -2,6 +2,7 @@
 //! streamed on (counted as outstanding until it ends). An enum rather than a boxed trait
 //! object, so a request costs no allocation for its bodies (bench/proxy.sh).
 
+use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
@@ -9,6 +10,7 @@ use bytes::Bytes;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 
 use super::live::Counted;
+use super::origin_http1::OriginBody;
 
 pub enum ProxyBody {
     Empty,
@@ -17,7 +19,7 @@ pub enum ProxyBody {
     /// A client's request body streamed to the origin.
     Stream(Incoming),
     /// An origin's response streamed to the client, its request outstanding until the end.
-    Counted(Counted<Incoming>),
+    Counted(Counted<OriginBody>),
 }
 
 impl ProxyBody {
@@ -29,20 +31,31 @@ impl ProxyBody {
             ProxyBody::Bytes(Some(b))
         }
     }
+
+    /// A copy to send again, when the body is in hand (not streamed).
+    pub fn replayable(&self) -> Option<ProxyBody> {
+        match self {
+            ProxyBody::Empty => Some(ProxyBody::Empty),
+            ProxyBody::Bytes(b) => Some(ProxyBody::Bytes(b.clone())),
+            ProxyBody::Stream(_) | ProxyBody::Counted(_) => None,
+        }
+    }
 }
 
 impl Body for ProxyBody {
     type Data = Bytes;
-    type Error = hyper::Error;
+    type Error = io::Error;
 
     fn poll_frame(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+    ) -> Poll<Option<io::Result<Frame<Bytes>>>> {
         match self.get_mut() {
             ProxyBody::Empty => Poll::Ready(None),
             ProxyBody::Bytes(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
-            ProxyBody::Stream(s) => Pin::new(s).poll_frame(cx),
+            ProxyBody::Stream(s) => Pin::new(s)
+                .poll_frame(cx)
+                .map(|f| f.map(|r| r.map_err(io::Error::other))),
             ProxyBody::Counted(c) => Pin::new(c).poll_frame(cx),
         }
     }

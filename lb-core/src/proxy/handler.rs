@@ -7,17 +7,20 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Request, Response, StatusCode, Uri};
+use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::{Body, Incoming};
 use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
 
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
 use super::live::{origin_authority, Counted, InFlight, LiveLoad};
 use super::metrics::ProxyMetrics;
+use super::origin_http1::{Io, RequestHead};
 use super::sessions::HeaderSessions;
-use super::upstream::{Lease, Origin, Upstream, UpstreamError};
+use super::upstream::{Origin, Reply, Upstream, UpstreamError};
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
 use crate::config::{AffinityKind, Config, FixedResponse, OriginTls, ZeroDowntimeFailover};
 use crate::dns::Geolocator;
@@ -167,15 +170,12 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
     if let Some(h) = host {
         headers.insert(header::HOST, h);
     }
-    let mut origin_form = http::uri::Parts::default();
-    origin_form.path_and_query = Some(
-        uri.path_and_query()
-            .cloned()
-            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
-    );
     Prepared {
         method,
-        uri: Uri::from_parts(origin_form).unwrap_or_else(|_| Uri::from_static("/")),
+        target: uri
+            .path_and_query()
+            .cloned()
+            .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
         headers,
     }
 }
@@ -214,7 +214,8 @@ impl Peer {
 /// The request as every attempt sends it, but for the endpoint's Host override.
 struct Prepared {
     method: http::Method,
-    uri: Uri,
+    /// Origin-form: the client's path and query (sharing its bytes).
+    target: http::uri::PathAndQuery,
     /// Headers for the origin: hop-by-hop ones gone, `X-Forwarded-*` and `Host` set.
     headers: http::HeaderMap,
 }
@@ -270,7 +271,7 @@ impl Proxy {
 
     /// A pool of origin connections for one worker. Connections are counted in the shared
     /// live load, so least_connections sees every worker's.
-    pub fn upstream(&self) -> Upstream {
+    pub fn upstream(&self) -> Arc<Upstream> {
         Upstream::new(
             self.live.by_authority(),
             self.settings.connect_timeout,
@@ -417,58 +418,43 @@ impl Proxy {
         }
     }
 
-    /// The request as the origin gets it. `headers` are the prepared ones (moved in for the
-    /// last attempt, a copy otherwise).
-    fn origin_request(
-        &self,
-        target: Target,
-        p: &Prepared,
-        mut headers: http::HeaderMap,
-        body: ProxyBody,
-    ) -> Option<Request<ProxyBody>> {
-        let endpoint = self
-            .config
-            .pool(target.pool)
-            .endpoints
-            .get(target.endpoint.0)?;
-        if let Some(h) = endpoint
-            .host_header
-            .as_deref()
-            .and_then(|h| HeaderValue::from_str(h).ok())
-        {
-            headers.insert(header::HOST, h);
-        }
-        let mut out = Request::new(body);
-        *out.method_mut() = p.method.clone();
-        *out.uri_mut() = p.uri.clone();
-        *out.headers_mut() = headers;
-        Some(out)
-    }
-
     async fn attempt(
         &self,
-        upstream: &Upstream,
+        upstream: &Arc<Upstream>,
         lb_index: usize,
         target: Target,
         p: &Prepared,
-        headers: http::HeaderMap,
         body: ProxyBody,
-    ) -> (Result<(Response<Incoming>, Lease), Failure>, InFlight) {
+    ) -> (Result<(Response<()>, Reply), Failure>, InFlight) {
         let in_flight = self.live.start(target);
         let refused = Failure::Connect(UpstreamError::Connect { timed_out: false });
-        let (Some(req), Some(authorities)) = (
-            self.origin_request(target, p, headers, body),
+        let (Some(endpoint), Some(authorities)) = (
+            self.config
+                .pool(target.pool)
+                .endpoints
+                .get(target.endpoint.0),
             self.authorities
                 .get(target.pool.0)
                 .and_then(|p| p.get(target.endpoint.0)),
         ) else {
             return (Err(refused), in_flight);
         };
+        let host_override = endpoint
+            .host_header
+            .as_deref()
+            .and_then(|h| HeaderValue::from_str(h).ok());
+        let head = RequestHead {
+            method: &p.method,
+            target: p.target.as_str(),
+            headers: &p.headers,
+            host: host_override.as_ref(),
+        };
         let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
         // The TLS name is the Host the origin gets.
         let tls_name = tls.map(|_| {
-            req.headers()
-                .get(header::HOST)
+            host_override
+                .as_ref()
+                .or_else(|| p.headers.get(header::HOST))
                 .and_then(|h| h.to_str().ok())
                 .map(|h| crate::tls_client::host_without_port(h).to_string())
                 .unwrap_or_default()
@@ -477,15 +463,13 @@ impl Proxy {
             authority: &authorities[usize::from(tls.is_some())],
             tls: tls.zip(tls_name.as_deref()),
         };
-        let result =
-            match tokio::time::timeout(self.settings.response_timeout, upstream.send(origin, req))
-                .await
-            {
-                Ok(Ok(sent)) => Ok(sent),
-                Ok(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
-                Ok(Err(e)) => Err(Failure::Connect(e)),
-                Err(_) => Err(Failure::Exchange { timed_out: true }),
-            };
+        let send = upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO);
+        let result = match tokio::time::timeout(self.settings.response_timeout, send).await {
+            Ok(Ok(sent)) => Ok(sent),
+            Ok(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
+            Ok(Err(e)) => Err(Failure::Connect(e)),
+            Err(_) => Err(Failure::Exchange { timed_out: true }),
+        };
         (result, in_flight)
     }
 
@@ -497,7 +481,7 @@ impl Proxy {
         decision: &Decision,
         target: Target,
         retry: Option<Target>,
-        mut p: Prepared,
+        p: Prepared,
         body: Incoming,
         client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     ) -> Response<ProxyBody> {
@@ -522,14 +506,8 @@ impl Proxy {
         } else {
             (ProxyBody::Stream(body), None)
         };
-        // The headers are copied only when a second attempt could need them.
-        let retry = retry.filter(|_| body_for_retry.is_some());
-        let first_headers = match retry {
-            Some(_) => p.headers.clone(),
-            None => std::mem::take(&mut p.headers),
-        };
         let (mut result, mut in_flight) = self
-            .attempt(upstream, lb_index, target, &p, first_headers, first_body)
+            .attempt(upstream, lb_index, target, &p, first_body)
             .await;
         let mut used_retry = false;
         // Safe to send again: nothing reached the origin, or the connection broke before any
@@ -544,13 +522,10 @@ impl Proxy {
                 m.retries.increment(1);
             }
             let again = ProxyBody::bytes(bytes.clone());
-            let headers = std::mem::take(&mut p.headers);
-            (result, in_flight) = self
-                .attempt(upstream, lb_index, retry, &p, headers, again)
-                .await;
+            (result, in_flight) = self.attempt(upstream, lb_index, retry, &p, again).await;
             used_retry = true;
         }
-        let (mut resp, lease) = match result {
+        let (mut resp, reply) = match result {
             Ok(sent) => sent,
             Err(
                 Failure::Connect(UpstreamError::Connect { timed_out: true })
@@ -602,51 +577,49 @@ impl Proxy {
         if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
             resp.headers_mut().append(header::SET_COOKIE, c);
         }
-        if switching {
-            if let Some(client_side) = client_upgrade {
-                let origin_side = hyper::upgrade::on(&mut resp);
-                tokio::spawn(async move {
-                    // The tunnel counts as outstanding until either side closes; the origin
-                    // connection is the tunnel's, never back in the pool.
-                    let _counted = in_flight;
-                    let _tunnel = lease;
-                    if let (Ok(c), Ok(o)) = (client_side.await, origin_side.await) {
-                        let _ = tokio::io::copy_bidirectional(
-                            &mut TokioIo::new(c),
-                            &mut TokioIo::new(o),
-                        )
-                        .await;
-                    }
-                });
-                let (parts, _) = resp.into_parts();
-                return Response::from_parts(parts, ProxyBody::Empty);
-            }
-        }
-        let (parts, body) = resp.into_parts();
-        // A small response of known length is read whole before it is sent on, so the client
-        // gets head and body in one write (what nginx's proxy buffering does); anything larger
-        // or of unknown length streams.
-        if body
-            .size_hint()
-            .exact()
-            .is_some_and(|n| n <= BUFFER_RESPONSE_UP_TO)
-        {
-            if let Ok(Ok(collected)) =
-                tokio::time::timeout(self.settings.response_timeout, body.collect()).await
-            {
+        let (parts, ()) = resp.into_parts();
+        match reply {
+            // A small response of known length was read whole, so the client gets head and
+            // body in one write (what nginx's proxy buffering does).
+            Reply::Whole(bytes) => {
                 drop(in_flight);
-                upstream.release(lease);
-                return Response::from_parts(parts, ProxyBody::bytes(collected.to_bytes()));
+                Response::from_parts(parts, ProxyBody::bytes(bytes))
             }
-            return text(
-                StatusCode::BAD_GATEWAY,
-                format!("meshlb: the origin of {} broke off its answer\n", lb.name),
-            );
+            Reply::Streamed(body) => Response::from_parts(
+                parts,
+                ProxyBody::Counted(Counted::new(body, Some(in_flight))),
+            ),
+            Reply::Upgraded(origin_io, early) => match client_upgrade {
+                Some(client_side) => {
+                    tokio::spawn(tunnel(client_side, origin_io, early, in_flight));
+                    Response::from_parts(parts, ProxyBody::Empty)
+                }
+                None => text(
+                    StatusCode::BAD_GATEWAY,
+                    format!(
+                        "meshlb: the origin of {} switched protocols unasked\n",
+                        lb.name
+                    ),
+                ),
+            },
         }
-        upstream.release_when_done(lease);
-        Response::from_parts(
-            parts,
-            ProxyBody::Counted(Counted::new(body, Some(in_flight))),
-        )
     }
+}
+
+/// Carries a WebSocket (or any upgraded protocol) both ways until either side closes; it
+/// counts as outstanding all along, and its origin connection is never pooled again.
+async fn tunnel(
+    client_side: hyper::upgrade::OnUpgrade,
+    mut origin: Io,
+    early: Bytes,
+    _in_flight: InFlight,
+) {
+    let Ok(client) = client_side.await else {
+        return;
+    };
+    let mut client = TokioIo::new(client);
+    if !early.is_empty() && client.write_all(&early).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
 }

@@ -6,6 +6,7 @@ mod handler;
 mod headers;
 mod live;
 mod metrics;
+mod origin_http1;
 mod server;
 mod sessions;
 mod tls;

@@ -87,7 +87,7 @@ async fn accept_loop(
     acceptor: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let upstream = Arc::new(proxy.upstream());
+    let upstream = proxy.upstream();
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {

@@ -5,19 +5,30 @@
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 
-use bytes::Bytes;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use http::{HeaderMap, Method};
 use http_body_util::BodyExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
 
-fn get() -> Request<ProxyBody> {
-    let mut r = Request::new(ProxyBody::Empty);
-    *r.uri_mut() = "/".parse().expect("uri");
-    r.headers_mut()
-        .insert(http::header::HOST, "origin.test".parse().expect("host"));
-    r
+/// Sends `GET /` with `Host: origin.test`; bodies above `buffer_up_to` bytes stream.
+async fn get(
+    up: &Arc<Upstream>,
+    o: Origin<'_>,
+    buffer_up_to: u64,
+) -> Result<(Response<()>, Reply), UpstreamError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::HOST, "origin.test".parse().expect("host"));
+    let head = RequestHead {
+        method: &Method::GET,
+        target: "/",
+        headers: &headers,
+        host: None,
+    };
+    up.send(o, &head, ProxyBody::Empty, buffer_up_to).await
 }
 
 /// An origin answering "ok" with keep-alive (or closing after each answer), counting the
@@ -81,16 +92,20 @@ fn counters(addr: SocketAddr) -> (ByAuthority, Arc<AtomicU32>) {
     )
 }
 
-fn pool(by: ByAuthority) -> Upstream {
+fn pool(by: ByAuthority) -> Arc<Upstream> {
     Upstream::new(by, Duration::from_secs(2), Duration::from_secs(90))
 }
 
-async fn body(resp: Response<Incoming>) -> Bytes {
-    resp.into_body().collect().await.expect("body").to_bytes()
+async fn body(reply: Reply) -> Bytes {
+    match reply {
+        Reply::Whole(b) => b,
+        Reply::Streamed(s) => s.collect().await.expect("body").to_bytes(),
+        Reply::Upgraded(..) => panic!("an upgrade"),
+    }
 }
 
 async fn until(what: &str, mut f: impl FnMut() -> bool) {
-    for _ in 0..200 {
+    for _ in 0..500 {
         if f() {
             return;
         }
@@ -110,9 +125,8 @@ async fn idle_connections_are_reused_and_counted_while_open() {
         tls: None,
     };
     for _ in 0..3 {
-        let (resp, lease) = up.send(o, get()).await.expect("sent");
-        assert_eq!(body(resp).await, "ok");
-        up.release(lease);
+        let (_, reply) = get(&up, o, 1024).await.expect("sent");
+        assert_eq!(body(reply).await, "ok");
     }
     assert_eq!(
         accepted.load(Ordering::SeqCst),
@@ -120,12 +134,19 @@ async fn idle_connections_are_reused_and_counted_while_open() {
         "one connection for all three"
     );
     assert_eq!(open.load(Ordering::Relaxed), 1);
-    // Two at once need two connections.
-    let (a, la) = up.send(o, get()).await.expect("a");
-    let (b, lb) = up.send(o, get()).await.expect("b");
+    // Two at once need two connections (bodies left streaming hold theirs).
+    let (_, a) = get(&up, o, 0).await.expect("a");
+    let (_, b) = get(&up, o, 0).await.expect("b");
+    assert!(matches!((&a, &b), (Reply::Streamed(_), Reply::Streamed(_))));
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
     assert_eq!(open.load(Ordering::Relaxed), 2);
-    drop((a, b, la, lb));
+    // A streamed body read to its end gives its connection back; one dropped unread
+    // closes it.
+    assert_eq!(body(a).await, "ok");
+    assert_eq!(up.idle_count(), 1);
+    drop(b);
+    assert_eq!(open.load(Ordering::Relaxed), 1);
+    drop(up);
     until("both connections to close", || {
         open.load(Ordering::Relaxed) == 0
     })
@@ -142,16 +163,16 @@ async fn a_connection_the_origin_closed_is_not_used_again() {
         authority: &authority,
         tls: None,
     };
-    let (resp, lease) = up.send(o, get()).await.expect("first");
-    assert_eq!(body(resp).await, "ok");
-    up.release(lease);
+    let (_, reply) = get(&up, o, 1024).await.expect("first");
+    assert_eq!(body(reply).await, "ok");
+    assert_eq!(up.idle_count(), 1);
+    // The sweep notices the origin's close and stops counting the connection.
     until("the origin's close to be seen", || {
-        open.load(Ordering::Relaxed) == 0
+        open.load(Ordering::Relaxed) == 0 && up.idle_count() == 0
     })
     .await;
-    let (resp, lease) = up.send(o, get()).await.expect("second");
-    assert_eq!(body(resp).await, "ok");
-    up.release(lease);
+    let (_, reply) = get(&up, o, 1024).await.expect("second");
+    assert_eq!(body(reply).await, "ok");
     assert_eq!(accepted.load(Ordering::SeqCst), 2);
 }
 
@@ -166,7 +187,7 @@ async fn refused_connections_are_connect_failures() {
         authority: &authority,
         tls: None,
     };
-    let e = up.send(o, get()).await.err();
+    let e = get(&up, o, 1024).await.err();
     assert_eq!(e, Some(UpstreamError::Connect { timed_out: false }));
 }
 
@@ -218,9 +239,8 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&any, "origin.test")),
     };
-    let (resp, lease) = up.send(o, get()).await.expect("full");
-    assert_eq!(body(resp).await, "ok");
-    up.release(lease);
+    let (_, reply) = get(&up, o, 1024).await.expect("full");
+    assert_eq!(body(reply).await, "ok");
 
     // strict with the CA: valid for origin.test, not for another name.
     let verified = crate::tls_client::client_config(false, Some(&ca_file)).expect("strict");
@@ -228,14 +248,14 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&verified, "origin.test")),
     };
-    let (resp, _) = up.send(o, get()).await.expect("strict");
-    assert_eq!(body(resp).await, "ok");
+    let (_, reply) = get(&up, o, 1024).await.expect("strict");
+    assert_eq!(body(reply).await, "ok");
     let o = Origin {
         authority: &authority,
         tls: Some((&verified, "elsewhere.test")),
     };
     assert_eq!(
-        up.send(o, get()).await.err(),
+        get(&up, o, 1024).await.err(),
         Some(UpstreamError::TlsCertificate)
     );
 
@@ -246,7 +266,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         tls: Some((&public, "origin.test")),
     };
     assert_eq!(
-        up.send(o, get()).await.err(),
+        get(&up, o, 1024).await.err(),
         Some(UpstreamError::TlsCertificate)
     );
 
@@ -258,7 +278,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         tls: Some((&any, "origin.test")),
     };
     assert_eq!(
-        up.send(o, get()).await.err(),
+        get(&up, o, 1024).await.err(),
         Some(UpstreamError::TlsHandshake)
     );
     let _ = std::fs::remove_dir_all(&dir);

@@ -1,0 +1,473 @@
+//! HTTP/1.1 towards origins against scripted origins on loopback: how requests are framed
+//! and what each kind of response (lengths, chunked with extensions and trailers, interim
+//! 1xx, HEAD/204/304, until-close) does to the body and to the connection's reuse.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::proxy::upstream::{Origin, Reply, Upstream, UpstreamError};
+
+/// What a scripted origin does with the `n`th request on its `c`th connection: answer these
+/// bytes, or close without answering.
+type Script = fn(c: usize, n: usize, request: &[u8]) -> Option<Vec<u8>>;
+
+/// Requests the origin read, raw, with the connection they came on.
+type Seen = Arc<Mutex<Vec<(usize, Vec<u8>)>>>;
+
+/// Reads one request (head, then a Content-Length or chunked body) from `s`.
+async fn read_request(s: &mut tokio::net::TcpStream, have: &mut Vec<u8>) -> Option<Vec<u8>> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(end) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&have[..end]).to_ascii_lowercase();
+            let length = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse::<usize>().ok());
+            let chunked = head.contains("transfer-encoding: chunked");
+            let complete = match (length, chunked) {
+                (_, true) => have[end + 4..]
+                    .windows(5)
+                    .position(|w| w == b"0\r\n\r\n")
+                    .map(|p| end + 4 + p + 5),
+                (Some(n), false) => (have.len() >= end + 4 + n).then_some(end + 4 + n),
+                (None, false) => Some(end + 4),
+            };
+            if let Some(total) = complete {
+                return Some(have.drain(..total).collect());
+            }
+        }
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => have.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+async fn scripted(script: Script) -> (SocketAddr, Seen) {
+    scripted_origin(script, false).await
+}
+
+/// A scripted origin that closes each connection after its first answer.
+async fn scripted_closing(script: Script) -> (SocketAddr, Seen) {
+    scripted_origin(script, true).await
+}
+
+async fn scripted_origin(script: Script, close_after_answer: bool) -> (SocketAddr, Seen) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let seen: Seen = Arc::default();
+    let record = Arc::clone(&seen);
+    tokio::spawn(async move {
+        let mut c = 0;
+        while let Ok((mut s, _)) = listener.accept().await {
+            let record = Arc::clone(&record);
+            tokio::spawn(async move {
+                let mut have = Vec::new();
+                let mut n = 0;
+                while let Some(req) = read_request(&mut s, &mut have).await {
+                    if let Ok(mut r) = record.lock() {
+                        r.push((c, req.clone()));
+                    }
+                    match script(c, n, &req) {
+                        Some(answer) => {
+                            if s.write_all(&answer).await.is_err() || close_after_answer {
+                                return;
+                            }
+                        }
+                        None => return,
+                    }
+                    n += 1;
+                }
+            });
+            c += 1;
+        }
+    });
+    (addr, seen)
+}
+
+fn pool() -> Arc<Upstream> {
+    Upstream::new(
+        Arc::new(HashMap::new()),
+        Duration::from_secs(2),
+        Duration::from_secs(90),
+    )
+}
+
+fn host_only() -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(header::HOST, HeaderValue::from_static("origin.test"));
+    h
+}
+
+async fn send(
+    up: &Arc<Upstream>,
+    addr: SocketAddr,
+    method: Method,
+    headers: &HeaderMap,
+    body: ProxyBody,
+    buffer_up_to: u64,
+) -> Result<(Response<()>, Reply), UpstreamError> {
+    let authority = addr.to_string();
+    let origin = Origin {
+        authority: &authority,
+        tls: None,
+    };
+    let head = RequestHead {
+        method: &method,
+        target: "/path?q=1",
+        headers,
+        host: None,
+    };
+    up.send(origin, &head, body, buffer_up_to).await
+}
+
+async fn text(reply: Reply) -> String {
+    let bytes = match reply {
+        Reply::Whole(b) => b,
+        Reply::Streamed(s) => s.collect().await.expect("body").to_bytes(),
+        Reply::Upgraded(..) => panic!("an upgrade"),
+    };
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// `GET /path?q=1` that must get an answer.
+async fn get(up: &Arc<Upstream>, addr: SocketAddr, buffer_up_to: u64) -> (Response<()>, Reply) {
+    send(
+        up,
+        addr,
+        Method::GET,
+        &host_only(),
+        ProxyBody::Empty,
+        buffer_up_to,
+    )
+    .await
+    .expect("an answer")
+}
+
+fn connections(seen: &Seen) -> Vec<usize> {
+    seen.lock().expect("seen").iter().map(|(c, _)| *c).collect()
+}
+
+#[tokio::test]
+async fn chunked_bodies_are_decoded_and_their_connection_reused() {
+    let (addr, seen) = scripted(|_, _, _| {
+        Some(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Trailer: t\r\n\r\n"
+                .to_vec(),
+        )
+    })
+    .await;
+    let up = pool();
+    for _ in 0..2 {
+        let (resp, reply) = get(&up, addr, 1 << 20).await;
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert!(matches!(reply, Reply::Streamed(_)));
+        assert_eq!(text(reply).await, "hello, world");
+    }
+    assert_eq!(connections(&seen), vec![0, 0], "one connection for both");
+}
+
+#[tokio::test]
+async fn long_bodies_stream_and_short_ones_come_whole() {
+    let (addr, seen) = scripted(|_, _, _| {
+        let body = "x".repeat(100_000);
+        Some(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes(),
+        )
+    })
+    .await;
+    let up = pool();
+    let (resp, reply) = get(&up, addr, 16 << 10).await;
+    assert_eq!(
+        resp.headers()
+            .get(header::CONTENT_LENGTH)
+            .map(|v| v.as_bytes()),
+        Some(&b"100000"[..])
+    );
+    let Reply::Streamed(body) = reply else {
+        panic!("a long body streams");
+    };
+    assert_eq!(body.size_hint().exact(), Some(100_000));
+    assert_eq!(
+        body.collect().await.expect("body").to_bytes().len(),
+        100_000
+    );
+    let (_, reply) = get(&up, addr, 1 << 20).await;
+    assert!(matches!(&reply, Reply::Whole(b) if b.len() == 100_000));
+    assert_eq!(connections(&seen), vec![0, 0]);
+}
+
+#[tokio::test]
+async fn interim_responses_are_skipped() {
+    let (addr, _) = scripted(|_, _, _| {
+        Some(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n\
+              HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok"
+                .to_vec(),
+        )
+    })
+    .await;
+    let (resp, reply) = send(
+        &pool(),
+        addr,
+        Method::POST,
+        &host_only(),
+        ProxyBody::bytes("x"),
+        1024,
+    )
+    .await
+    .expect("sent");
+    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(text(reply).await, "ok");
+}
+
+#[tokio::test]
+async fn head_204_and_304_have_no_body_whatever_their_length_says() {
+    let (addr, seen) = scripted(|_, n, _| {
+        Some(match n {
+            0 => b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n".to_vec(),
+            1 => b"HTTP/1.1 204 No Content\r\n\r\n".to_vec(),
+            2 => b"HTTP/1.1 304 Not Modified\r\nContent-Length: 9\r\n\r\n".to_vec(),
+            _ => b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nlast".to_vec(),
+        })
+    })
+    .await;
+    let up = pool();
+    for method in [Method::HEAD, Method::GET, Method::GET] {
+        let (_, reply) = send(&up, addr, method, &host_only(), ProxyBody::Empty, 1024)
+            .await
+            .expect("sent");
+        assert_eq!(text(reply).await, "");
+    }
+    let (_, reply) = get(&up, addr, 1024).await;
+    assert_eq!(text(reply).await, "last");
+    assert_eq!(
+        connections(&seen),
+        vec![0, 0, 0, 0],
+        "all on one connection"
+    );
+}
+
+#[tokio::test]
+async fn a_body_until_close_is_read_to_its_end_and_its_connection_not_reused() {
+    // HTTP/1.0 without a length: the body ends with the connection.
+    let (addr, seen) =
+        scripted_closing(|_, _, _| Some(b"HTTP/1.0 200 OK\r\n\r\nall of it".to_vec())).await;
+    let up = pool();
+    for _ in 0..2 {
+        let (_, reply) = get(&up, addr, 1024).await;
+        assert!(matches!(reply, Reply::Streamed(_)));
+        assert_eq!(text(reply).await, "all of it");
+    }
+    assert_eq!(connections(&seen), vec![0, 1], "a connection each");
+}
+
+#[tokio::test]
+async fn conflicting_lengths_and_garbage_are_exchange_failures() {
+    let (addr, seen) = scripted(|c, _, _| {
+        Some(match c {
+            0 => b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok".to_vec(),
+            1 => b"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\nok".to_vec(),
+            _ => b"SSH-2.0-OpenSSH\r\n\r\n".to_vec(),
+        })
+    })
+    .await;
+    let up = pool();
+    for _ in 0..3 {
+        let e = send(&up, addr, Method::GET, &host_only(), ProxyBody::Empty, 1024).await;
+        assert_eq!(e.err(), Some(UpstreamError::Exchange));
+    }
+    assert_eq!(connections(&seen), vec![0, 1, 2], "none of them reused");
+}
+
+#[tokio::test]
+async fn requests_are_framed_by_this_hop() {
+    let (addr, seen) =
+        scripted(|_, _, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n".to_vec())).await;
+    let up = pool();
+    // The client's framing headers do not pass: a body in hand goes with its own length.
+    let mut headers = host_only();
+    headers.insert(
+        header::TRANSFER_ENCODING,
+        HeaderValue::from_static("chunked"),
+    );
+    headers.insert(header::CONTENT_LENGTH, HeaderValue::from_static("99"));
+    headers.append("x-twice", HeaderValue::from_static("1"));
+    headers.append("x-twice", HeaderValue::from_static("2"));
+    send(
+        &up,
+        addr,
+        Method::PUT,
+        &headers,
+        ProxyBody::bytes("body"),
+        1024,
+    )
+    .await
+    .expect("put");
+    // An empty POST says so; a GET without a body carries no length.
+    send(
+        &up,
+        addr,
+        Method::POST,
+        &host_only(),
+        ProxyBody::Empty,
+        1024,
+    )
+    .await
+    .expect("post");
+    get(&up, addr, 1024).await;
+    // The endpoint's Host override replaces the client's Host.
+    let over = HeaderValue::from_static("override.test");
+    let authority = addr.to_string();
+    let head = RequestHead {
+        method: &Method::GET,
+        target: "/",
+        headers: &host_only(),
+        host: Some(&over),
+    };
+    let origin = Origin {
+        authority: &authority,
+        tls: None,
+    };
+    up.send(origin, &head, ProxyBody::Empty, 1024)
+        .await
+        .expect("override");
+    let seen: Vec<String> = seen
+        .lock()
+        .expect("seen")
+        .iter()
+        .map(|(_, r)| String::from_utf8_lossy(r).into_owned())
+        .collect();
+    assert_eq!(
+        seen[0],
+        "PUT /path?q=1 HTTP/1.1\r\nhost: origin.test\r\nx-twice: 1\r\nx-twice: 2\r\n\
+         content-length: 4\r\n\r\nbody"
+    );
+    assert_eq!(
+        seen[1],
+        "POST /path?q=1 HTTP/1.1\r\nhost: origin.test\r\ncontent-length: 0\r\n\r\n"
+    );
+    assert_eq!(
+        seen[2],
+        "GET /path?q=1 HTTP/1.1\r\nhost: origin.test\r\n\r\n"
+    );
+    assert_eq!(seen[3], "GET / HTTP/1.1\r\nhost: override.test\r\n\r\n");
+}
+
+#[tokio::test]
+async fn a_request_the_origin_drops_on_a_reused_connection_is_resent_when_idempotent() {
+    // Every connection answers its first request and closes on its second unanswered, as an
+    // origin does whose keep-alive timeout fires as the request arrives.
+    let (addr, seen) = scripted(|_, n, _| {
+        (n == 0).then(|| b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec())
+    })
+    .await;
+    let up = pool();
+    let (_, reply) = get(&up, addr, 1024).await;
+    assert_eq!(text(reply).await, "ok");
+    // GET again: lost on the idle connection, sent again on a new one.
+    let (_, reply) = get(&up, addr, 1024).await;
+    assert_eq!(text(reply).await, "ok");
+    assert_eq!(connections(&seen), vec![0, 0, 1]);
+    // A POST lost the same way is not sent twice: the origin may have acted on it.
+    let e = send(
+        &up,
+        addr,
+        Method::POST,
+        &host_only(),
+        ProxyBody::bytes("x"),
+        1024,
+    )
+    .await;
+    assert_eq!(e.err(), Some(UpstreamError::Exchange));
+    assert_eq!(connections(&seen), vec![0, 0, 1, 1]);
+}
+
+#[tokio::test]
+async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    let (origin, seen) =
+        scripted(|_, _, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone".to_vec()))
+            .await;
+    // A hyper server in front, handing its client's body on as the proxy does.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let front = listener.local_addr().expect("addr");
+    let up = pool();
+    tokio::spawn(async move {
+        let Ok((s, _)) = listener.accept().await else {
+            return;
+        };
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let up = Arc::clone(&up);
+            async move {
+                let body = ProxyBody::Stream(req.into_body());
+                let (resp, reply) = send(&up, origin, Method::POST, &host_only(), body, 1024)
+                    .await
+                    .expect("forwarded");
+                let Reply::Whole(b) = reply else {
+                    panic!("a short answer");
+                };
+                let (parts, ()) = resp.into_parts();
+                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, ProxyBody::bytes(b)))
+            }
+        });
+        let _ = http1::Builder::new()
+            .serve_connection(TokioIo::new(s), service)
+            .await;
+    });
+    let mut client = tokio::net::TcpStream::connect(front)
+        .await
+        .expect("connect");
+    client
+        .write_all(
+            b"POST / HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+        )
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.ends_with(b"done") {
+        let n = tokio::time::timeout(Duration::from_secs(5), client.read(&mut buf))
+            .await
+            .expect("answer in time")
+            .expect("read");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    let request = String::from_utf8_lossy(&seen.lock().expect("seen")[0].1).into_owned();
+    assert!(
+        request.contains("transfer-encoding: chunked\r\n"),
+        "{request}"
+    );
+    // Decode the chunks the origin got.
+    let body = &request[request.find("\r\n\r\n").expect("head end") + 4..];
+    let mut rest = body;
+    let mut decoded = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").expect("size line");
+        let size = usize::from_str_radix(size, 16).expect("hex size");
+        if size == 0 {
+            break;
+        }
+        decoded.push_str(&after[..size]);
+        rest = &after[size + 2..];
+    }
+    assert_eq!(decoded, "abcde");
+}
