@@ -11,6 +11,7 @@
 //! is what origins behind a load balancer speak.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -317,9 +318,11 @@ impl Conn {
         let mut got_any = !self.buf.is_empty();
         loop {
             if !self.buf.is_empty() {
-                let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-                let mut parsed = httparse::Response::new(&mut fields);
-                match parsed.parse(&self.buf) {
+                let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+                let mut parsed = httparse::Response::new(&mut []);
+                let parser = httparse::ParserConfig::default();
+                match parser.parse_response_with_uninit_headers(&mut parsed, &self.buf, &mut fields)
+                {
                     Ok(httparse::Status::Complete(n)) => {
                         let head = self.buf.split_to(n).freeze();
                         match interpret(&head, method)? {
@@ -370,9 +373,12 @@ async fn write_all_vectored(io: &mut Io, parts: &mut [io::IoSlice<'_>]) -> io::R
 
 /// Turns a complete head into a response, or `None` for an interim 1xx to skip.
 fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, HeadError> {
-    let mut fields = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut parsed = httparse::Response::new(&mut fields);
-    if !matches!(parsed.parse(head), Ok(httparse::Status::Complete(_))) {
+    // Uninitialised header slots: zeroing 128 of them for each parse shows in profiles.
+    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    let parser = httparse::ParserConfig::default();
+    let complete = parser.parse_response_with_uninit_headers(&mut parsed, head, &mut fields);
+    if !matches!(complete, Ok(httparse::Status::Complete(_))) {
         return Err(HeadError::Broken);
     }
     let code = parsed.code.ok_or(HeadError::Broken)?;
