@@ -164,11 +164,11 @@ print(json.dumps({"proxy": name, "requests_per_s": float(rps.group(1)) if rps el
 PY
 }
 if [ -n "${STRACE_MESHLB:-}" ]; then
-  timeout -s INT 4 strace -f -c -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$STRACE_MESHLB" >/dev/null 2>&1 &
+  timeout -s INT 4 strace -f -c -p "${PIDS[0]}" -o "$STRACE_MESHLB" >/dev/null 2>&1 &
 fi
 if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
-  perf record -F 999 -g -p "$(pgrep -f -n "meshlb aggregator --config $W")" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
+  perf record -F 999 --call-graph "${PERF_CALL_GRAPH:-fp}" -p "${PIDS[0]}" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
 fi
 if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${STRACE_MESHLB:-}" ]; then
   # Profiling: one run of each, in a fixed order.

@@ -18,8 +18,10 @@ pub enum ProxyBody {
     Bytes(Option<Bytes>),
     /// A client's request body streamed to the origin.
     Stream(Incoming),
-    /// An origin's response streamed to the client, its request outstanding until the end.
-    Counted(Counted<OriginBody>),
+    /// An origin's response streamed to the client, its request outstanding until the end
+    /// (boxed: it holds the origin connection, and would make every body, and every
+    /// future holding one, several times larger).
+    Counted(Box<Counted<OriginBody>>),
 }
 
 impl ProxyBody {
@@ -56,7 +58,7 @@ impl Body for ProxyBody {
             ProxyBody::Stream(s) => Pin::new(s)
                 .poll_frame(cx)
                 .map(|f| f.map(|r| r.map_err(io::Error::other))),
-            ProxyBody::Counted(c) => Pin::new(c).poll_frame(cx),
+            ProxyBody::Counted(c) => Pin::new(&mut **c).poll_frame(cx),
         }
     }
 

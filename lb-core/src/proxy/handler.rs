@@ -587,7 +587,7 @@ impl Proxy {
             }
             Reply::Streamed(body) => Response::from_parts(
                 parts,
-                ProxyBody::Counted(Counted::new(body, Some(in_flight))),
+                ProxyBody::Counted(Box::new(Counted::new(body, Some(in_flight)))),
             ),
             Reply::Upgraded(origin_io, early) => match client_upgrade {
                 Some(client_side) => {

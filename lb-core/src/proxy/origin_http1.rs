@@ -268,7 +268,8 @@ impl Conn {
                 }
                 out.extend_from_slice(b"\r\n");
                 match self.io.write_all(&out).await {
-                    Ok(()) => self.write_streamed(streamed, length.is_none()).await,
+                    // Boxed, being rare and large: every request's future would carry it.
+                    Ok(()) => Box::pin(self.write_streamed(streamed, length.is_none())).await,
                     Err(e) => Err(e),
                 }
             }

@@ -200,7 +200,9 @@ impl Upstream {
             }
         }
         let body = body.ok_or(UpstreamError::Exchange)?;
-        let conn = self.connect(origin).await?;
+        // Boxed: connecting (a TLS handshake's state above all) would make every request's
+        // future over a kilobyte larger, and futures are moved into place (bench/proxy.sh).
+        let conn = Box::pin(self.connect(origin)).await?;
         let place = match self.pools.lock() {
             Ok(mut pools) => pools.place(&origin),
             Err(_) => return Err(UpstreamError::Exchange),
