@@ -299,6 +299,29 @@ default_pools = ["weighted"]
     );
     assert_eq!(r.status, 431, "{:?}", r.status);
 
+    // Large bodies stream both ways: a 1 MiB chunked answer, and uploads beyond the 64 KiB
+    // replay buffer, of known length and chunked.
+    let r = curl(&format!("{url}big"), "weighted.example.test", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body.len(), 1 << 20);
+    assert!(r.body.bytes().all(|b| b == b'x'), "the body arrived intact");
+    let upload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    let upload_file = dir.join("upload.bin");
+    std::fs::write(&upload_file, &upload).expect("upload file");
+    let sum: u64 = upload.iter().map(|&b| u64::from(b)).sum();
+    let data = format!("@{}", upload_file.display());
+    for extra in [
+        vec!["--data-binary", &data],
+        vec!["--data-binary", &data, "-H", "Transfer-Encoding: chunked"],
+    ] {
+        let r = curl(&format!("{url}upload"), "weighted.example.test", &extra);
+        assert_eq!(r.status, 200, "{extra:?}: {r:?}");
+        assert!(
+            r.body.contains(&format!("received=300000\nsum={sum}\n")),
+            "{extra:?}: {r:?}"
+        );
+    }
+
     // Header override and X-Forwarded-*: h2 sees Host override.example, everyone sees XFF.
     let mut seen_override = false;
     for _ in 0..40 {

@@ -196,6 +196,32 @@ pub fn wait_for(what: &str, within: Duration, ok: impl FnMut() -> bool) -> Durat
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, one per line). `GET /hold` waits `hold` before
 /// answering; a request with `Upgrade: echo` gets `101` and then every byte echoed back (a
 /// protocol switch like WebSocket's, without the framing). `Connection: close` on every answer.
+/// A chunked request body, decoded (trailers skipped); `None` when it breaks off.
+fn read_chunked(s: &mut TcpStream) -> Option<Vec<u8>> {
+    use std::io::BufRead;
+    let mut r = std::io::BufReader::new(s);
+    let mut body = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).ok()?;
+        let size = line.trim().split(';').next()?;
+        let size = usize::from_str_radix(size, 16).ok()?;
+        if size == 0 {
+            // Trailer fields, up to the empty line.
+            loop {
+                line.clear();
+                if r.read_line(&mut line).ok()? == 0 || line.trim().is_empty() {
+                    return Some(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size + 2, 0);
+        r.read_exact(&mut body[start..]).ok()?;
+        body.truncate(start + size);
+    }
+}
+
 pub fn named_origin(ip: &str, name: &str, hold: Duration) -> Origin {
     let name = name.to_string();
     serve(ip, move |s| serve_named(s, &name, hold))
@@ -223,11 +249,19 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
             .unwrap_or_default()
     };
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let length: usize = header("content-length").parse().unwrap_or(0);
-    let mut body = vec![0u8; length];
-    if s.read_exact(&mut body).is_err() {
-        return;
-    }
+    let body = if header("transfer-encoding").eq_ignore_ascii_case("chunked") {
+        match read_chunked(&mut s) {
+            Some(b) => b,
+            None => return,
+        }
+    } else {
+        let length: usize = header("content-length").parse().unwrap_or(0);
+        let mut body = vec![0u8; length];
+        if s.read_exact(&mut body).is_err() {
+            return;
+        }
+        body
+    };
     if header("upgrade").eq_ignore_ascii_case("echo") {
         let _ = s.write_all(
             b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
@@ -242,6 +276,31 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
     }
     if path == "/hold" {
         std::thread::sleep(hold);
+    }
+    // A 1 MiB answer of 64 chunks of `x`.
+    if path == "/big" {
+        let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        );
+        for _ in 0..64 {
+            if s.write_all(chunk.as_bytes()).is_err() {
+                return;
+            }
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+        return;
+    }
+    // What an upload brought: its length and the sum of its bytes.
+    if path == "/upload" {
+        let sum: u64 = body.iter().map(|&b| u64::from(b)).sum();
+        let reply = format!("{name}\nreceived={}\nsum={sum}\n", body.len());
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+            reply.len()
+        );
+        return;
     }
     let reply = format!(
         "{name}\nhost={}\nxff={}\nproto={}\nbody={}\n",
