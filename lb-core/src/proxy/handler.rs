@@ -39,7 +39,8 @@ const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
 pub struct ProxySettings {
     /// Connecting to an origin (Cloudflare's 522 after 15 s; we are stricter).
     pub connect_timeout: Duration,
-    /// From sending the request to the origin's response headers (Cloudflare: 100 s).
+    /// From sending the request to the origin's response headers, and the longest silence
+    /// of the origin within a streamed response body (Cloudflare: 100 s).
     pub response_timeout: Duration,
     /// Idle pooled connections to origins are closed after this.
     pub pool_idle_timeout: Duration,
@@ -276,6 +277,7 @@ impl Proxy {
             self.live.by_authority(),
             self.settings.connect_timeout,
             self.settings.pool_idle_timeout,
+            self.settings.response_timeout,
         )
     }
 

@@ -10,12 +10,14 @@
 //! clients (HTTP/1.1 and HTTP/2, upgrades, timeouts); this side speaks only HTTP/1.1, which
 //! is what origins behind a load balancer speak.
 
+use std::future::Future;
 use std::io;
 use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -24,6 +26,7 @@ use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, SizeHint};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
+use tokio::time::Sleep;
 use tokio_rustls::client::TlsStream;
 
 use super::body::ProxyBody;
@@ -482,11 +485,21 @@ pub struct OriginBody {
     conn: Option<Conn>,
     state: BodyState,
     release: Option<Release>,
+    /// The longest the origin may go silent in the middle of the body.
+    idle_timeout: Duration,
+    /// Armed while waiting for the origin (boxed: only slow bodies need one).
+    silence: Option<Pin<Box<Sleep>>>,
 }
 
 impl OriginBody {
     /// `release` is called with the connection when the body ends and it can be reused.
-    pub fn new(conn: Conn, framing: Framing, keep_alive: bool, release: Release) -> OriginBody {
+    pub fn new(
+        conn: Conn,
+        framing: Framing,
+        keep_alive: bool,
+        release: Release,
+        idle_timeout: Duration,
+    ) -> OriginBody {
         let state = match framing {
             Framing::Length(n) => BodyState::Length(n),
             Framing::Chunked => BodyState::ChunkSize,
@@ -497,6 +510,8 @@ impl OriginBody {
             conn: Some(conn),
             state,
             release: keep_alive.then_some(release),
+            idle_timeout,
+            silence: None,
         };
         if matches!(state, BodyState::Done) {
             body.finish();
@@ -611,14 +626,28 @@ impl Body for OriginBody {
                 conn.buf.reserve(READ_RESERVE);
             }
             match tokio_util::io::poll_read_buf(Pin::new(&mut conn.io), cx, &mut conn.buf) {
-                Poll::Pending => return Poll::Pending,
+                Poll::Pending => {
+                    // Waiting on the origin: give up when it stays silent too long.
+                    let idle = this.idle_timeout;
+                    let silence = this
+                        .silence
+                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    if silence.as_mut().poll(cx).is_ready() {
+                        return this.fail(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "origin body: the origin went silent",
+                        ));
+                    }
+                    return Poll::Pending;
+                }
                 Poll::Ready(Ok(0)) if matches!(state, BodyState::UntilClose) => {
                     this.state = BodyState::Done;
                     this.conn = None;
                     return Poll::Ready(None);
                 }
                 Poll::Ready(Ok(0)) => return this.fail(io::ErrorKind::UnexpectedEof.into()),
-                Poll::Ready(Ok(_)) => {}
+                // Something came: the next wait starts its own count.
+                Poll::Ready(Ok(_)) => this.silence = None,
                 Poll::Ready(Err(e)) => return this.fail(e),
             }
         }

@@ -94,10 +94,16 @@ async fn scripted_origin(script: Script, close_after_answer: bool) -> (SocketAdd
 }
 
 fn pool() -> Arc<Upstream> {
+    pool_reading_within(Duration::from_secs(10))
+}
+
+/// A pool whose streamed bodies give up after `read_timeout` of the origin's silence.
+fn pool_reading_within(read_timeout: Duration) -> Arc<Upstream> {
     Upstream::new(
         Arc::new(HashMap::new()),
         Duration::from_secs(2),
         Duration::from_secs(90),
+        read_timeout,
     )
 }
 
@@ -470,4 +476,27 @@ async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
         rest = &after[size + 2..];
     }
     assert_eq!(decoded, "abcde");
+}
+
+#[tokio::test]
+async fn an_origin_silent_in_the_middle_of_a_body_times_it_out() {
+    // Half a chunked body, then nothing (the connection stays open).
+    let (addr, _) = scripted(|_, _, _| {
+        Some(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n".to_vec())
+    })
+    .await;
+    let up = pool_reading_within(Duration::from_millis(300));
+    let (_, reply) = get(&up, addr, 1024).await;
+    let Reply::Streamed(mut body) = reply else {
+        panic!("a chunked body streams");
+    };
+    let first = body.frame().await.expect("a frame").expect("data");
+    assert_eq!(first.into_data().expect("data"), "hello");
+    // The bound on this wait is the test's own; the body must give up well before it.
+    let next = tokio::time::timeout(Duration::from_secs(10), body.frame())
+        .await
+        .expect("the body gave up");
+    let e = next.expect("an outcome").expect_err("a timeout");
+    assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    assert!(body.is_end_stream());
 }

@@ -130,6 +130,8 @@ pub struct Upstream {
     counters: ByAuthority,
     connect_timeout: Duration,
     idle_timeout: Duration,
+    /// The longest an origin may go silent in the middle of a streamed body.
+    read_timeout: Duration,
 }
 
 fn is_certificate_error(e: &std::io::Error) -> bool {
@@ -152,12 +154,14 @@ impl Upstream {
         counters: ByAuthority,
         connect_timeout: Duration,
         idle_timeout: Duration,
+        read_timeout: Duration,
     ) -> Arc<Self> {
         let upstream = Arc::new(Upstream {
             pools: Mutex::new(Pools::default()),
             counters,
             connect_timeout,
             idle_timeout,
+            read_timeout,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep(Arc::downgrade(&upstream)));
@@ -258,7 +262,13 @@ impl Upstream {
             framing => {
                 let me = Arc::clone(self);
                 let release = Box::new(move |conn| me.release(conn, place));
-                Reply::Streamed(OriginBody::new(conn, framing, head.keep_alive, release))
+                Reply::Streamed(OriginBody::new(
+                    conn,
+                    framing,
+                    head.keep_alive,
+                    release,
+                    self.read_timeout,
+                ))
             }
         };
         Ok((head.response, reply))

@@ -93,7 +93,12 @@ fn counters(addr: SocketAddr) -> (ByAuthority, Arc<AtomicU32>) {
 }
 
 fn pool(by: ByAuthority) -> Arc<Upstream> {
-    Upstream::new(by, Duration::from_secs(2), Duration::from_secs(90))
+    Upstream::new(
+        by,
+        Duration::from_secs(2),
+        Duration::from_secs(90),
+        Duration::from_secs(10),
+    )
 }
 
 async fn body(reply: Reply) -> Bytes {
