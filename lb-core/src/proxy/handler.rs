@@ -189,6 +189,8 @@ enum Failure {
     /// The connection broke after the request was sent but before any response byte, or
     /// the origin took too long.
     Exchange { timed_out: bool },
+    /// The answer broke off after its head: never sent again.
+    BrokenAnswer,
 }
 
 /// The client end of a connection, worked out once per connection.
@@ -469,6 +471,7 @@ impl Proxy {
         let result = match tokio::time::timeout(self.settings.response_timeout, send).await {
             Ok(Ok(sent)) => Ok(sent),
             Ok(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
+            Ok(Err(UpstreamError::BrokenAnswer)) => Err(Failure::BrokenAnswer),
             Ok(Err(e)) => Err(Failure::Connect(e)),
             Err(_) => Err(Failure::Exchange { timed_out: true }),
         };
@@ -554,6 +557,12 @@ impl Proxy {
                         "meshlb: the origin of {} has an invalid certificate (error 526)\n",
                         lb.name
                     ),
+                )
+            }
+            Err(Failure::BrokenAnswer) => {
+                return text(
+                    StatusCode::BAD_GATEWAY,
+                    format!("meshlb: the origin of {} broke off its answer\n", lb.name),
                 )
             }
             Err(_) => {

@@ -214,13 +214,14 @@ impl Conn {
             .is_pending()
     }
 
-    /// Sends the request: the head and, when small and in hand, the body in one write;
-    /// a streamed body follows with its length, or chunked when the length is unknown.
+    /// Sends the request head and, when small and in hand, the body in the same write. A
+    /// streamed body is handed back, with whether it goes chunked (its length unknown), for
+    /// `upload_and_read_head`.
     pub async fn write_request(
         &mut self,
         req: &RequestHead<'_>,
         body: ProxyBody,
-    ) -> io::Result<()> {
+    ) -> io::Result<Option<(ProxyBody, bool)>> {
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         out.extend_from_slice(req.method.as_str().as_bytes());
@@ -271,79 +272,56 @@ impl Conn {
                 }
                 out.extend_from_slice(b"\r\n");
                 match self.io.write_all(&out).await {
-                    // Boxed, being rare and large: every request's future would carry it.
-                    Ok(()) => Box::pin(self.write_streamed(streamed, length.is_none())).await,
+                    Ok(()) => {
+                        self.out = out;
+                        return Ok(Some((streamed, length.is_none())));
+                    }
                     Err(e) => Err(e),
                 }
             }
         };
         self.out = out;
         result?;
-        self.io.flush().await
+        self.io.flush().await?;
+        Ok(None)
     }
 
-    async fn write_streamed(&mut self, mut body: ProxyBody, chunked: bool) -> io::Result<()> {
-        while let Some(frame) = body.frame().await {
-            let frame = frame?;
-            let Ok(data) = frame.into_data() else {
-                continue; // trailers are not forwarded
-            };
-            if data.is_empty() {
-                continue;
+    /// Streams the request body while reading the response head: an origin may answer
+    /// (413, 401, a redirect) before it has read the whole body, and stop reading it. The
+    /// head comes with whether the whole body went out; when not, the connection is not
+    /// reused. A client body that breaks off ends the exchange.
+    pub async fn upload_and_read_head(
+        &mut self,
+        body: ProxyBody,
+        chunked: bool,
+        method: &Method,
+    ) -> Result<(ResponseHead, bool), HeadError> {
+        let Conn { io, buf, .. } = self;
+        let (mut from_origin, mut to_origin) = tokio::io::split(io);
+        // Boxed, being rare and large: every request's future would carry them.
+        let mut upload = Box::pin(upload(&mut to_origin, body, chunked));
+        let mut head = Box::pin(read_head_from(&mut from_origin, buf, method));
+        let mut sent = false;
+        let mut uploading = true;
+        loop {
+            tokio::select! {
+                done = &mut upload, if uploading => {
+                    uploading = false;
+                    match done {
+                        Ok(()) => sent = true,
+                        Err(Upload::ClientBody) => return Err(HeadError::Broken),
+                        // The origin stopped reading: what it answered may still be there.
+                        Err(Upload::Origin) => {}
+                    }
+                }
+                head = &mut head => return head.map(|h| (h, sent)),
             }
-            if chunked {
-                let size = format!("{:x}\r\n", data.len());
-                let mut parts = [
-                    io::IoSlice::new(size.as_bytes()),
-                    io::IoSlice::new(&data),
-                    io::IoSlice::new(b"\r\n"),
-                ];
-                write_all_vectored(&mut self.io, &mut parts).await?;
-            } else {
-                self.io.write_all(&data).await?;
-            }
         }
-        if chunked {
-            self.io.write_all(b"0\r\n\r\n").await?;
-        }
-        Ok(())
-    }
-
-    /// Reads more from the origin into the buffer; `Ok(0)` when it closed.
-    async fn read_more(&mut self) -> io::Result<usize> {
-        if self.buf.capacity() - self.buf.len() < 1024 {
-            self.buf.reserve(READ_RESERVE);
-        }
-        self.io.read_buf(&mut self.buf).await
     }
 
     /// Reads the response head, skipping interim (1xx) responses other than 101.
     pub async fn read_head(&mut self, method: &Method) -> Result<ResponseHead, HeadError> {
-        let mut got_any = !self.buf.is_empty();
-        loop {
-            if !self.buf.is_empty() {
-                let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
-                let mut parsed = httparse::Response::new(&mut []);
-                let parser = httparse::ParserConfig::default();
-                match parser.parse_response_with_uninit_headers(&mut parsed, &self.buf, &mut fields)
-                {
-                    Ok(httparse::Status::Complete(n)) => {
-                        let head = self.buf.split_to(n).freeze();
-                        match interpret(&head, method)? {
-                            Some(h) => return Ok(h),
-                            None => continue, // an interim response
-                        }
-                    }
-                    Ok(httparse::Status::Partial) if self.buf.len() < MAX_HEAD_BYTES => {}
-                    _ => return Err(HeadError::Broken),
-                }
-            }
-            match self.read_more().await {
-                Ok(0) | Err(_) if !got_any => return Err(HeadError::NothingBack),
-                Ok(0) | Err(_) => return Err(HeadError::Broken),
-                Ok(_) => got_any = true,
-            }
-        }
+        read_head_from(&mut self.io, &mut self.buf, method).await
     }
 
     /// Reads a body of `n` bytes whole.
@@ -363,7 +341,93 @@ impl Conn {
     }
 }
 
-async fn write_all_vectored(io: &mut Io, parts: &mut [io::IoSlice<'_>]) -> io::Result<()> {
+/// Reads a response head from `io` into `buf`, skipping interim (1xx) responses but 101.
+async fn read_head_from<R: AsyncRead + Unpin>(
+    io: &mut R,
+    buf: &mut BytesMut,
+    method: &Method,
+) -> Result<ResponseHead, HeadError> {
+    let mut got_any = !buf.is_empty();
+    loop {
+        if !buf.is_empty() {
+            // Uninitialised header slots: zeroing 128 of them for each parse shows in
+            // profiles.
+            let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+            let mut parsed = httparse::Response::new(&mut []);
+            let parser = httparse::ParserConfig::default();
+            match parser.parse_response_with_uninit_headers(&mut parsed, buf, &mut fields) {
+                Ok(httparse::Status::Complete(n)) => {
+                    let head = buf.split_to(n).freeze();
+                    match interpret(&head, method)? {
+                        Some(h) => return Ok(h),
+                        None => continue, // an interim response
+                    }
+                }
+                Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD_BYTES => {}
+                _ => return Err(HeadError::Broken),
+            }
+        }
+        if buf.capacity() - buf.len() < 1024 {
+            buf.reserve(READ_RESERVE);
+        }
+        match io.read_buf(buf).await {
+            Ok(0) | Err(_) if !got_any => return Err(HeadError::NothingBack),
+            Ok(0) | Err(_) => return Err(HeadError::Broken),
+            Ok(_) => got_any = true,
+        }
+    }
+}
+
+/// Which side of an upload failed.
+enum Upload {
+    /// The client's body broke off.
+    ClientBody,
+    /// Writing to the origin failed.
+    Origin,
+}
+
+/// Sends a streamed request body, chunked or as is, flushing after each piece (a TLS
+/// stream may hold data back otherwise while the client pauses).
+async fn upload<W: AsyncWrite + Unpin>(
+    to_origin: &mut W,
+    mut body: ProxyBody,
+    chunked: bool,
+) -> Result<(), Upload> {
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| Upload::ClientBody)?;
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers are not forwarded
+        };
+        if data.is_empty() {
+            continue;
+        }
+        let written = if chunked {
+            let size = format!("{:x}\r\n", data.len());
+            let mut parts = [
+                io::IoSlice::new(size.as_bytes()),
+                io::IoSlice::new(&data),
+                io::IoSlice::new(b"\r\n"),
+            ];
+            write_all_vectored(to_origin, &mut parts).await
+        } else {
+            to_origin.write_all(&data).await
+        };
+        written.map_err(|_| Upload::Origin)?;
+        to_origin.flush().await.map_err(|_| Upload::Origin)?;
+    }
+    if chunked {
+        to_origin
+            .write_all(b"0\r\n\r\n")
+            .await
+            .map_err(|_| Upload::Origin)?;
+    }
+    to_origin.flush().await.map_err(|_| Upload::Origin)
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    parts: &mut [io::IoSlice<'_>],
+) -> io::Result<()> {
     let mut parts = parts;
     while !parts.is_empty() {
         let n = io.write_vectored(parts).await?;
@@ -373,6 +437,15 @@ async fn write_all_vectored(io: &mut Io, parts: &mut [io::IoSlice<'_>]) -> io::R
         io::IoSlice::advance_slices(&mut parts, n);
     }
     Ok(())
+}
+
+/// A Content-Length value: digits only.
+fn parse_length(v: &[u8]) -> Option<u64> {
+    let v = v.trim_ascii();
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    std::str::from_utf8(v).ok()?.parse().ok()
 }
 
 /// Turns a complete head into a response, or `None` for an interim 1xx to skip.
@@ -392,12 +465,18 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     }
     let http11 = parsed.version == Some(1);
     let mut headers = HeaderMap::with_capacity(parsed.headers.len());
-    let (mut chunked, mut coded, mut close, mut keep_alive_token) = (false, false, false, false);
+    // Transfer-Encoding overrides Content-Length (RFC 9112 section 6.3): then the length is
+    // neither used nor passed on, and the connection is not trusted with another request.
+    let coded = parsed
+        .headers
+        .iter()
+        .any(|f| f.name.eq_ignore_ascii_case("transfer-encoding"));
+    let (mut chunked, mut close, mut keep_alive_token) = (false, false, false);
     let mut length: Option<u64> = None;
+    let mut had_length = false;
     for field in parsed.headers.iter() {
         let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| HeadError::Broken)?;
         if name == header::TRANSFER_ENCODING {
-            coded = true;
             // Only a final `chunked` delimits the body; any other coding runs to the close.
             chunked = field
                 .value
@@ -405,17 +484,19 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
                 .next()
                 .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
         } else if name == header::CONTENT_LENGTH {
-            let n = std::str::from_utf8(field.value)
-                .ok()
-                .map(str::trim)
-                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                .and_then(|v| v.parse::<u64>().ok())
-                .ok_or(HeadError::Broken)?;
-            // Differing lengths are an attack or a broken origin (RFC 9112 section 6.3).
-            if length.is_some_and(|l| l != n) {
-                return Err(HeadError::Broken);
+            had_length = true;
+            if coded {
+                continue;
             }
-            length = Some(n);
+            // A list of equal values is one length; differing ones are an attack or a
+            // broken origin.
+            for item in field.value.split(|&b| b == b',') {
+                let n = parse_length(item).ok_or(HeadError::Broken)?;
+                if length.is_some_and(|l| l != n) {
+                    return Err(HeadError::Broken);
+                }
+                length = Some(n);
+            }
         } else if name == header::CONNECTION {
             for token in field.value.split(|&b| b == b',') {
                 let token = token.trim_ascii();
@@ -447,7 +528,9 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
             None => Framing::UntilClose,
         }
     };
+    let smuggling_shaped = coded && had_length;
     let keep_alive = !close
+        && !smuggling_shaped
         && (http11 || keep_alive_token)
         && !matches!(framing, Framing::UntilClose | Framing::Upgrade);
     let mut response = Response::new(());
@@ -533,6 +616,23 @@ impl OriginBody {
     }
 }
 
+/// The trailer section of a chunked body (its fields and the empty line ending it).
+fn trailer_fields(section: &Bytes) -> Option<HeaderMap> {
+    let mut fields = [httparse::EMPTY_HEADER; 32];
+    let httparse::Status::Complete((_, parsed)) =
+        httparse::parse_headers(section, &mut fields).ok()?
+    else {
+        return None;
+    };
+    let mut trailers = HeaderMap::with_capacity(parsed.len());
+    for field in parsed {
+        let name = HeaderName::from_bytes(field.name.as_bytes()).ok()?;
+        let value = HeaderValue::from_maybe_shared(section.slice_ref(field.value)).ok()?;
+        trailers.append(name, value);
+    }
+    Some(trailers)
+}
+
 fn broken(what: &str) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, format!("origin body: {what}"))
 }
@@ -574,6 +674,12 @@ impl Body for OriginBody {
                     return Poll::Ready(Some(Ok(Frame::data(data))));
                 }
                 BodyState::Length(_) | BodyState::ChunkData(_) => true,
+                // httparse takes a line without digits for size 0; a chunk-size starts with one.
+                BodyState::ChunkSize
+                    if conn.buf.first().is_some_and(|b| !b.is_ascii_hexdigit()) =>
+                {
+                    return this.fail(broken("bad chunk size"));
+                }
                 BodyState::ChunkSize => match httparse::parse_chunk_size(&conn.buf) {
                     Ok(httparse::Status::Complete((used, size))) => {
                         conn.buf.advance(used);
@@ -597,7 +703,6 @@ impl Body for OriginBody {
                 }
                 BodyState::ChunkEnd => true,
                 BodyState::Trailers => {
-                    // Trailer fields are read past, not forwarded.
                     if conn.buf.starts_with(b"\r\n") {
                         conn.buf.advance(2);
                         this.finish();
@@ -605,9 +710,12 @@ impl Body for OriginBody {
                     }
                     match conn.buf.windows(4).position(|w| w == b"\r\n\r\n") {
                         Some(end) => {
-                            conn.buf.advance(end + 4);
+                            let section = conn.buf.split_to(end + 4).freeze();
+                            let Some(trailers) = trailer_fields(&section) else {
+                                return this.fail(broken("bad trailer fields"));
+                            };
                             this.finish();
-                            return Poll::Ready(None);
+                            return Poll::Ready(Some(Ok(Frame::trailers(trailers))));
                         }
                         None if conn.buf.len() < MAX_HEAD_BYTES => true,
                         None => return this.fail(broken("trailers too large")),

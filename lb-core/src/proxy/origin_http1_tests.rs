@@ -158,6 +158,41 @@ async fn get(up: &Arc<Upstream>, addr: SocketAddr, buffer_up_to: u64) -> (Respon
     .expect("an answer")
 }
 
+/// A hyper server in front of `origin` for one connection, handing its client's request
+/// body on as it comes, as the proxy does (`POST`, short answers only).
+async fn front(origin: SocketAddr) -> SocketAddr {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    use hyper_util::rt::TokioIo;
+
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let front = listener.local_addr().expect("addr");
+    let up = pool();
+    tokio::spawn(async move {
+        let Ok((s, _)) = listener.accept().await else {
+            return;
+        };
+        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+            let up = Arc::clone(&up);
+            async move {
+                let body = ProxyBody::Stream(req.into_body());
+                let (resp, reply) = send(&up, origin, Method::POST, &host_only(), body, 1024)
+                    .await
+                    .expect("forwarded");
+                let Reply::Whole(b) = reply else {
+                    panic!("a short answer");
+                };
+                let (parts, ()) = resp.into_parts();
+                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, ProxyBody::bytes(b)))
+            }
+        });
+        let _ = http1::Builder::new()
+            .serve_connection(TokioIo::new(s), service)
+            .await;
+    });
+    front
+}
+
 fn connections(seen: &Seen) -> Vec<usize> {
     seen.lock().expect("seen").iter().map(|(c, _)| *c).collect()
 }
@@ -176,8 +211,16 @@ async fn chunked_bodies_are_decoded_and_their_connection_reused() {
     for _ in 0..2 {
         let (resp, reply) = get(&up, addr, 1 << 20).await;
         assert_eq!(resp.status(), StatusCode::OK);
-        assert!(matches!(reply, Reply::Streamed(_)));
-        assert_eq!(text(reply).await, "hello, world");
+        let Reply::Streamed(body) = reply else {
+            panic!("a chunked body streams");
+        };
+        let whole = body.collect().await.expect("body");
+        let trailers = whole.trailers().cloned().expect("the trailer fields");
+        assert_eq!(
+            trailers.get("x-trailer").map(|v| v.as_bytes()),
+            Some(&b"t"[..])
+        );
+        assert_eq!(whole.to_bytes(), "hello, world");
     }
     assert_eq!(connections(&seen), vec![0, 0], "one connection for both");
 }
@@ -404,39 +447,10 @@ async fn a_request_the_origin_drops_on_a_reused_connection_is_resent_when_idempo
 
 #[tokio::test]
 async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
-    use hyper::server::conn::http1;
-    use hyper::service::service_fn;
-    use hyper_util::rt::TokioIo;
-
     let (origin, seen) =
         scripted(|_, _, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone".to_vec()))
             .await;
-    // A hyper server in front, handing its client's body on as the proxy does.
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let front = listener.local_addr().expect("addr");
-    let up = pool();
-    tokio::spawn(async move {
-        let Ok((s, _)) = listener.accept().await else {
-            return;
-        };
-        let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-            let up = Arc::clone(&up);
-            async move {
-                let body = ProxyBody::Stream(req.into_body());
-                let (resp, reply) = send(&up, origin, Method::POST, &host_only(), body, 1024)
-                    .await
-                    .expect("forwarded");
-                let Reply::Whole(b) = reply else {
-                    panic!("a short answer");
-                };
-                let (parts, ()) = resp.into_parts();
-                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, ProxyBody::bytes(b)))
-            }
-        });
-        let _ = http1::Builder::new()
-            .serve_connection(TokioIo::new(s), service)
-            .await;
-    });
+    let front = front(origin).await;
     let mut client = tokio::net::TcpStream::connect(front)
         .await
         .expect("connect");
@@ -499,4 +513,120 @@ async fn an_origin_silent_in_the_middle_of_a_body_times_it_out() {
     let e = next.expect("an outcome").expect_err("a timeout");
     assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     assert!(body.is_end_stream());
+}
+
+#[tokio::test]
+async fn transfer_encoding_overrides_content_length_which_is_not_passed_on() {
+    let (addr, seen) = scripted(|c, _, _| {
+        Some(match c {
+            0 => b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n\
+                  c\r\nhello, world\r\n0\r\n\r\n"
+                .to_vec(),
+            _ => b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok".to_vec(),
+        })
+    })
+    .await;
+    let up = pool();
+    let (resp, reply) = get(&up, addr, 1024).await;
+    assert_eq!(resp.headers().get(header::CONTENT_LENGTH), None);
+    assert_eq!(text(reply).await, "hello, world");
+    // Not trusted with another request: the next goes on a new connection, where a list of
+    // equal lengths is one length.
+    let (_, reply) = get(&up, addr, 1024).await;
+    assert_eq!(text(reply).await, "ok");
+    assert_eq!(connections(&seen), vec![0, 1]);
+}
+
+#[tokio::test]
+async fn a_chunk_size_line_without_digits_is_an_error_not_the_end() {
+    // A stray CRLF where a chunk size belongs would read as size 0 and cut the body short.
+    let (addr, _) = scripted(|_, _, _| {
+        Some(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5\r\nhello\r\n\r\n5\r\nworld\r\n0\r\n\r\n"
+                .to_vec(),
+        )
+    })
+    .await;
+    let (_, reply) = get(&pool(), addr, 1 << 20).await;
+    let Reply::Streamed(body) = reply else {
+        panic!("a chunked body streams");
+    };
+    assert!(body.collect().await.is_err());
+}
+
+#[tokio::test]
+async fn an_answer_that_breaks_off_after_its_head_is_not_sent_again() {
+    let (addr, seen) = scripted_closing(|_, _, _| {
+        Some(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc".to_vec())
+    })
+    .await;
+    let e = send(
+        &pool(),
+        addr,
+        Method::GET,
+        &host_only(),
+        ProxyBody::Empty,
+        1024,
+    )
+    .await;
+    assert_eq!(e.err(), Some(UpstreamError::BrokenAnswer));
+    assert_eq!(connections(&seen), vec![0], "sent once");
+}
+
+#[tokio::test]
+async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
+    // The origin reads the head only, refuses the body (413) and stops reading, keeping
+    // the connection open: the upload stalls, the answer still comes through.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let origin = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = listener.accept().await else {
+            return;
+        };
+        let mut have = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !have.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => have.extend_from_slice(&buf[..n]),
+            }
+        }
+        let refusal = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo big\n";
+        let _ = s.write_all(refusal).await;
+        tokio::time::sleep(Duration::from_secs(20)).await;
+    });
+    let front = front(origin).await;
+    let mut client = tokio::net::TcpStream::connect(front)
+        .await
+        .expect("connect");
+    client
+        .write_all(b"POST / HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .await
+        .expect("head");
+    let (mut from_front, mut to_front) = client.into_split();
+    // 16 MiB in chunks of 64 KiB, more than the sockets between here and the origin hold.
+    tokio::spawn(async move {
+        let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+        for _ in 0..256 {
+            if to_front.write_all(chunk.as_bytes()).await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.ends_with(b"too big\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), from_front.read(&mut buf))
+            .await
+            .expect("the answer came in time")
+            .expect("read");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        answer.starts_with(b"HTTP/1.1 413"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
 }

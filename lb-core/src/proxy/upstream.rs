@@ -23,8 +23,6 @@ use super::origin_http1::{Conn, Framing, HeadError, Io, OriginBody, RequestHead}
 
 /// Idle connections kept per origin; more are closed when released.
 const MAX_IDLE_PER_ORIGIN: usize = 256;
-/// Idle connections tried before opening a new one when the origin keeps closing them.
-const MAX_STALE_TRIES: usize = 4;
 /// How often idle connections are checked for the origin's close and the idle timeout.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -105,8 +103,10 @@ pub enum UpstreamError {
     TlsHandshake,
     /// The origin's certificate is not valid for the name (Cloudflare's 526).
     TlsCertificate,
-    /// The connection broke after the request was sent, before the response was in hand.
+    /// The connection broke after the request was sent, before the response head.
     Exchange,
+    /// The origin's answer broke off after its head (a short body read whole).
+    BrokenAnswer,
 }
 
 /// The response's body as `send` leaves it.
@@ -145,7 +145,10 @@ enum ExchangeFailure {
     /// Nothing came back and the request may not have been read: a reused connection the
     /// origin was closing.
     NothingBack,
+    /// Broken before the response head was complete.
     Broken,
+    /// Broken after the head, reading a body to buffer: too late to send the request again.
+    AfterHead,
 }
 
 impl Upstream {
@@ -179,27 +182,22 @@ impl Upstream {
         buffer_up_to: u64,
     ) -> Result<(Response<()>, Reply), UpstreamError> {
         let mut body = Some(body);
-        for _ in 0..MAX_STALE_TRIES {
-            let Some((conn, place)) = self.checkout(&origin) else {
-                break;
-            };
+        if let Some((conn, place)) = self.checkout(&origin) {
             // A body in hand is sent as a copy, so that it is still there for another try.
             let (this_try, replayable) = match body.as_ref().and_then(ProxyBody::replayable) {
                 Some(copy) => (copy, true),
-                None => match body.take() {
-                    Some(streamed) => (streamed, false),
-                    None => break,
-                },
+                None => (body.take().unwrap_or(ProxyBody::Empty), false),
             };
             match self
                 .exchange(conn, place, req, this_try, buffer_up_to)
                 .await
             {
                 Ok(done) => return Ok(done),
-                // The origin closed the idle connection as the request went out. Sending
-                // again on another is safe when the request is idempotent (RFC 9110
-                // section 9.2.2) and its body is still in hand.
+                // The origin closed the idle connection as the request went out. Sending it
+                // once more, on a new connection, is safe when the request is idempotent
+                // (RFC 9110 section 9.2.2) and its body is still in hand.
                 Err(ExchangeFailure::NothingBack) if replayable && req.method.is_idempotent() => {}
+                Err(ExchangeFailure::AfterHead) => return Err(UpstreamError::BrokenAnswer),
                 Err(_) => return Err(UpstreamError::Exchange),
             }
         }
@@ -211,9 +209,11 @@ impl Upstream {
             Ok(mut pools) => pools.place(&origin),
             Err(_) => return Err(UpstreamError::Exchange),
         };
-        self.exchange(conn, place, req, body, buffer_up_to)
-            .await
-            .map_err(|_| UpstreamError::Exchange)
+        match self.exchange(conn, place, req, body, buffer_up_to).await {
+            Ok(done) => Ok(done),
+            Err(ExchangeFailure::AfterHead) => Err(UpstreamError::BrokenAnswer),
+            Err(_) => Err(UpstreamError::Exchange),
+        }
     }
 
     async fn exchange(
@@ -229,10 +229,18 @@ impl Upstream {
         // two cores that wakes the origin's core once per burst, and costs ~10 % less CPU per
         // request (bench/proxy.sh).
         tokio::task::yield_now().await;
-        if conn.write_request(req, body).await.is_err() {
-            return Err(ExchangeFailure::NothingBack);
-        }
-        let head = match conn.read_head(req.method).await {
+        let head = match conn.write_request(req, body).await {
+            Err(_) => return Err(ExchangeFailure::NothingBack),
+            Ok(None) => conn.read_head(req.method).await,
+            Ok(Some((streamed, chunked))) => conn
+                .upload_and_read_head(streamed, chunked, req.method)
+                .await
+                .map(|(mut head, whole_body_sent)| {
+                    head.keep_alive &= whole_body_sent;
+                    head
+                }),
+        };
+        let head = match head {
             Ok(head) => head,
             Err(HeadError::NothingBack) => return Err(ExchangeFailure::NothingBack),
             Err(HeadError::Broken) => return Err(ExchangeFailure::Broken),
@@ -253,7 +261,7 @@ impl Upstream {
                 let body = conn
                     .read_body(n)
                     .await
-                    .map_err(|_| ExchangeFailure::Broken)?;
+                    .map_err(|_| ExchangeFailure::AfterHead)?;
                 if head.keep_alive {
                     self.release(conn, place);
                 }
