@@ -622,9 +622,28 @@ default_pools = ["weighted"]
         "meshlb_proxy_retries_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"zdt.example.test\"}",
         "meshlb_proxy_affinity_hits_total",
         "meshlb_proxy_request_duration_seconds",
+        "meshlb_proxy_origin_requests_total{node_role=\"aggregator\",node_region=\"WEU\",connection=\"resent\"}",
     ] {
         assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
     }
+    // The test origins answer `Connection: close`: every request went on a new connection,
+    // none on one the origin had said it would close.
+    let sent = |kind: &str| -> f64 {
+        let prefix = format!(
+            "meshlb_proxy_origin_requests_total{{node_role=\"aggregator\",node_region=\"WEU\",connection=\"{kind}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert!(
+        sent("reused") == 0.0 && sent("new") > 100.0,
+        "reused {} new {}",
+        sent("reused"),
+        sent("new")
+    );
 }
 
 /// `POST /drain` on the admin API: a drained endpoint takes no new clients, keeps its cookie

@@ -177,6 +177,9 @@ def traffic():
     b.panel("timeseries", "Failover retries and affinity hits", [
         target('sum by (load_balancer) (rate(meshlb_proxy_retries_total[$__rate_interval]))', "retries {{load_balancer}}"),
         target('sum by (load_balancer) (rate(meshlb_proxy_affinity_hits_total[$__rate_interval]))', "affinity {{load_balancer}}", ref="B")])
+    b.panel("timeseries", "Requests to origins by connection (reused, new, resent)", [target(
+        'sum by (connection) (rate(meshlb_proxy_origin_requests_total[$__rate_interval]))', "{{connection}}")],
+        unit="reqps")
     return b
 
 

@@ -166,6 +166,10 @@ fn describe() {
         "meshlb_proxy_affinity_hits_total",
         "Requests that followed an existing session affinity binding."
     );
+    describe_counter!(
+        "meshlb_proxy_origin_requests_total",
+        "Requests sent to origins by connection: reused (kept alive), new, or resent on a new one after the origin dropped a reused one."
+    );
 }
 
 /// Serves `GET /metrics` (anything else: 404) until the task is dropped.

@@ -132,6 +132,27 @@ pub struct Upstream {
     idle_timeout: Duration,
     /// The longest an origin may go silent in the middle of a streamed body.
     read_timeout: Duration,
+    sent: SentCounters,
+}
+
+/// `meshlb_proxy_origin_requests_total{connection}`: requests sent to origins by the kind of
+/// connection they went on — how well keep-alive works, and how often origins drop reused
+/// connections under a request.
+struct SentCounters {
+    reused: metrics::Counter,
+    new: metrics::Counter,
+    resent: metrics::Counter,
+}
+
+impl SentCounters {
+    fn register() -> Self {
+        let by = |kind: &'static str| metrics::counter!("meshlb_proxy_origin_requests_total", "connection" => kind);
+        SentCounters {
+            reused: by("reused"),
+            new: by("new"),
+            resent: by("resent"),
+        }
+    }
 }
 
 fn is_certificate_error(e: &std::io::Error) -> bool {
@@ -165,6 +186,7 @@ impl Upstream {
             connect_timeout,
             idle_timeout,
             read_timeout,
+            sent: SentCounters::register(),
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep(Arc::downgrade(&upstream)));
@@ -182,7 +204,9 @@ impl Upstream {
         buffer_up_to: u64,
     ) -> Result<(Response<()>, Reply), UpstreamError> {
         let mut body = Some(body);
+        let mut resending = false;
         if let Some((conn, place)) = self.checkout(&origin) {
+            self.sent.reused.increment(1);
             // A body in hand is sent as a copy, so that it is still there for another try.
             let (this_try, replayable) = match body.as_ref().and_then(ProxyBody::replayable) {
                 Some(copy) => (copy, true),
@@ -196,7 +220,9 @@ impl Upstream {
                 // The origin closed the idle connection as the request went out. Sending it
                 // once more, on a new connection, is safe when the request is idempotent
                 // (RFC 9110 section 9.2.2) and its body is still in hand.
-                Err(ExchangeFailure::NothingBack) if replayable && req.method.is_idempotent() => {}
+                Err(ExchangeFailure::NothingBack) if replayable && req.method.is_idempotent() => {
+                    resending = true;
+                }
                 Err(ExchangeFailure::AfterHead) => return Err(UpstreamError::BrokenAnswer),
                 Err(_) => return Err(UpstreamError::Exchange),
             }
@@ -205,6 +231,11 @@ impl Upstream {
         // Boxed: connecting (a TLS handshake's state above all) would make every request's
         // future over a kilobyte larger, and futures are moved into place (bench/proxy.sh).
         let conn = Box::pin(self.connect(origin)).await?;
+        if resending {
+            self.sent.resent.increment(1);
+        } else {
+            self.sent.new.increment(1);
+        }
         let place = match self.pools.lock() {
             Ok(mut pools) => pools.place(&origin),
             Err(_) => return Err(UpstreamError::Exchange),
