@@ -39,12 +39,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     {
         return;
     }
+    // `Connection: keep-alive` or `close` (what most origins send) names nothing more to
+    // remove: no list, no header names built.
     let named: Vec<HeaderName> = headers
         .get_all(header::CONNECTION)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+        .map(str::trim)
+        .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("close"))
+        .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .filter(|n| !(keep_upgrade && n == header::UPGRADE))
         .collect();
     for n in named {
