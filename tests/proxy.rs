@@ -543,6 +543,26 @@ default_pools = ["weighted"]
         ],
     );
     assert_eq!(h2.status, 200, "{h2:?}");
+    // HTTP/2 in clear with prior knowledge (h2c) on the plain listener.
+    let h2c = Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "--max-time",
+            "10",
+            "--http2-prior-knowledge",
+        ])
+        .args([
+            "-w",
+            "%{http_version} %{http_code}",
+            "-H",
+            "Host: weighted.example.test",
+        ])
+        .arg(&url)
+        .output()
+        .expect("curl runs");
+    assert_eq!(String::from_utf8_lossy(&h2c.stdout), "2 200");
 
     // Zero-downtime failover: z1 dies under a steady stream of requests. With the retry on,
     // no request fails; without it, requests fail only until the mesh marks z1 down.
