@@ -1,5 +1,5 @@
 //! The proxy's listeners: HTTP/1.1 and HTTP/2 (ALPN over TLS, prior knowledge in clear) on
-//! hyper's automatic connection builder, with upgrades for WebSockets.
+//! hyper's connection builders, with upgrades for WebSockets.
 //!
 //! Shaped like nginx's workers: each worker is one OS thread with a single-threaded runtime,
 //! its own SO_REUSEPORT listening socket (the kernel spreads connections over them) and its
@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
@@ -36,12 +35,50 @@ impl Drop for ProxyListener {
     }
 }
 
+/// Which HTTP a connection speaks: ALPN says over TLS, the first bytes in clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Http {
+    One,
+    Two,
+}
+
+/// What an HTTP/2 client sends first (RFC 9113 section 3.4).
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Tells HTTP/2 with prior knowledge from HTTP/1 by the first bytes, without reading them;
+/// `None` when the client sends nothing in time or closes.
+async fn sniff(stream: &TcpStream, within: Duration) -> Option<Http> {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut first = [0u8; 24];
+    loop {
+        let n = tokio::time::timeout_at(deadline, stream.peek(&mut first))
+            .await
+            .ok()?
+            .ok()?;
+        let seen = first.get(..n)?;
+        if n == 0 {
+            return None;
+        }
+        if !H2_PREFACE.starts_with(seen) {
+            return Some(Http::One);
+        }
+        if n == H2_PREFACE.len() {
+            return Some(Http::Two);
+        }
+        // Part of the preface so far (clients send it whole; a slow one waits here).
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+/// Serves one client connection with hyper's HTTP/1 or HTTP/2 server (rather than its
+/// automatic builder, which wraps every read to sniff the protocol).
 async fn serve_connection<I>(
     proxy: Arc<Proxy>,
     upstream: Arc<Upstream>,
     io: I,
     peer: SocketAddr,
     tls: bool,
+    http: Http,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -56,15 +93,27 @@ async fn serve_connection<I>(
             Ok::<_, Infallible>(proxy.handle(upstream, req, peer).await)
         }
     });
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(header_read_timeout)
-        .max_buf_size(max_buf);
-    let _ = builder
-        .serve_connection_with_upgrades(TokioIo::new(io), service)
-        .await;
+    match http {
+        Http::One => {
+            let mut builder = hyper::server::conn::http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_read_timeout)
+                // The head's own bound: the buffer's alone let a head that arrived in one
+                // read through, whatever its size.
+                .max_header_size(max_buf)
+                .max_buf_size(max_buf);
+            let _ = builder
+                .serve_connection(TokioIo::new(io), service)
+                .with_upgrades()
+                .await;
+        }
+        Http::Two => {
+            let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+            builder.timer(TokioTimer::new());
+            let _ = builder.serve_connection(TokioIo::new(io), service).await;
+        }
+    }
 }
 
 fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
@@ -112,10 +161,19 @@ async fn accept_loop(
                     if let Ok(Ok(tls_stream)) =
                         tokio::time::timeout(handshake, acceptor.accept(stream)).await
                     {
-                        serve_connection(proxy, upstream, tls_stream, peer, true).await;
+                        let http = match tls_stream.get_ref().1.alpn_protocol() {
+                            Some(b"h2") => Http::Two,
+                            _ => Http::One,
+                        };
+                        serve_connection(proxy, upstream, tls_stream, peer, true, http).await;
                     }
                 }
-                None => serve_connection(proxy, upstream, stream, peer, false).await,
+                None => {
+                    let within = proxy.settings.header_read_timeout;
+                    if let Some(http) = sniff(&stream, within).await {
+                        serve_connection(proxy, upstream, stream, peer, false, http).await;
+                    }
+                }
             }
         });
     }
