@@ -379,13 +379,13 @@ impl Upstream {
         let _ = tcp.set_nodelay(true);
         let counter = self.counters.get(origin.authority).cloned();
         let Some((config, name)) = origin.tls else {
-            return Ok(Conn::new(Io::Plain(tcp), counter));
+            return Ok(Conn::new(Io::Left(tcp), counter));
         };
         let server_name =
             ServerName::try_from(name.to_string()).map_err(|_| UpstreamError::TlsHandshake)?;
         let handshake = TlsConnector::from(Arc::clone(config)).connect(server_name, tcp);
         match tokio::time::timeout(self.connect_timeout, handshake).await {
-            Ok(Ok(tls)) => Ok(Conn::new(Io::Tls(Box::new(tls)), counter)),
+            Ok(Ok(tls)) => Ok(Conn::new(Io::Right(Box::new(tls)), counter)),
             Ok(Err(e)) if is_certificate_error(&e) => Err(UpstreamError::TlsCertificate),
             Ok(Err(_)) | Err(_) => Err(UpstreamError::TlsHandshake),
         }
