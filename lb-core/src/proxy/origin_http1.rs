@@ -289,23 +289,17 @@ async fn read_head_from<R: AsyncRead + Unpin>(
 ) -> Result<ResponseHead, HeadError> {
     let mut got_any = !buf.is_empty();
     loop {
-        if !buf.is_empty() {
-            // Uninitialised header slots: zeroing 128 of them for each parse shows in
-            // profiles.
-            let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
-            let mut parsed = httparse::Response::new(&mut []);
-            let parser = httparse::ParserConfig::default();
-            match parser.parse_response_with_uninit_headers(&mut parsed, buf, &mut fields) {
-                Ok(httparse::Status::Complete(n)) => {
-                    let head = buf.split_to(n).freeze();
-                    match interpret(&head, method)? {
-                        Some(h) => return Ok(h),
-                        None => continue, // an interim response
-                    }
+        // Found by its empty line, so that a complete head is parsed once (in `interpret`).
+        match head_end(buf) {
+            Some(n) => {
+                let head = buf.split_to(n).freeze();
+                match interpret(&head, method)? {
+                    Some(h) => return Ok(h),
+                    None => continue, // an interim response
                 }
-                Ok(httparse::Status::Partial) if buf.len() < MAX_HEAD_BYTES => {}
-                _ => return Err(HeadError::Broken),
             }
+            None if buf.len() >= MAX_HEAD_BYTES => return Err(HeadError::Broken),
+            None => {}
         }
         if buf.capacity() - buf.len() < 1024 {
             buf.reserve(READ_RESERVE);
@@ -316,6 +310,21 @@ async fn read_head_from<R: AsyncRead + Unpin>(
             Ok(_) => got_any = true,
         }
     }
+}
+
+/// Where a head ends: just past its first empty line (CRLF, or a bare LF as RFC 9112
+/// section 2.2 lets a recipient accept), when it is all in `buf`.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    let mut from = 0;
+    while let Some(i) = buf.get(from..)?.iter().position(|&b| b == b'\n') {
+        let next = from + i + 1;
+        match buf.get(next..) {
+            Some([b'\n', ..]) => return Some(next + 1),
+            Some([b'\r', b'\n', ..]) => return Some(next + 2),
+            _ => from = next,
+        }
+    }
+    None
 }
 
 /// Which side of an upload failed.

@@ -630,3 +630,15 @@ async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
         String::from_utf8_lossy(&answer)
     );
 }
+
+#[test]
+fn a_head_ends_at_its_first_empty_line() {
+    let crlf = b"HTTP/1.1 200 OK\r\nA: b\r\n\r\nbody";
+    assert_eq!(head_end(crlf), Some(crlf.len() - 4));
+    let lf = b"HTTP/1.1 200 OK\nA: b\n\nbody";
+    assert_eq!(head_end(lf), Some(lf.len() - 4));
+    // Not yet all there: the empty line is still coming.
+    assert_eq!(head_end(b"HTTP/1.1 200 OK\r\nA: b\r\n"), None);
+    assert_eq!(head_end(b"HTTP/1.1 200 OK\r\nA: b\r\n\r"), None);
+    assert_eq!(head_end(b""), None);
+}
