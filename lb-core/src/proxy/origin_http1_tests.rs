@@ -193,6 +193,25 @@ async fn front(origin: SocketAddr) -> SocketAddr {
     front
 }
 
+/// Reads from `from` until what came ends with `ending`, each read within `within`.
+async fn read_until_ending<R: tokio::io::AsyncRead + Unpin>(
+    from: &mut R,
+    ending: &[u8],
+    within: Duration,
+) -> Vec<u8> {
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !answer.ends_with(ending) {
+        let n = tokio::time::timeout(within, from.read(&mut buf))
+            .await
+            .expect("the answer came in time")
+            .expect("read");
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&buf[..n]);
+    }
+    answer
+}
+
 fn connections(seen: &Seen) -> Vec<usize> {
     seen.lock().expect("seen").iter().map(|(c, _)| *c).collect()
 }
@@ -461,16 +480,7 @@ async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
         )
         .await
         .expect("write");
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !answer.ends_with(b"done") {
-        let n = tokio::time::timeout(Duration::from_secs(5), client.read(&mut buf))
-            .await
-            .expect("answer in time")
-            .expect("read");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
-        answer.extend_from_slice(&buf[..n]);
-    }
+    read_until_ending(&mut client, b"done", Duration::from_secs(5)).await;
     let request = String::from_utf8_lossy(&seen.lock().expect("seen")[0].1).into_owned();
     assert!(
         request.contains("transfer-encoding: chunked\r\n"),
@@ -580,6 +590,7 @@ async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
     // the connection open: the upload stalls, the answer still comes through.
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let origin = listener.local_addr().expect("addr");
+    let (test_done, done) = tokio::sync::oneshot::channel::<()>();
     tokio::spawn(async move {
         let Ok((mut s, _)) = listener.accept().await else {
             return;
@@ -594,7 +605,9 @@ async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
         }
         let refusal = b"HTTP/1.1 413 Payload Too Large\r\nContent-Length: 8\r\n\r\ntoo big\n";
         let _ = s.write_all(refusal).await;
-        tokio::time::sleep(Duration::from_secs(20)).await;
+        // Holds the connection open, unread, until the test has its answer (or gives up).
+        let _ = tokio::time::timeout(Duration::from_secs(30), done).await;
+        drop(s);
     });
     let front = front(origin).await;
     let mut client = tokio::net::TcpStream::connect(front)
@@ -614,16 +627,8 @@ async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
             }
         }
     });
-    let mut answer = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !answer.ends_with(b"too big\n") {
-        let n = tokio::time::timeout(Duration::from_secs(10), from_front.read(&mut buf))
-            .await
-            .expect("the answer came in time")
-            .expect("read");
-        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&answer));
-        answer.extend_from_slice(&buf[..n]);
-    }
+    let answer = read_until_ending(&mut from_front, b"too big\n", Duration::from_secs(10)).await;
+    let _ = test_done.send(());
     assert!(
         answer.starts_with(b"HTTP/1.1 413"),
         "{}",
