@@ -31,6 +31,12 @@ const BOUND: Duration = Duration::from_secs(INTERVAL_S * CONSECUTIVE + 1);
 /// processes: after bursts of changes the mesh has measured up to 7.5 s here. The report
 /// gives the exact figure against the bound.
 const MARGIN: Duration = Duration::from_secs(7);
+/// Gossip interval, as in `meshlb demo`. At 100 ms the 41 meshlb processes of this world kept
+/// both cores of a CI machine busy (10 % idle measured; 39 % at 200 ms), and a CPU-starved mesh
+/// falls behind: heartbeats arrive late, failure detectors mark live probers dead, and after a
+/// restart of the whole fleet an aggregator once counted no votes at all for over 60 s (CI) —
+/// at 200 ms the same restart settles in 0.4-1.2 s. Production probers each have a host.
+const GOSSIP_MS: u64 = 200;
 /// Deadline for the mesh to take a loss into account (votes leave the tally, members die).
 const SETTLE: Duration = Duration::from_secs(30);
 
@@ -74,6 +80,18 @@ impl Mesh {
                     .filter(|e| e["kind"] == "endpoint" && e["initial"] != true)
                     .count()
             })
+    }
+
+    /// The aggregator's gossip transport counters, as its metrics give them.
+    fn gossip_counters(&self, agg: usize) -> String {
+        let (_, text) = self
+            .world
+            .http("client", self.admin(agg), "/metrics", "admin");
+        text.lines()
+            .filter(|l| l.starts_with("meshlb_gossip_"))
+            .map(|l| l.trim_start_matches("meshlb_gossip_"))
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     fn all_changes(&self) -> usize {
@@ -175,8 +193,8 @@ impl Mesh {
 
     /// Waits until both tallies count a vote from every prober on every endpoint again.
     fn wait_all_voting(&self) -> Duration {
-        // Longer than the other waits: on CI this once took more than 30 s (1.6-11 s in the
-        // runs since; the cause is not known), and a timeout names the missing votes.
+        // Longer than the other waits, and a timeout names the missing votes: this is where a
+        // CPU-starved mesh showed (see GOSSIP_MS).
         let within = 2 * SETTLE;
         let full = u64::try_from(39 * self.addr.len()).ok();
         let mut last = Vec::new();
@@ -190,30 +208,30 @@ impl Mesh {
         if let Some(waited) = waited {
             return waited;
         }
-        // Say which votes are missing, so that a failure can be understood from the log.
+        // Say which votes are missing, so that a failure can be understood from the log: a
+        // summary per aggregator first, then the missing votes of live members only (the dead
+        // generations of the killed probers stay listed until chitchat forgets them).
+        let mut summary = Vec::new();
         let mut missing = Vec::new();
         for (a, s) in last.iter().enumerate() {
             let Some(s) = s else {
-                missing.push(format!("aggregator {a}: no /status"));
+                summary.push(format!("aggregator {a}: no /status"));
                 continue;
             };
-            missing.push(format!(
-                "aggregator {a}: {} votes counted of {full:?}",
-                s["votes_counted"]
-            ));
+            let mut lacking = Vec::new();
             for p in s["pools"].as_array().into_iter().flatten() {
                 for e in p["endpoints"].as_array().into_iter().flatten() {
                     for r in e["regions"].as_array().into_iter().flatten() {
                         for d in r["datacenters"].as_array().into_iter().flatten() {
-                            if d["alive"] != true || d["stale"] == true || d["healthy"].is_null() {
-                                missing.push(format!(
-                                    "  {}/{} {}/{} node {} alive {} stale {} healthy {}",
+                            if d["alive"] == true && (d["stale"] == true || d["healthy"].is_null())
+                            {
+                                lacking.push(format!(
+                                    "  agg {a}: {}/{} {}/{} node {} stale {} healthy {}",
                                     p["name"],
                                     e["name"],
                                     r["region"],
                                     d["datacenter"],
                                     d["node"],
-                                    d["alive"],
                                     d["stale"],
                                     d["healthy"]
                                 ));
@@ -222,8 +240,19 @@ impl Mesh {
                     }
                 }
             }
+            summary.push(format!(
+                "aggregator {a}: {} votes counted of {full:?}; {} live probers; {} votes of live \
+                 probers missing or stale; gossip {}",
+                s["votes_counted"],
+                self.live_probers(a),
+                lacking.len(),
+                self.gossip_counters(a)
+            ));
+            lacking.truncate(25);
+            missing.extend(lacking);
         }
-        missing.truncate(40);
+        summary.extend(missing);
+        let missing = summary;
         panic!(
             "timed out after {within:?} waiting for every prober voting on every endpoint:\n{}",
             missing.join("\n")
@@ -485,7 +514,7 @@ fallback_pool = "fallback"
             "--key-file".into(),
             key.display().to_string(),
             "--gossip-interval-ms".into(),
-            "100".into(),
+            GOSSIP_MS.to_string(),
         ];
         for s in seeds {
             v.push("--seed".into());
