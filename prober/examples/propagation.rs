@@ -78,6 +78,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let bytes0: u64 = members.iter().map(|m| m.stats.bytes_sent.load(Ordering::Relaxed)).sum();
+        let cpu0 = process_cpu_seconds();
         let t0 = Instant::now();
         let mut times = Vec::new();
         for round in 0..rounds {
@@ -121,6 +122,8 @@ fn main() {
             tokio::time::sleep(interval * 2).await;
         }
         let secs = t0.elapsed().as_secs_f64();
+        // The whole process: every node's gossip, plus this loop's polling (the same in every run).
+        let cpu = process_cpu_seconds() - cpu0;
         // The first change after a cold start races the tail of the bulk state transfer (each
         // exchange carries at most one datagram of deltas), so it is reported on its own.
         let first = times.remove(0);
@@ -129,15 +132,27 @@ fn main() {
         times.sort_by(|a, b| a.total_cmp(b));
         let pct = |p: f64| times[((times.len() as f64 - 1.0) * p).round() as usize];
         println!(
-            "{{\"nodes\":{nodes},\"keys_per_node\":{keys},\"interval_ms\":{},\"rounds\":{rounds},\"first_after_sync_ms\":{first:.0},\"p50_ms\":{:.0},\"p99_ms\":{:.0},\"max_ms\":{:.0},\"kib_sent_per_node_per_s\":{:.1},\"rejected\":{rejected}}}",
+            "{{\"nodes\":{nodes},\"keys_per_node\":{keys},\"interval_ms\":{},\"rounds\":{rounds},\"first_after_sync_ms\":{first:.0},\"p50_ms\":{:.0},\"p99_ms\":{:.0},\"max_ms\":{:.0},\"kib_sent_per_node_per_s\":{:.1},\"cpu_ms_per_node_per_s\":{:.1},\"rejected\":{rejected}}}",
             interval.as_millis(),
             pct(0.5),
             pct(0.99),
             times.last().copied().unwrap_or(0.0),
             bytes as f64 / 1024.0 / nodes as f64 / secs,
+            cpu * 1000.0 / nodes as f64 / secs,
         );
         for m in members {
             let _ = m.handle.shutdown().await;
         }
     });
+}
+
+/// User and system CPU time of this process so far, from /proc (clock ticks of 10 ms).
+fn process_cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -1,7 +1,6 @@
 //! The gossip mesh: an authenticated, encrypted chitchat transport shared by probers and
 //! aggregators.
 
-mod codec;
 pub mod keys;
 pub mod node;
 pub mod publisher;

@@ -13,7 +13,6 @@ use async_trait::async_trait;
 use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
 
-use super::codec::EnvelopeCodec;
 use super::seal::{frame, parse_frame, KeyRing, MAX_DATAGRAM};
 
 /// Receive buffer asked of the kernel (it caps the request at net.core.rmem_max).
@@ -73,7 +72,6 @@ impl Transport for SealedTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
         Ok(Box::new(SealedSocket {
             socket: bind(listen_addr)?,
-            codec: EnvelopeCodec::start().await?,
             ring: self.ring.clone(),
             cluster_id: self.cluster_id.clone(),
             stats: Arc::clone(&self.stats),
@@ -90,7 +88,6 @@ struct Partial {
 
 struct SealedSocket {
     socket: tokio::net::UdpSocket,
-    codec: EnvelopeCodec,
     ring: KeyRing,
     cluster_id: String,
     stats: Arc<TransportStats>,
@@ -115,7 +112,7 @@ impl Socket for SealedSocket {
         to: SocketAddr,
         envelope: ChitchatEnvelope,
     ) -> anyhow::Result<SendOutcome> {
-        let bytes = self.codec.encode(envelope).await?;
+        let bytes = envelope.serialize_to_vec();
         let body = self.ring.seal(&self.cluster_id, now_ms(), &bytes);
         let frames = frame(&body, rand::random());
         if frames.len() > 1 {
@@ -161,15 +158,17 @@ impl Socket for SealedSocket {
                 .bytes_received
                 .fetch_add(n as u64, Ordering::Relaxed);
             if let Some(plain) = self.accept(from, n) {
-                match self.codec.decode(plain).await? {
-                    Some(envelope) => {
+                match ChitchatEnvelope::deserialize(&mut plain.as_slice()) {
+                    Ok(envelope) => {
                         return Ok(RecvOutcome {
                             from_addr: from,
                             envelope,
                             num_bytes_received: n,
                         })
                     }
-                    None => {
+                    // Sealed by a member, yet not a chitchat message (another version?).
+                    Err(e) => {
+                        tracing::debug!(from = %from, error = %e, "undecodable gossip message");
                         self.stats.rejected.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -231,24 +230,28 @@ mod tests {
     use crate::mesh::seal::frame_within;
     use chitchat::{ChitchatMessage, ProtocolVersion};
 
-    /// Fragments arriving out of order are reassembled, opened and decoded; a lone stray
-    /// fragment or garbage is counted as rejected and never surfaces.
-    #[tokio::test]
-    async fn fragments_are_reassembled_in_any_order() {
+    /// A sealed socket of cluster "c" on loopback: its key ring, counters, socket and address.
+    async fn open_socket() -> (KeyRing, Arc<TransportStats>, Box<dyn Socket>, SocketAddr) {
         let ring = KeyRing::new("meshlb unit test passphrase", None).unwrap();
         let transport = SealedTransport::new(ring.clone(), "c");
-        let stats = transport.stats();
-        let mut socket = transport
+        let socket = transport
             .open("127.0.0.1:0".parse().unwrap())
             .await
             .unwrap();
         let to = socket.local_addr().unwrap();
-        let codec = EnvelopeCodec::start().await.unwrap();
+        (ring, transport.stats(), socket, to)
+    }
+
+    /// Fragments arriving out of order are reassembled, opened and decoded; a lone stray
+    /// fragment or garbage is counted as rejected and never surfaces.
+    #[tokio::test]
+    async fn fragments_are_reassembled_in_any_order() {
+        let (ring, stats, mut socket, to) = open_socket().await;
         let envelope = || ChitchatEnvelope {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::BadCluster,
         };
-        let bytes = codec.encode(envelope()).await.unwrap();
+        let bytes = envelope().serialize_to_vec();
         let body = ring.seal("c", now_ms(), &bytes);
         let frames = frame_within(&body, 7, 20);
         assert!(frames.len() >= 3);
@@ -273,5 +276,39 @@ mod tests {
             1,
             "the garbage datagram"
         );
+    }
+
+    /// A message sealed with the cluster's key that is not a chitchat envelope is counted and
+    /// dropped; the next message still comes through.
+    #[tokio::test]
+    async fn sealed_garbage_is_rejected_not_fatal() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sealed = |bytes: &[u8]| frame(&ring.seal("c", now_ms(), bytes), rand::random());
+        // A chitchat magic number and version, then a truncated delta; then no magic at all.
+        let mut truncated = ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        }
+        .serialize_to_vec();
+        truncated[3] = 2; // claims an Ack, carries no delta
+        for bytes in [truncated.as_slice(), b"\x00\x01 definitely not gossip"] {
+            for f in sealed(bytes) {
+                sender.send_to(&f, to).await.unwrap();
+            }
+        }
+        let good = ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        };
+        for f in sealed(&good.serialize_to_vec()) {
+            sender.send_to(&f, to).await.unwrap();
+        }
+        let got = tokio::time::timeout(Duration::from_secs(5), socket.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.envelope, good);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 2);
     }
 }
