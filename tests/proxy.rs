@@ -322,6 +322,41 @@ default_pools = ["weighted"]
         );
     }
 
+    // The trailers of a chunked upload reach the origin; those that frame or route do not.
+    let mut s = TcpStream::connect(proxy).expect("proxy");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(
+        b"POST /upload HTTP/1.1\r\nHost: weighted.example.test\r\nConnection: close\r\n\
+          Transfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\r\n\
+          5\r\nhello\r\n0\r\nX-Checksum: sha256=2cf2\r\nContent-Length: 7\r\n\r\n",
+    )
+    .expect("send a chunked upload with trailers");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(
+        answer.contains("received=5\n") && answer.contains("trailers=x-checksum: sha256=2cf2\n"),
+        "{answer}"
+    );
+
+    // An origin's announced trailers reach an HTTP/1.1 client that accepts them, after the
+    // last chunk.
+    let mut s = TcpStream::connect(proxy).expect("proxy");
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok();
+    s.write_all(
+        b"GET /trailers HTTP/1.1\r\nHost: weighted.example.test\r\nTE: trailers\r\n\
+          Connection: close, TE\r\n\r\n",
+    )
+    .expect("ask for trailers");
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(
+        answer
+            .to_ascii_lowercase()
+            .contains("\r\ntrailer: x-checksum\r\n")
+            && answer.ends_with("\r\n0\r\nx-checksum: sha256=2cf2\r\n\r\n"),
+        "{answer}"
+    );
+
     // Header override and X-Forwarded-*: h2 sees Host override.example, everyone sees XFF.
     let mut seen_override = false;
     for _ in 0..40 {

@@ -196,11 +196,13 @@ pub fn wait_for(what: &str, within: Duration, ok: impl FnMut() -> bool) -> Durat
 /// `X-Forwarded-For`, `X-Forwarded-Proto`, one per line). `GET /hold` waits `hold` before
 /// answering; a request with `Upgrade: echo` gets `101` and then every byte echoed back (a
 /// protocol switch like WebSocket's, without the framing). `Connection: close` on every answer.
-/// A chunked request body, decoded (trailers skipped); `None` when it breaks off.
-fn read_chunked(s: &mut TcpStream) -> Option<Vec<u8>> {
+/// A chunked request body, decoded, and its trailer fields (`name: value`, as sent); `None`
+/// when it breaks off.
+fn read_chunked(s: &mut TcpStream) -> Option<(Vec<u8>, Vec<String>)> {
     use std::io::BufRead;
     let mut r = std::io::BufReader::new(s);
     let mut body = Vec::new();
+    let mut trailers = Vec::new();
     loop {
         let mut line = String::new();
         r.read_line(&mut line).ok()?;
@@ -211,8 +213,9 @@ fn read_chunked(s: &mut TcpStream) -> Option<Vec<u8>> {
             loop {
                 line.clear();
                 if r.read_line(&mut line).ok()? == 0 || line.trim().is_empty() {
-                    return Some(body);
+                    return Some((body, trailers));
                 }
+                trailers.push(line.trim().to_string());
             }
         }
         let start = body.len();
@@ -249,7 +252,7 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
             .unwrap_or_default()
     };
     let path = text.split_whitespace().nth(1).unwrap_or("/").to_string();
-    let body = if header("transfer-encoding").eq_ignore_ascii_case("chunked") {
+    let (body, trailers) = if header("transfer-encoding").eq_ignore_ascii_case("chunked") {
         match read_chunked(&mut s) {
             Some(b) => b,
             None => return,
@@ -260,7 +263,7 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
         if s.read_exact(&mut body).is_err() {
             return;
         }
-        body
+        (body, Vec::new())
     };
     if header("upgrade").eq_ignore_ascii_case("echo") {
         let _ = s.write_all(
@@ -291,10 +294,22 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
         let _ = s.write_all(b"0\r\n\r\n");
         return;
     }
-    // What an upload brought: its length and the sum of its bytes.
+    // A chunked answer with a trailer field it announces.
+    if path == "/trailers" {
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Checksum\r\n\
+              Connection: close\r\n\r\n5\r\nhello\r\n0\r\nX-Checksum: sha256=2cf2\r\n\r\n",
+        );
+        return;
+    }
+    // What an upload brought: its length, the sum of its bytes and its trailer fields.
     if path == "/upload" {
         let sum: u64 = body.iter().map(|&b| u64::from(b)).sum();
-        let reply = format!("{name}\nreceived={}\nsum={sum}\n", body.len());
+        let reply = format!(
+            "{name}\nreceived={}\nsum={sum}\ntrailers={}\n",
+            body.len(),
+            trailers.join("; ")
+        );
         let _ = write!(
             s,
             "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",

@@ -3,14 +3,15 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-const HOP_BY_HOP: [HeaderName; 8] = [
+/// RFC 2616 also listed `Trailer`; RFC 9110 does not: it names the trailer fields end to end,
+/// and hyper sends an HTTP/1.1 client only the trailers it lists.
+const HOP_BY_HOP: [HeaderName; 7] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
     header::PROXY_AUTHORIZATION,
     header::TE,
-    header::TRAILER,
     header::TRANSFER_ENCODING,
 ];
 const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
@@ -134,9 +135,10 @@ mod tests {
         h.insert("te", HeaderValue::from_static("trailers"));
         h.insert("upgrade", HeaderValue::from_static("h2c"));
         h.insert("x-kept", HeaderValue::from_static("yes"));
+        h.insert("trailer", HeaderValue::from_static("x-checksum"));
         strip_hop_by_hop(&mut h, false);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
-        assert_eq!(names, ["x-kept"]);
+        assert_eq!(names, ["x-kept", "trailer"]);
     }
 
     #[test]

@@ -339,10 +339,17 @@ async fn upload<W: AsyncWrite + Unpin>(
     mut body: ProxyBody,
     chunked: bool,
 ) -> Result<(), Upload> {
+    let mut trailers = None;
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|_| Upload::ClientBody)?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers are not forwarded
+        let data = match frame.into_data() {
+            Ok(data) => data,
+            Err(frame) => {
+                // Trailers go out after the last chunk; a body sent with its length has no
+                // place for them (as when an HTTP/1 client sends them to a plain origin).
+                trailers = frame.into_trailers().ok();
+                continue;
+            }
         };
         if data.is_empty() {
             continue;
@@ -362,12 +369,44 @@ async fn upload<W: AsyncWrite + Unpin>(
         to_origin.flush().await.map_err(|_| Upload::Origin)?;
     }
     if chunked {
+        let mut end = b"0\r\n".to_vec();
+        for (name, value) in trailers.iter().flatten() {
+            if forwardable_trailer(name) {
+                write_header(&mut end, name.as_str().as_bytes(), value.as_bytes());
+            }
+        }
+        end.extend_from_slice(b"\r\n");
         to_origin
-            .write_all(b"0\r\n\r\n")
+            .write_all(&end)
             .await
             .map_err(|_| Upload::Origin)?;
     }
     to_origin.flush().await.map_err(|_| Upload::Origin)
+}
+
+/// Whether a trailer field of a request may be passed on: not one that frames, routes or
+/// controls the message (RFC 9110 section 6.5.1, the list hyper applies to the trailers it
+/// sends), nor a hop-by-hop field.
+fn forwardable_trailer(name: &HeaderName) -> bool {
+    !matches!(
+        *name,
+        header::AUTHORIZATION
+            | header::CACHE_CONTROL
+            | header::CONTENT_ENCODING
+            | header::CONTENT_LENGTH
+            | header::CONTENT_RANGE
+            | header::CONTENT_TYPE
+            | header::HOST
+            | header::MAX_FORWARDS
+            | header::SET_COOKIE
+            | header::TRAILER
+            | header::TRANSFER_ENCODING
+            | header::TE
+            | header::CONNECTION
+            | header::UPGRADE
+            | header::PROXY_AUTHORIZATION
+            | header::PROXY_AUTHENTICATE
+    ) && name.as_str() != "keep-alive"
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin>(

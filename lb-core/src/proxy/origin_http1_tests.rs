@@ -33,10 +33,23 @@ async fn read_request(s: &mut tokio::net::TcpStream, have: &mut Vec<u8>) -> Opti
                 .and_then(|v| v.trim().parse::<usize>().ok());
             let chunked = head.contains("transfer-encoding: chunked");
             let complete = match (length, chunked) {
-                (_, true) => have[end + 4..]
-                    .windows(5)
-                    .position(|w| w == b"0\r\n\r\n")
-                    .map(|p| end + 4 + p + 5),
+                // The last chunk, then its trailer section up to the empty line.
+                (_, true) => {
+                    let body = &have[end + 4..];
+                    let last = if body.starts_with(b"0\r\n") {
+                        Some(0)
+                    } else {
+                        body.windows(5)
+                            .position(|w| w == b"\r\n0\r\n")
+                            .map(|p| p + 2)
+                    };
+                    last.and_then(|z| {
+                        body[z + 1..]
+                            .windows(4)
+                            .position(|w| w == b"\r\n\r\n")
+                            .map(|p| end + 4 + z + 1 + p + 4)
+                    })
+                }
                 (Some(n), false) => (have.len() >= end + 4 + n).then_some(end + 4 + n),
                 (None, false) => Some(end + 4),
             };
@@ -464,8 +477,9 @@ async fn a_request_the_origin_drops_on_a_reused_connection_is_resent_when_idempo
     assert_eq!(connections(&seen), vec![0, 0, 1, 1]);
 }
 
-#[tokio::test]
-async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
+/// Sends `request` through a hyper front and the upstream to an origin that answers `done`;
+/// returns the request as the origin read it.
+async fn upload_through_front(request: &[u8]) -> String {
     let (origin, seen) =
         scripted(|_, _, _| Some(b"HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\ndone".to_vec()))
             .await;
@@ -473,15 +487,19 @@ async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
     let mut client = tokio::net::TcpStream::connect(front)
         .await
         .expect("connect");
-    client
-        .write_all(
-            b"POST / HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\r\n\
-              3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
-        )
-        .await
-        .expect("write");
+    client.write_all(request).await.expect("write");
     read_until_ending(&mut client, b"done", Duration::from_secs(5)).await;
     let request = String::from_utf8_lossy(&seen.lock().expect("seen")[0].1).into_owned();
+    request
+}
+
+#[tokio::test]
+async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
+    let request = upload_through_front(
+        b"POST / HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\r\n\
+              3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n",
+    )
+    .await;
     assert!(
         request.contains("transfer-encoding: chunked\r\n"),
         "{request}"
@@ -500,6 +518,29 @@ async fn a_streamed_upload_of_unknown_length_goes_out_chunked() {
         rest = &after[size + 2..];
     }
     assert_eq!(decoded, "abcde");
+}
+
+/// Trailers of a chunked upload follow its last chunk to the origin, except fields that
+/// frame, route or control the message.
+#[tokio::test]
+async fn the_trailers_of_a_chunked_upload_are_passed_on() {
+    let request = upload_through_front(
+        b"POST / HTTP/1.1\r\nHost: front\r\nTransfer-Encoding: chunked\r\n\
+              Trailer: X-Checksum\r\n\r\n\
+              3\r\nabc\r\n0\r\nX-Checksum: sha256=abc\r\nContent-Length: 99\r\n\
+              Host: elsewhere\r\n\r\n",
+    )
+    .await;
+    let body = &request[request.find("\r\n\r\n").expect("head end") + 4..];
+    assert!(body.starts_with("3\r\nabc\r\n"), "{request}");
+    assert!(
+        body.ends_with("\r\n0\r\nx-checksum: sha256=abc\r\n\r\n"),
+        "{request}"
+    );
+    assert!(
+        !body.contains("99") && !body.contains("elsewhere"),
+        "{request}"
+    );
 }
 
 #[tokio::test]
