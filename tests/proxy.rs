@@ -1,8 +1,9 @@
 //! The HTTP reverse proxy of a real `meshlb aggregator`, fed by a real mesh (three probers
 //! probing real HTTP origins), driven with curl and plain HTTP clients: weights, least
 //! outstanding requests, hash and ip_cookie stickiness, cookie affinity (and a tampered
-//! cookie), header override and X-Forwarded-*, a protocol upgrade tunnel, TLS termination
-//! with SNI, 530 when nothing can serve, and zero-downtime failover under a steady stream.
+//! cookie), header override and X-Forwarded-*, trailers both ways, a protocol upgrade tunnel
+//! and a real WebSocket session, TLS termination with SNI, 530 when nothing can serve, and
+//! zero-downtime failover under a steady stream.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -547,6 +548,38 @@ default_pools = ["weighted"]
         assert_eq!(String::from_utf8_lossy(&got), msg);
     }
     drop(s);
+
+    // A real WebSocket (tungstenite on both ends): the handshake, text, a binary message
+    // larger than a read buffer, ping and pong, and the closing handshake, through the proxy.
+    let stream = TcpStream::connect(proxy).expect("proxy");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    let (mut ws, response) = tungstenite::client("ws://weighted.example.test/ws", stream)
+        .expect("WebSocket handshake through the proxy");
+    assert_eq!(response.status(), 101);
+    ws.send(tungstenite::Message::text("hello, websocket"))
+        .expect("send text");
+    assert_eq!(
+        ws.read().expect("echo"),
+        tungstenite::Message::text("hello, websocket")
+    );
+    let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    ws.send(tungstenite::Message::binary(big.clone()))
+        .expect("send binary");
+    assert_eq!(ws.read().expect("echo"), tungstenite::Message::binary(big));
+    ws.send(tungstenite::Message::Ping("are you there".into()))
+        .expect("ping");
+    assert_eq!(
+        ws.read().expect("pong"),
+        tungstenite::Message::Pong("are you there".into())
+    );
+    ws.close(None).expect("close");
+    loop {
+        match ws.read() {
+            Ok(m) => assert!(m.is_close(), "{m:?}"),
+            Err(tungstenite::Error::ConnectionClosed) => break,
+            Err(e) => panic!("the closing handshake failed: {e}"),
+        }
+    }
 
     // TLS termination; SNI picks the certificate valid for each name.
     for (name, (cert, _)) in ["tls.example.test", "other.example.test"]

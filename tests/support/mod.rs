@@ -225,6 +225,44 @@ fn read_chunked(s: &mut TcpStream) -> Option<(Vec<u8>, Vec<String>)> {
     }
 }
 
+/// A connection whose request head was already read: the head again, then the connection.
+/// (tungstenite's server handshake reads the head itself.)
+struct Replay {
+    head: std::io::Cursor<Vec<u8>>,
+    s: TcpStream,
+}
+
+impl Read for Replay {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self.head.read(buf)? {
+            0 => self.s.read(buf),
+            n => Ok(n),
+        }
+    }
+}
+
+impl Write for Replay {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.s.write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.s.flush()
+    }
+}
+
+/// A real WebSocket server (tungstenite): every text and binary message echoed, pings
+/// answered, the closing handshake completed.
+fn websocket_echo(stream: Replay) {
+    let Ok(mut ws) = tungstenite::accept(stream) else {
+        return;
+    };
+    while let Ok(message) = ws.read() {
+        if (message.is_text() || message.is_binary()) && ws.send(message).is_err() {
+            return;
+        }
+    }
+}
+
 pub fn named_origin(ip: &str, name: &str, hold: Duration) -> Origin {
     let name = name.to_string();
     serve(ip, move |s| serve_named(s, &name, hold))
@@ -265,6 +303,13 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
         }
         (body, Vec::new())
     };
+    if header("upgrade").eq_ignore_ascii_case("websocket") {
+        websocket_echo(Replay {
+            head: std::io::Cursor::new(head),
+            s,
+        });
+        return;
+    }
     if header("upgrade").eq_ignore_ascii_case("echo") {
         let _ = s.write_all(
             b"HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\nUpgrade: echo\r\n\r\n",
