@@ -83,6 +83,18 @@ fn kill_and_collect_changes(
         .collect()
 }
 
+/// `GET /readyz` (no token): its status code and JSON body.
+fn readyz(admin: SocketAddr) -> Option<(u16, Value)> {
+    let mut s = TcpStream::connect(admin).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok();
+    write!(s, "GET /readyz HTTP/1.0\r\nHost: admin\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    let json = serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()?;
+    Some((code, json))
+}
+
 fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
     status["pools"][0]["endpoints"]
         .as_array()?
@@ -220,6 +232,10 @@ default_pools = ["web"]
                 && endpoint_verdict(&s, "two").as_deref() == Some("healthy")
         })
     });
+    // With a verdict for every endpoint, the aggregator is ready.
+    let (code, ready) = readyz(admin).expect("/readyz");
+    assert_eq!(code, 200, "{ready}");
+    assert_eq!(ready["unknown_endpoints"], 0, "{ready}");
     // Every region has a healthy verdict from its datacenters (bounded wait: 40 processes share
     // two cores, so the last probers may still be joining).
     wait_for(
@@ -388,4 +404,76 @@ default_pools = ["web"]
         body.starts_with("HTTP/1.0 401") || body.starts_with("HTTP/1.1 401"),
         "{body}"
     );
+}
+
+/// An aggregator that hears no prober has no verdict for its monitored endpoints: `/readyz`
+/// answers 503 (nothing should route clients to it: its pools are Unknown) until the warm-up
+/// timeout, then 200 with the reason, and the readiness gauge follows.
+#[test]
+fn an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout() {
+    const WARMUP_S: u64 = 8;
+    let (dir, key) = scratch_dir_with_key("readyz");
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[monitors]]
+name = "http"
+[[pools]]
+name = "web"
+monitor = "http"
+origins = [{ name = "a", address = "127.0.0.1", port = 9 }, { name = "b", address = "127.0.0.2", port = 9 }]
+[[load_balancers]]
+name = "ready.example.test"
+default_pools = ["web"]
+"#,
+    )
+    .expect("config");
+    let admin = free_tcp();
+    let _aggregator = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &["--warmup-timeout".to_string(), WARMUP_S.to_string()],
+    )]);
+    let mut first = None;
+    wait_for("the admin API", Duration::from_secs(WARMUP_S / 2), || {
+        first = readyz(admin);
+        first.is_some()
+    });
+    let (code, body) = first.expect("a first /readyz");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["ready"], false, "{body}");
+    assert_eq!(body["unknown_endpoints"], 2, "{body}");
+    let mut last = None;
+    let took = wait_for(
+        "ready after the warm-up timeout",
+        Duration::from_secs(WARMUP_S + 10),
+        || {
+            last = readyz(admin);
+            last.as_ref().is_some_and(|(code, _)| *code == 200)
+        },
+    );
+    let (_, body) = last.expect("the last /readyz");
+    assert!(
+        body["up_for_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms >= WARMUP_S * 1000),
+        "ready before the timeout: {body}"
+    );
+    assert!(
+        body["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("warm-up timeout")),
+        "{body}"
+    );
+    assert!(took > Duration::from_secs(1), "ready at once: {body}");
+    wait_for("the readiness gauge", Duration::from_secs(5), || {
+        scrape(admin)
+            .lines()
+            .any(|l| l.starts_with("meshlb_aggregator_ready{") && l.ends_with(" 1"))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
 }

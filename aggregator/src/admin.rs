@@ -9,6 +9,8 @@
 //!   there goes where it goes, on the current snapshot (one steering decision, explained).
 //! - `GET /metrics`: Prometheus text format, no token needed.
 //! - `GET /healthz`: liveness of the aggregator itself, no token needed.
+//! - `GET /readyz`: 200 once its answers can be trusted (every monitored endpoint has a
+//!   verdict, or the warm-up timeout has passed), 503 before; no token needed.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -290,6 +292,16 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
     if path == "/healthz" {
         return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
     }
+    // For whatever routes clients here (a readiness probe, an anycast announcer): no secrets.
+    if path == "/readyz" {
+        let readiness = shared.readiness();
+        let status = if readiness.ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        return json(status, &readiness);
+    }
     // Metrics carry states and counts, no secrets: scraped without the token.
     if path == "/metrics" {
         let text = shared
@@ -358,7 +370,7 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Respo
         "/explain" => explain(shared, req.uri().query().unwrap_or("")),
         _ => error(
             StatusCode::NOT_FOUND,
-            "no such endpoint: /status, /events, /members, /explain, /healthz",
+            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz",
         ),
     }
 }

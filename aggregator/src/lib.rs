@@ -8,6 +8,7 @@
 //! - [`admin`]: the admin API (status, events, members).
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
+//! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
 
 pub mod admin;
 pub mod drain_state;
@@ -16,6 +17,7 @@ pub mod events;
 pub mod mesh_view;
 pub mod metrics;
 pub mod notify;
+pub mod readiness;
 pub mod service;
 pub mod tally;
 

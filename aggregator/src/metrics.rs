@@ -111,6 +111,11 @@ pub fn record_members(members: &[Member]) {
 }
 
 /// Gossip transport counters (both probers and aggregators call this).
+/// 1 once the aggregator's answers can be trusted (`GET /readyz`), 0 while it warms up.
+pub fn record_ready(ready: bool) {
+    metrics::gauge!("meshlb_aggregator_ready").set(f64::from(u8::from(ready)));
+}
+
 pub fn record_gossip(stats: &TransportStats) {
     metrics::counter!("meshlb_gossip_sent_bytes_total")
         .absolute(stats.bytes_sent.load(Ordering::Relaxed));

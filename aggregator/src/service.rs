@@ -38,6 +38,8 @@ pub struct Shared {
         Mutex<std::collections::BTreeMap<(PoolId, EndpointId), prober::mesh::keys::DrainDecision>>,
     /// Where the drain decisions are kept across restarts (`--state-dir`), when set.
     pub drain_state: std::sync::OnceLock<crate::drain_state::DrainState>,
+    /// When this aggregator started (its warm-up counts from here).
+    pub started: Instant,
 }
 
 /// The DNS server and the proxy read the latest tally from here.
@@ -66,10 +68,21 @@ impl Shared {
             drains: Mutex::new(std::collections::BTreeMap::new()),
             drain_decisions: Mutex::new(std::collections::BTreeMap::new()),
             drain_state: std::sync::OnceLock::new(),
+            started: Instant::now(),
             config,
             settings,
             config_hash,
         })
+    }
+
+    /// Whether this aggregator's answers can be trusted yet (`GET /readyz`).
+    pub fn readiness(&self) -> crate::readiness::Readiness {
+        crate::readiness::assess(
+            &self.config,
+            &self.snapshot.load(),
+            self.started.elapsed(),
+            self.settings.warmup_timeout,
+        )
     }
 
     /// The votes behind one endpoint's verdict, region by region and node by node.
@@ -304,6 +317,15 @@ pub async fn run(
             took,
         );
         crate::metrics::record_members(view.members());
+        crate::metrics::record_ready(
+            crate::readiness::assess(
+                &config,
+                &outcome.snapshot,
+                shared.started.elapsed(),
+                shared.settings.warmup_timeout,
+            )
+            .ready,
+        );
         if let Some(g) = &gossip {
             crate::metrics::record_gossip(g);
         }

@@ -58,6 +58,10 @@ pub struct Args {
     /// Keep state across restarts in this directory: the drain decisions (`drains.json`).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// `GET /readyz` says ready after this many seconds even while some endpoints still have
+    /// no verdict (before, it waits for every monitored endpoint's first verdict).
+    #[arg(long, value_name = "SECS", default_value_t = 30)]
+    warmup_timeout: u64,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -92,6 +96,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let node = mesh::start(&identity, &settings).await?;
         let tally = TallySettings {
             region: args.region,
+            warmup_timeout: Duration::from_secs(args.warmup_timeout),
             ..TallySettings::default()
         };
         let metrics = super::metrics_http::install(&[

@@ -80,6 +80,10 @@ fn describe() {
     );
     // Aggregators: the tally.
     describe_gauge!(
+        "meshlb_aggregator_ready",
+        "1 once the aggregator's answers can be trusted (GET /readyz): every monitored endpoint has a verdict or the warm-up timeout has passed; 0 while it warms up."
+    );
+    describe_gauge!(
         "meshlb_endpoint_state",
         "The tally's verdict on an endpoint (one-hot over state)."
     );

@@ -34,6 +34,8 @@ pub struct TallySettings {
     pub rtt_tau: Duration,
     /// The aggregator's own region: pool and load-balancer states are judged from here.
     pub region: Region,
+    /// Ready (`GET /readyz`) after this long even while endpoints still lack a verdict.
+    pub warmup_timeout: Duration,
 }
 
 impl Default for TallySettings {
@@ -42,6 +44,7 @@ impl Default for TallySettings {
             max_age_intervals: 3.0,
             rtt_tau: Duration::from_secs(30),
             region: Region::Weu,
+            warmup_timeout: Duration::from_secs(30),
         }
     }
 }
