@@ -838,16 +838,26 @@ fn chaos() {
     );
     m.world.node("agg1").kill();
     let (sent, failed) = stream.join().expect("client");
+    // Back, it says ready (GET /readyz) once it has a verdict for every endpoint, and from
+    // then on answers from the primary pool, not the fallback its Unknown pools would give.
     m.world.node("agg1").start();
+    let ready = support::wait_for("agg1 ready", Duration::from_secs(30), || {
+        m.world.http("client", m.admin(0), "/readyz", "admin").0 == 200
+    });
+    let answer = m.dig(0, "fo.chaos.test").1;
+    let primary = !answer.is_empty() && answer.iter().all(|a| eu_ips.contains(a));
     support::wait_for("agg1 back", Duration::from_secs(30), || {
         m.live_probers(0) == 39
     });
     outcomes.push(
         Outcome::new(
-            "kill an aggregator (agg1) while a client streams requests through the other",
-            "no lost requests",
-            format!("{sent} requests, {failed} failed"),
-            failed == 0 && sent > 0,
+            "kill an aggregator (agg1) while a client streams requests through the other; restart it",
+            "no lost requests; once ready again, it answers from the primary pool",
+            format!(
+                "{sent} requests, {failed} failed; ready {:.1} s after its start, then answered {answer:?}",
+                ready.as_secs_f64()
+            ),
+            failed == 0 && sent > 0 && primary,
         )
         .failed_requests(failed),
     );
