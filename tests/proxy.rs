@@ -284,6 +284,10 @@ default_pools = ["weighted"]
             .collect();
         seen.len() == 3 && curl(&url, "dead.example.test", &[]).status == 530
     });
+    // And every other pool has its verdicts too (until then it is Unknown and takes nothing).
+    wait_for("the aggregator ready", Duration::from_secs(30), || {
+        get(admin, "/readyz").is_some_and(|r| r["ready"] == true)
+    });
 
     // 530 with a body naming the load balancer when no pool (nor the fallback) can serve.
     let r = curl(&url, "dead.example.test", &[]);
@@ -356,6 +360,19 @@ default_pools = ["weighted"]
             .contains("\r\ntrailer: x-checksum\r\n")
             && answer.ends_with("\r\n0\r\nx-checksum: sha256=2cf2\r\n\r\n"),
         "{answer}"
+    );
+
+    // An HTTP/2 client gets them as a trailing HEADERS frame (curl -i prints them after the
+    // body).
+    let r = curl(
+        &format!("{url}trailers"),
+        "weighted.example.test",
+        &["--http2-prior-knowledge"],
+    );
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.body.starts_with("hello") && r.body.contains("x-checksum: sha256=2cf2"),
+        "{r:?}"
     );
 
     // Header override and X-Forwarded-*: h2 sees Host override.example, everyone sees XFF.
