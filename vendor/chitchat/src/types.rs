@@ -332,22 +332,3 @@ impl From<Heartbeat> for u64 {
         heartbeat.0
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn test_deletion_status_to_u8() {
-        let mut count_values = 0;
-        for deletion_status_code in 0..=u8::MAX {
-            let Ok(deletion_status) = DeletionStatusMutation::try_from(deletion_status_code) else {
-                continue;
-            };
-            let deletion_status_code_deser_ser: u8 = deletion_status.into();
-            assert_eq!(deletion_status_code, deletion_status_code_deser_ser);
-            count_values += 1;
-        }
-        assert_eq!(count_values, 3);
-    }
-}
