@@ -37,8 +37,10 @@ pub struct OriginBody {
     release: Option<Release>,
     /// The longest the origin may go silent in the middle of the body.
     idle_timeout: Duration,
-    /// Armed while waiting for the origin (boxed: only slow bodies need one).
+    /// The silence timer (boxed, made on the first wait: only slow bodies need one) and
+    /// whether it counts the current wait; reset, not remade, for each later wait.
     silence: Option<Pin<Box<Sleep>>>,
+    waiting: bool,
 }
 
 impl OriginBody {
@@ -62,6 +64,7 @@ impl OriginBody {
             release: keep_alive.then_some(release),
             idle_timeout,
             silence: None,
+            waiting: false,
         };
         if matches!(state, BodyState::Done) {
             body.finish();
@@ -204,9 +207,15 @@ impl Body for OriginBody {
                 Poll::Pending => {
                     // Waiting on the origin: give up when it stays silent too long.
                     let idle = this.idle_timeout;
-                    let silence = this
-                        .silence
-                        .get_or_insert_with(|| Box::pin(tokio::time::sleep(idle)));
+                    let silence = match &mut this.silence {
+                        Some(timer) if !this.waiting => {
+                            timer.as_mut().reset(tokio::time::Instant::now() + idle);
+                            timer
+                        }
+                        Some(timer) => timer,
+                        None => this.silence.insert(Box::pin(tokio::time::sleep(idle))),
+                    };
+                    this.waiting = true;
                     if silence.as_mut().poll(cx).is_ready() {
                         return this.fail(io::Error::new(
                             io::ErrorKind::TimedOut,
@@ -222,7 +231,7 @@ impl Body for OriginBody {
                 }
                 Poll::Ready(Ok(0)) => return this.fail(io::ErrorKind::UnexpectedEof.into()),
                 // Something came: the next wait starts its own count.
-                Poll::Ready(Ok(_)) => this.silence = None,
+                Poll::Ready(Ok(_)) => this.waiting = false,
                 Poll::Ready(Err(e)) => return this.fail(e),
             }
         }
