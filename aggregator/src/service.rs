@@ -317,21 +317,13 @@ pub async fn run(
             took,
         );
         crate::metrics::record_members(view.members());
-        crate::metrics::record_ready(
-            crate::readiness::assess(
-                &config,
-                &outcome.snapshot,
-                shared.started.elapsed(),
-                shared.settings.warmup_timeout,
-            )
-            .ready,
-        );
         if let Some(g) = &gossip {
             crate::metrics::record_gossip(g);
         }
         state = outcome.state;
         shared.lb_states.store(Arc::new(lb_states));
         shared.snapshot.store(Arc::new(outcome.snapshot));
+        crate::metrics::record_ready(shared.readiness().ready);
         shared.ballots.store(Arc::new(ballots));
         shared.members.store(Arc::new(view.members().to_vec()));
     }
