@@ -63,6 +63,15 @@ TOML
 taskset -c 0 "$MESHLB" aggregator --config "$W/meshlb.toml" --region WEU --admin 127.0.0.1:18690 \
   --listen 127.0.0.1:18691 --key-file "$W/key" --proxy 127.0.0.1:18601 >"$W/agg.log" 2>&1 &
 PIDS+=($!)
+# MESHLB_B=path/to/meshlb also runs another build (say, of an earlier commit) side by side in
+# the same rounds, as "meshlb_b", on port 18604: a second aggregator of the same mesh.
+if [ -n "${MESHLB_B:-}" ]; then
+  taskset -c 0 "$MESHLB_B" aggregator --config "$W/meshlb.toml" --region WEU --admin 127.0.0.1:18695 \
+    --listen 127.0.0.1:18696 --seed 127.0.0.1:18691 --key-file "$W/key" --proxy 127.0.0.1:18604 \
+    >"$W/agg-b.log" 2>&1 &
+  MESHLB_B_PID=$!
+  PIDS+=($!)
+fi
 taskset -c 1 "$MESHLB" prober --config "$W/meshlb.toml" --region WEU --dc ams --listen 127.0.0.1:18692 \
   --seed 127.0.0.1:18691 --key-file "$W/key" >"$W/prober.log" 2>&1 &
 PIDS+=($!)
@@ -106,10 +115,11 @@ backend web
   server b 127.0.0.22:$OPORT check inter 5s
 CONF
 taskset -c 0 haproxy -f "$W/haproxy.cfg" -db >"$W/haproxy.log" 2>&1 &
+HAPROXY_PID=$!
 PIDS+=($!)
 
 # Wait (bounded) until every proxy answers 200.
-for port in 18601 18602 18603; do
+for port in 18601 18602 18603 ${MESHLB_B:+18604}; do
   ok=0
   for _ in $(seq 1 60); do
     code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: www.example.test' "http://127.0.0.1:$port/" || true)
@@ -125,7 +135,8 @@ proxy_pid() {
   case $1 in
     meshlb) echo "${PIDS[0]}" ;;
     nginx) pgrep -P "$(cat "$W/nginx.pid")" | head -n 1 ;;
-    haproxy) echo "${PIDS[2]}" ;;
+    haproxy) echo "$HAPROXY_PID" ;;
+    meshlb_b) echo "$MESHLB_B_PID" ;;
   esac
 }
 
@@ -188,10 +199,12 @@ fi
 ROUNDS=${ROUNDS:-3}
 names=(meshlb nginx haproxy)
 ports=(18601 18602 18603)
+if [ -n "${MESHLB_B:-}" ]; then names+=(meshlb_b); ports+=(18604); fi
+n=${#names[@]}
 : > "$W/results"
 for r in $(seq 0 $((ROUNDS - 1))); do
-  for k in 0 1 2; do
-    i=$(( (k + r) % 3 ))
+  for k in $(seq 0 $((n - 1))); do
+    i=$(( (k + r) % n ))
     run "${names[$i]}" "${ports[$i]}" | sed "s/^{/{\"round\": $r, /" | tee -a "$W/results"
   done
 done
@@ -213,6 +226,6 @@ summary = {p: {"requests_per_s": med(p, "requests_per_s"), "p50_ms": med(p, "p50
            for p in by}
 ratios = {f"meshlb/{p}": statistics.median(
               round(x["meshlb"] / x[p], 3) for x in rounds.values() if x.get(p))
-          for p in ("nginx", "haproxy")}
+          for p in ("nginx", "haproxy", "meshlb_b") if any(p in x for x in rounds.values())}
 print(json.dumps({"summary": summary, "median_ratio_per_round": ratios}))
 PY

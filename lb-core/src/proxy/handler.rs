@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use hyper::body::{Body, Incoming};
+use hyper::body::Body;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
@@ -292,7 +292,7 @@ impl Proxy {
     pub async fn handle(
         &self,
         upstream: &Arc<Upstream>,
-        mut req: Request<Incoming>,
+        mut req: Request<ProxyBody>,
         client: &Peer,
     ) -> Response<ProxyBody> {
         let start = Instant::now();
@@ -366,7 +366,7 @@ impl Proxy {
             .position(|lb| lb.name.eq_ignore_ascii_case(host))
     }
 
-    fn decide(&self, lb_index: usize, req: &Request<Incoming>, client: &Peer) -> (Decision, bool) {
+    fn decide(&self, lb_index: usize, req: &Request<ProxyBody>, client: &Peer) -> (Decision, bool) {
         let lb = &self.config.load_balancers[lb_index];
         let host = lb.name.as_str();
         let tls = client.tls;
@@ -487,7 +487,7 @@ impl Proxy {
         target: Target,
         retry: Option<Target>,
         p: Prepared,
-        body: Incoming,
+        body: ProxyBody,
         client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     ) -> Response<ProxyBody> {
         let lb = &self.config.load_balancers[lb_index];
@@ -509,7 +509,7 @@ impl Proxy {
             };
             (ProxyBody::bytes(bytes.clone()), Some(bytes))
         } else {
-            (ProxyBody::Stream(body), None)
+            (body, None)
         };
         let (mut result, mut in_flight) = self
             .attempt(upstream, lb_index, target, &p, first_body)

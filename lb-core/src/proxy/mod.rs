@@ -1,12 +1,17 @@
-//! The HTTP reverse proxy (DESIGN sections 5 and 6): layer-7 steering on hyper with live
-//! load counts, session affinity, zero-downtime failover, WebSockets and TLS termination.
+//! The HTTP reverse proxy (DESIGN sections 5 and 6): layer-7 steering with live load counts,
+//! session affinity, zero-downtime failover, WebSockets and TLS termination, served by its
+//! own HTTP/1 server for plain requests and by hyper for everything else.
 
 mod body;
+mod front_http1;
+mod front_request;
+mod front_response;
 mod handler;
 mod headers;
 mod live;
 mod metrics;
 mod origin_http1;
+mod prefixed;
 mod server;
 mod sessions;
 mod tls;

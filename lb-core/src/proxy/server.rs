@@ -12,6 +12,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::Request;
+use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -19,6 +21,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
+use super::body::ProxyBody;
+use super::front_http1::{self, Served};
 use super::handler::{Peer, Proxy};
 use super::upstream::Upstream;
 
@@ -41,6 +45,9 @@ enum Http {
     One,
     Two,
 }
+
+/// The smallest read buffer hyper's HTTP/1 server accepts.
+const HYPER_MIN_BUFFER: usize = 8 << 10;
 
 /// What an HTTP/2 client sends first (RFC 9113 section 3.4).
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -70,8 +77,12 @@ async fn sniff(stream: &TcpStream, within: Duration) -> Option<Http> {
     }
 }
 
-/// Serves one client connection with hyper's HTTP/1 or HTTP/2 server (rather than its
-/// automatic builder, which wraps every read to sniff the protocol).
+/// What every request of a connection needs, behind one reference count.
+type Connection = Arc<(Arc<Proxy>, Arc<Upstream>, Peer)>;
+
+/// Serves one client connection: HTTP/1 with the proxy's own server until a request it does
+/// not take, then with hyper's; HTTP/2 with hyper's (rather than hyper's automatic builder,
+/// which wraps every read to sniff the protocol).
 async fn serve_connection<I>(
     proxy: Arc<Proxy>,
     upstream: Arc<Upstream>,
@@ -82,14 +93,29 @@ async fn serve_connection<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let header_read_timeout = proxy.settings.header_read_timeout;
-    let max_buf = proxy.settings.max_header_bytes;
-    // What every request of the connection needs, behind one reference count.
-    let conn = Arc::new((proxy, upstream, Peer::new(peer, tls)));
-    let service = service_fn(move |req| {
+    let conn: Connection = Arc::new((proxy, upstream, Peer::new(peer, tls)));
+    match http {
+        Http::One => {
+            let (proxy, upstream, peer) = &*conn;
+            if let Served::ToHyper(io) = front_http1::serve(proxy, upstream, peer, io).await {
+                serve_with_hyper(conn, io, http).await;
+            }
+        }
+        Http::Two => serve_with_hyper(conn, io, http).await,
+    }
+}
+
+async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let header_read_timeout = conn.0.settings.header_read_timeout;
+    let max_buf = conn.0.settings.max_header_bytes;
+    let service = service_fn(move |req: Request<Incoming>| {
         let conn = Arc::clone(&conn);
         async move {
             let (proxy, upstream, peer) = &*conn;
+            let req = req.map(ProxyBody::Stream);
             Ok::<_, Infallible>(proxy.handle(upstream, req, peer).await)
         }
     });
@@ -102,7 +128,8 @@ async fn serve_connection<I>(
                 // The head's own bound: the buffer's alone let a head that arrived in one
                 // read through, whatever its size.
                 .max_header_size(max_buf)
-                .max_buf_size(max_buf);
+                // hyper refuses (panics on) a buffer smaller than its initial 8 KiB.
+                .max_buf_size(max_buf.max(HYPER_MIN_BUFFER));
             let _ = builder
                 .serve_connection(TokioIo::new(io), service)
                 .with_upgrades()

@@ -1,0 +1,159 @@
+//! The proxy's own HTTP/1.1 server for the requests that are nearly all of its traffic: keep-
+//! alive requests without a body. It reads a head straight into `http` types sharing the read
+//! buffer, runs the handler and writes the response head and a small body in one write, then
+//! reads the next (pipelined requests are served in order). The first request it does not
+//! take (a body, an upgrade, `Expect`, HTTP/1.0, a malformed or oversized head; see
+//! `front_request`) hands the connection, with everything read so far, to hyper's server for
+//! the rest of its life.
+//!
+//! Why not hyper for all: on the benchmark's one core, hyper's connection dispatcher, its
+//! per-request header timer and its response encoder cost more user time per request than
+//! all of nginx's (bench/proxy.sh); this loop does the same work for these requests directly.
+
+use std::future::{poll_fn, Future};
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use http::Method;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::time::{Instant, Sleep};
+
+use super::front_request::{build_request, parse_head, Head, Spans};
+use super::front_response::{encode_head, framing, write_response};
+use super::handler::{Peer, Proxy};
+use super::prefixed::Prefixed;
+use super::upstream::Upstream;
+
+/// The read buffer's size (hyper's too); it grows for larger heads up to the limit.
+const READ_BUFFER: usize = 8 << 10;
+/// Read into the buffer only with at least this much room.
+const MIN_READ_ROOM: usize = 1 << 10;
+
+/// How a connection ended here.
+pub enum Served<I> {
+    /// Closed: by the client, after `Connection: close`, on a timeout or an error.
+    Done,
+    /// Open, with a request this server does not take at the front of what was read.
+    ToHyper(Prefixed<I>),
+}
+
+/// The time allowed for a request head, from when the server starts waiting for it (an idle
+/// keep-alive connection included, as hyper's `header_read_timeout`). One timer per
+/// connection, moved only when it fires: re-arming a timer per request costs two timer-wheel
+/// updates per request.
+struct HeadTimer {
+    limit: Duration,
+    started: Instant,
+    sleep: Option<Pin<Box<Sleep>>>,
+}
+
+impl HeadTimer {
+    fn new(limit: Duration) -> Self {
+        HeadTimer {
+            limit,
+            started: Instant::now(),
+            sleep: None,
+        }
+    }
+
+    fn start(&mut self) {
+        self.started = Instant::now();
+    }
+
+    /// Reads more of the head into `buf`; `Ok(0)` when the client closed, `TimedOut` when
+    /// the head's time is up.
+    async fn read<I: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut I,
+        buf: &mut BytesMut,
+    ) -> io::Result<usize> {
+        if buf.capacity() - buf.len() < MIN_READ_ROOM {
+            buf.reserve(READ_BUFFER);
+        }
+        let deadline = self.started + self.limit;
+        poll_fn(|cx| {
+            if let Poll::Ready(read) = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
+                return Poll::Ready(read);
+            }
+            let sleep = self
+                .sleep
+                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+            // Bounded: after a reset the deadline is in the future, so the timer is pending.
+            for _ in 0..2 {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                if Instant::now() >= deadline {
+                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
+                }
+                sleep.as_mut().reset(deadline);
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+/// Serves `io` until it closes or a request for hyper arrives.
+pub async fn serve<I>(proxy: &Proxy, upstream: &Arc<Upstream>, peer: &Peer, mut io: I) -> Served<I>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let max_head = proxy.settings.max_header_bytes;
+    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+    let mut out = Vec::with_capacity(1 << 10);
+    let mut spans = Spans::default();
+    let mut timer = HeadTimer::new(proxy.settings.header_read_timeout);
+    loop {
+        timer.start();
+        let (len, close) = loop {
+            match parse_head(&buf, &mut spans) {
+                Head::Complete { len, close } => break (len, close),
+                Head::ForHyper => return Served::ToHyper(Prefixed::new(buf.freeze(), io)),
+                // hyper answers an oversized head (431).
+                Head::Partial if buf.len() >= max_head => {
+                    return Served::ToHyper(Prefixed::new(buf.freeze(), io))
+                }
+                Head::Partial => {}
+            }
+            match timer.read(&mut io, &mut buf).await {
+                Ok(0) | Err(_) => return Served::Done,
+                Ok(_) => {}
+            }
+        };
+        let head = buf.split_to(len).freeze();
+        let Some(req) = build_request(&head, &spans) else {
+            let mut unread = BytesMut::from(&head[..]);
+            unread.extend_from_slice(&buf);
+            return Served::ToHyper(Prefixed::new(unread.freeze(), io));
+        };
+        drop(head);
+        let head_request = req.method() == Method::HEAD;
+        let (mut parts, body) = proxy.handle(upstream, req, peer).await.into_parts();
+        let framing = framing(
+            head_request,
+            parts.status,
+            hyper::body::Body::size_hint(&body).exact(),
+        );
+        encode_head(&mut out, &mut parts, framing, close);
+        drop(parts);
+        if write_response(&mut io, &mut out, body, framing)
+            .await
+            .is_err()
+        {
+            return Served::Done;
+        }
+        if close {
+            let _ = io.shutdown().await;
+            return Served::Done;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "front_http1_tests.rs"]
+mod tests;

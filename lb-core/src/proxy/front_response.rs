@@ -1,0 +1,260 @@
+//! Writing a response to an HTTP/1.1 client for the proxy's own server, with hyper's rules:
+//! a `Date` when the response has none, `Content-Length` when the body's size is known and
+//! chunked transfer otherwise, no body for HEAD, 1xx, 204 and 304, and trailers dropped
+//! (the server only takes requests without `TE: trailers`).
+
+use std::cell::RefCell;
+use std::io;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::{Buf, Bytes};
+use http::header::{self, HeaderValue};
+use http::response::Parts;
+use http::StatusCode;
+use http_body_util::BodyExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::body::ProxyBody;
+
+/// Bodies up to this size are copied behind the head, so both go out in one write.
+const COPY_BODY_UP_TO: usize = 16 << 10;
+
+/// How the body goes out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// None at all (HEAD, 1xx, 204, 304).
+    None,
+    /// Exactly this many bytes, announced by `Content-Length`.
+    Length(u64),
+    /// Chunked transfer coding.
+    Chunked,
+}
+
+/// How the response to a request of `method` with a body hinted `exact` is framed.
+pub fn framing(head_request: bool, status: StatusCode, exact: Option<u64>) -> Framing {
+    if head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Framing::None;
+    }
+    match exact {
+        Some(n) => Framing::Length(n),
+        None => Framing::Chunked,
+    }
+}
+
+thread_local! {
+    /// The `Date` value, formatted once a second per worker thread.
+    static DATE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+}
+
+fn append_date(out: &mut Vec<u8>) {
+    let now = SystemTime::now();
+    let secs = now.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with(|date| {
+        let mut date = date.borrow_mut();
+        if date.0 != secs {
+            *date = (secs, httpdate::fmt_http_date(now));
+        }
+        out.extend_from_slice(b"date: ");
+        out.extend_from_slice(date.1.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    });
+}
+
+/// Encodes the status line and headers into `out`, setting the framing headers; `close`
+/// adds `Connection: close`.
+pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close: bool) {
+    match framing {
+        // A HEAD response keeps the length the origin announced for GET.
+        Framing::None => {
+            parts.headers.remove(header::TRANSFER_ENCODING);
+        }
+        Framing::Length(n) => {
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            let announced = parts.headers.get(header::CONTENT_LENGTH);
+            if announced.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) != Some(n) {
+                parts
+                    .headers
+                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            }
+        }
+        Framing::Chunked => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            parts.headers.insert(
+                header::TRANSFER_ENCODING,
+                HeaderValue::from_static("chunked"),
+            );
+        }
+    }
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+    for (name, value) in &parts.headers {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if !parts.headers.contains_key(header::DATE) {
+        append_date(out);
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes `body` after the head in `out` (which it leaves empty) as `framing` says. An
+/// error (the client went away, the origin's body broke off) means the connection cannot
+/// carry another response.
+pub async fn write_response<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    out: &mut Vec<u8>,
+    body: ProxyBody,
+    framing: Framing,
+) -> io::Result<()> {
+    let result = write_body(io, out, body, framing).await;
+    out.clear();
+    result?;
+    io.flush().await
+}
+
+async fn write_body<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    out: &mut Vec<u8>,
+    body: ProxyBody,
+    framing: Framing,
+) -> io::Result<()> {
+    match (framing, body) {
+        (Framing::None, _) | (_, ProxyBody::Empty) | (_, ProxyBody::Bytes(None)) => {
+            if framing == Framing::Chunked {
+                out.extend_from_slice(b"0\r\n\r\n");
+            }
+            io.write_all(out).await
+        }
+        (Framing::Length(_), ProxyBody::Bytes(Some(b))) if b.len() <= COPY_BODY_UP_TO => {
+            out.extend_from_slice(&b);
+            io.write_all(out).await
+        }
+        (framing, mut body) => {
+            io.write_all(out).await?;
+            let mut sent = 0u64;
+            while let Some(frame) = body.frame().await {
+                let Ok(data) = frame?.into_data() else {
+                    continue; // trailers: the client did not ask for them
+                };
+                sent += data.len() as u64;
+                match framing {
+                    Framing::Chunked if !data.is_empty() => {
+                        let size = format!("{:x}\r\n", data.len());
+                        let mut chunk = Bytes::from(size).chain(data).chain(&b"\r\n"[..]);
+                        io.write_all_buf(&mut chunk).await?;
+                    }
+                    _ => io.write_all(&data).await?,
+                }
+            }
+            match framing {
+                Framing::Chunked => io.write_all(b"0\r\n\r\n").await,
+                Framing::Length(n) if n != sent => Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    format!("the body ended after {sent} of {n} bytes"),
+                )),
+                _ => Ok(()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Response;
+
+    fn encoded(resp: Response<()>, framing: Framing, close: bool) -> String {
+        let (mut parts, ()) = resp.into_parts();
+        let mut out = Vec::new();
+        encode_head(&mut out, &mut parts, framing, close);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn bodies_are_framed_as_hyper_frames_them() {
+        let ok = StatusCode::OK;
+        assert_eq!(framing(false, ok, Some(2)), Framing::Length(2));
+        assert_eq!(framing(false, ok, None), Framing::Chunked);
+        assert_eq!(framing(true, ok, Some(0)), Framing::None);
+        assert_eq!(
+            framing(false, StatusCode::NO_CONTENT, Some(0)),
+            Framing::None
+        );
+        assert_eq!(
+            framing(false, StatusCode::NOT_MODIFIED, None),
+            Framing::None
+        );
+        assert_eq!(framing(false, StatusCode::CONTINUE, None), Framing::None);
+    }
+
+    #[test]
+    fn the_head_gets_length_date_and_close() {
+        let resp = Response::builder()
+            .status(530)
+            .header("x-a", "1")
+            .body(())
+            .unwrap();
+        let head = encoded(resp, Framing::Length(5), true);
+        assert!(head.starts_with("HTTP/1.1 530 \r\nx-a: 1\r\ncontent-length: 5\r\n"));
+        assert!(head.contains("\r\ndate: "), "{head}");
+        assert!(head.ends_with("connection: close\r\n\r\n"), "{head}");
+    }
+
+    #[test]
+    fn an_origins_length_and_date_are_kept_and_a_wrong_length_replaced() {
+        let resp = Response::builder()
+            .header("date", "Sun, 06 Nov 1994 08:49:37 GMT")
+            .header("content-length", "2")
+            .body(())
+            .unwrap();
+        let head = encoded(resp.clone(), Framing::Length(2), false);
+        assert_eq!(
+            head,
+            "HTTP/1.1 200 OK\r\ndate: Sun, 06 Nov 1994 08:49:37 GMT\r\ncontent-length: 2\r\n\r\n"
+        );
+        let head = encoded(resp.clone(), Framing::Length(3), false);
+        assert!(head.contains("content-length: 3\r\n"), "{head}");
+        // HEAD: the length the origin announced stays, no body follows.
+        let head = encoded(resp.clone(), Framing::None, false);
+        assert!(head.contains("content-length: 2\r\n"), "{head}");
+        let head = encoded(resp, Framing::Chunked, false);
+        assert!(!head.contains("content-length"), "{head}");
+        assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+    }
+
+    #[tokio::test]
+    async fn a_streamed_body_is_chunked_and_a_short_one_is_an_error() {
+        let mut out = b"HEAD\r\n".to_vec();
+        let mut wire = Vec::new();
+        let body = ProxyBody::bytes("hello");
+        write_response(&mut wire, &mut out, body, Framing::Chunked)
+            .await
+            .expect("written");
+        assert_eq!(wire, b"HEAD\r\n5\r\nhello\r\n0\r\n\r\n");
+        assert!(out.is_empty());
+
+        let mut wire = Vec::new();
+        let big = Bytes::from(vec![b'x'; COPY_BODY_UP_TO + 1]);
+        let mut out = b"HEAD\r\n".to_vec();
+        let short = write_response(
+            &mut wire,
+            &mut out,
+            ProxyBody::bytes(big),
+            Framing::Length(1 << 20),
+        );
+        assert!(short.await.is_err());
+        assert_eq!(wire.len(), 6 + COPY_BODY_UP_TO + 1);
+    }
+}
