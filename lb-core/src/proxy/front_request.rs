@@ -90,7 +90,8 @@ pub fn parse_head(buf: &[u8], spans: &mut Spans) -> Head {
 pub fn build_request(head: &Bytes, spans: &Spans) -> Option<Request<ProxyBody>> {
     let method = Method::from_bytes(head.get(spans.method.clone())?).ok()?;
     let uri = Uri::from_maybe_shared(head.slice(spans.path.clone())).ok()?;
-    let mut headers = HeaderMap::with_capacity(spans.headers.len());
+    // Room for the `X-Forwarded-*` the proxy adds, so the map does not grow for them.
+    let mut headers = HeaderMap::with_capacity(spans.headers.len() + 3);
     for (name, value) in &spans.headers {
         let name = HeaderName::from_bytes(head.get(name.clone())?).ok()?;
         let value = HeaderValue::from_maybe_shared(head.slice(value.clone())).ok()?;

@@ -412,12 +412,11 @@ impl Proxy {
 
     /// Header-affinity bookkeeping the decision asks for.
     fn remember(&self, decision: &Decision) {
-        let now = unix_now();
         match decision.affinity {
             AffinityUpdate::BindHeaderSession { key, target } => {
-                self.sessions.bind(key, target, now, 3600);
+                self.sessions.bind(key, target, unix_now(), 3600);
             }
-            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, now),
+            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, unix_now()),
             _ => {}
         }
     }
@@ -511,25 +510,31 @@ impl Proxy {
         } else {
             (body, None)
         };
-        let (mut result, mut in_flight) = self
-            .attempt(upstream, lb_index, target, &p, first_body)
-            .await;
+        // The first try, then perhaps one retry; one place that awaits an attempt keeps this
+        // future small (it is moved into place for every request).
+        let (mut target, mut body) = (target, first_body);
         let mut used_retry = false;
-        // Safe to send again: nothing reached the origin, or the connection broke before any
-        // response byte on an idempotent request (RFC 9110 section 9.2.2).
-        let retryable = match &result {
-            Err(Failure::Connect(_)) => true,
-            Err(Failure::Exchange { timed_out: false }) => p.method.is_idempotent(),
-            _ => false,
-        };
-        if let (true, Some(retry), Some(bytes)) = (retryable, retry, &body_for_retry) {
-            if let Some(m) = self.metrics.lbs.get(lb_index) {
-                m.retries.increment(1);
+        let (result, in_flight) = loop {
+            let (result, in_flight) = self.attempt(upstream, lb_index, target, &p, body).await;
+            // Safe to send again: nothing reached the origin, or the connection broke before
+            // any response byte on an idempotent request (RFC 9110 section 9.2.2).
+            let retryable = match &result {
+                Err(Failure::Connect(_)) => true,
+                Err(Failure::Exchange { timed_out: false }) => p.method.is_idempotent(),
+                _ => false,
+            };
+            if let (false, true, Some(retry), Some(bytes)) =
+                (used_retry, retryable, retry, &body_for_retry)
+            {
+                if let Some(m) = self.metrics.lbs.get(lb_index) {
+                    m.retries.increment(1);
+                }
+                (target, body) = (retry, ProxyBody::bytes(bytes.clone()));
+                used_retry = true;
+                continue;
             }
-            let again = ProxyBody::bytes(bytes.clone());
-            (result, in_flight) = self.attempt(upstream, lb_index, retry, &p, again).await;
-            used_retry = true;
-        }
+            break (result, in_flight);
+        };
         let (mut resp, reply) = match result {
             Ok(sent) => sent,
             Err(

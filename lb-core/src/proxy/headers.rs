@@ -32,13 +32,24 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
 /// Removes hop-by-hop headers and those the `Connection` header names. An upgrade keeps
 /// `Connection: upgrade` and `Upgrade`, which the next hop needs to switch protocols.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // Most messages carry none: one pass over their few names instead of nine lookups.
-    if !keep_upgrade
-        && !headers
-            .keys()
-            .any(|k| *k == header::UPGRADE || HOP_BY_HOP.contains(k))
-    {
-        return;
+    // Most messages carry none, or (origins' answers) only `Connection: keep-alive`: one
+    // pass over their few names instead of nine lookups.
+    if !keep_upgrade {
+        let mut only_connection = true;
+        let mut any = false;
+        for k in headers.keys() {
+            if *k == header::UPGRADE || HOP_BY_HOP.contains(k) {
+                any = true;
+                only_connection &= *k == header::CONNECTION;
+            }
+        }
+        if !any {
+            return;
+        }
+        if only_connection && connection_names_nothing(headers) {
+            headers.remove(header::CONNECTION);
+            return;
+        }
     }
     // `Connection: keep-alive` or `close` (what most origins send) names nothing more to
     // remove: no list, no header names built.
@@ -63,6 +74,16 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     } else {
         headers.remove(header::UPGRADE);
     }
+}
+
+/// Whether every `Connection` value is only `keep-alive` or `close` (names no header).
+fn connection_names_nothing(headers: &HeaderMap) -> bool {
+    headers.get_all(header::CONNECTION).iter().all(|v| {
+        v.as_bytes().split(|&b| b == b',').all(|t| {
+            let t = t.trim_ascii();
+            t.eq_ignore_ascii_case(b"keep-alive") || t.eq_ignore_ascii_case(b"close")
+        })
+    })
 }
 
 /// Appends the client to `X-Forwarded-For` (`client_value`: the client's address already as
@@ -139,6 +160,19 @@ mod tests {
         strip_hop_by_hop(&mut h, false);
         let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
         assert_eq!(names, ["x-kept", "trailer"]);
+    }
+
+    #[test]
+    fn a_bare_keep_alive_is_removed_and_a_named_field_with_it() {
+        let mut h = HeaderMap::new();
+        h.insert("connection", HeaderValue::from_static("Keep-Alive"));
+        h.insert("x-kept", HeaderValue::from_static("yes"));
+        strip_hop_by_hop(&mut h, false);
+        let names: Vec<&str> = h.keys().map(|k| k.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
+        h.insert("connection", HeaderValue::from_static("keep-alive, x-kept"));
+        strip_hop_by_hop(&mut h, false);
+        assert!(h.is_empty(), "{h:?}");
     }
 
     #[test]

@@ -204,13 +204,41 @@ impl Upstream {
         buffer_up_to: u64,
     ) -> Result<(Response<()>, Reply), UpstreamError> {
         let mut body = Some(body);
+        let mut pooled = self.checkout(&origin);
         let mut resending = false;
-        if let Some((conn, place)) = self.checkout(&origin) {
-            self.sent.reused.increment(1);
-            // A body in hand is sent as a copy, so that it is still there for another try.
-            let (this_try, replayable) = match body.as_ref().and_then(ProxyBody::replayable) {
-                Some(copy) => (copy, true),
-                None => (body.take().unwrap_or(ProxyBody::Empty), false),
+        // A pooled connection first (if any), then a new one; at most two turns. One place
+        // that awaits the exchange keeps this future small: every request's future is moved
+        // into place, so its size is copied each time (bench/proxy.sh).
+        loop {
+            let reused = pooled.is_some();
+            let (conn, place, this_try, replayable) = match pooled.take() {
+                Some((conn, place)) => {
+                    self.sent.reused.increment(1);
+                    // A body in hand is sent as a copy, so that it is still there for another
+                    // try.
+                    let (this_try, replayable) = match body.as_ref().and_then(ProxyBody::replayable)
+                    {
+                        Some(copy) => (copy, true),
+                        None => (body.take().unwrap_or(ProxyBody::Empty), false),
+                    };
+                    (conn, place, this_try, replayable)
+                }
+                None => {
+                    let this_try = body.take().ok_or(UpstreamError::Exchange)?;
+                    // Boxed: connecting (a TLS handshake's state above all) would make every
+                    // request's future over a kilobyte larger.
+                    let conn = Box::pin(self.connect(origin)).await?;
+                    if resending {
+                        self.sent.resent.increment(1);
+                    } else {
+                        self.sent.new.increment(1);
+                    }
+                    let place = match self.pools.lock() {
+                        Ok(mut pools) => pools.place(&origin),
+                        Err(_) => return Err(UpstreamError::Exchange),
+                    };
+                    (conn, place, this_try, false)
+                }
             };
             match self
                 .exchange(conn, place, req, this_try, buffer_up_to)
@@ -220,30 +248,14 @@ impl Upstream {
                 // The origin closed the idle connection as the request went out. Sending it
                 // once more, on a new connection, is safe when the request is idempotent
                 // (RFC 9110 section 9.2.2) and its body is still in hand.
-                Err(ExchangeFailure::NothingBack) if replayable && req.method.is_idempotent() => {
+                Err(ExchangeFailure::NothingBack)
+                    if reused && replayable && req.method.is_idempotent() =>
+                {
                     resending = true;
                 }
                 Err(ExchangeFailure::AfterHead) => return Err(UpstreamError::BrokenAnswer),
                 Err(_) => return Err(UpstreamError::Exchange),
             }
-        }
-        let body = body.ok_or(UpstreamError::Exchange)?;
-        // Boxed: connecting (a TLS handshake's state above all) would make every request's
-        // future over a kilobyte larger, and futures are moved into place (bench/proxy.sh).
-        let conn = Box::pin(self.connect(origin)).await?;
-        if resending {
-            self.sent.resent.increment(1);
-        } else {
-            self.sent.new.increment(1);
-        }
-        let place = match self.pools.lock() {
-            Ok(mut pools) => pools.place(&origin),
-            Err(_) => return Err(UpstreamError::Exchange),
-        };
-        match self.exchange(conn, place, req, body, buffer_up_to).await {
-            Ok(done) => Ok(done),
-            Err(ExchangeFailure::AfterHead) => Err(UpstreamError::BrokenAnswer),
-            Err(_) => Err(UpstreamError::Exchange),
         }
     }
 
