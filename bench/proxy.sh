@@ -177,11 +177,15 @@ PY
 if [ -n "${STRACE_MESHLB:-}" ]; then
   timeout -s INT 4 strace -f -c -p "${PIDS[0]}" -o "$STRACE_MESHLB" >/dev/null 2>&1 &
 fi
+if [ -n "${STRACE_HAPROXY:-}" ]; then
+  # Counted during the HAProxy run (the third in profiling order), after meshlb's and nginx's.
+  (sleep $((2 * DURATION + 2)); timeout -s INT 4 strace -f -c -p "$HAPROXY_PID" -o "$STRACE_HAPROXY") >/dev/null 2>&1 &
+fi
 if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
   perf record -F 999 --call-graph "${PERF_CALL_GRAPH:-fp}" -p "${PIDS[0]}" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
 fi
-if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${STRACE_MESHLB:-}" ]; then
+if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${STRACE_MESHLB:-}${STRACE_HAPROXY:-}" ]; then
   # Profiling: one run of each, in a fixed order.
   run meshlb 18601
   wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true
