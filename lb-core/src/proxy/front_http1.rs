@@ -12,6 +12,7 @@
 
 use std::future::{poll_fn, Future};
 use std::io;
+use std::pin::pin;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::Poll;
@@ -98,6 +99,40 @@ impl HeadTimer {
     }
 }
 
+/// Runs the handler for `req` while watching the client: when it goes away (end of stream or
+/// an error) before the answer, the handler is dropped, and with it the exchange with the
+/// origin, as hyper's server and nginx (`proxy_ignore_client_abort off`) do; `None` then.
+/// Bytes that arrive meanwhile (a pipelined request) are kept in `buf`, and the watch ends.
+async fn handle_while_connected<I: AsyncRead + Unpin>(
+    proxy: &Proxy,
+    upstream: &Arc<Upstream>,
+    peer: &Peer,
+    req: http::Request<super::body::ProxyBody>,
+    io: &mut I,
+    buf: &mut BytesMut,
+) -> Option<http::Response<super::body::ProxyBody>> {
+    let mut handling = pin!(proxy.handle(upstream, req, peer));
+    // Room to read into: a full buffer would read 0 bytes, which means the end of stream.
+    if buf.capacity() - buf.len() < MIN_READ_ROOM {
+        buf.reserve(READ_BUFFER);
+    }
+    let mut watching = true;
+    poll_fn(|cx| {
+        if let Poll::Ready(response) = handling.as_mut().poll(cx) {
+            return Poll::Ready(Some(response));
+        }
+        if watching {
+            match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
+                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                Poll::Ready(Ok(_)) => watching = false,
+                Poll::Pending => {}
+            }
+        }
+        Poll::Pending
+    })
+    .await
+}
+
 /// Serves `io` until it closes or a request for hyper arrives.
 pub async fn serve<I>(proxy: &Proxy, upstream: &Arc<Upstream>, peer: &Peer, mut io: I) -> Served<I>
 where
@@ -112,6 +147,10 @@ where
         timer.start();
         let (len, close) = loop {
             match parse_head(&buf, &mut spans) {
+                // hyper answers a head over the limit (431), however it arrived.
+                Head::Complete { len, .. } if len > max_head => {
+                    return Served::ToHyper(Prefixed::new(buf.freeze(), io))
+                }
                 Head::Complete { len, close } => break (len, close),
                 Head::ForHyper => return Served::ToHyper(Prefixed::new(buf.freeze(), io)),
                 // hyper answers an oversized head (431).
@@ -133,7 +172,12 @@ where
         };
         drop(head);
         let head_request = req.method() == Method::HEAD;
-        let (mut parts, body) = proxy.handle(upstream, req, peer).await.into_parts();
+        let Some(response) =
+            handle_while_connected(proxy, upstream, peer, req, &mut io, &mut buf).await
+        else {
+            return Served::Done;
+        };
+        let (mut parts, body) = response.into_parts();
         let framing = framing(
             head_request,
             parts.status,

@@ -62,6 +62,10 @@ async fn origin() -> SocketAddr {
                         full(format!("got {got}").into())
                     }
                     (_, "/big") => full(vec![b'x'; 100_000].into()),
+                    (_, "/hold") => {
+                        tokio::time::sleep(Duration::from_secs(30)).await;
+                        full(path.into())
+                    }
                     (_, "/chunked") => OriginBody::Right(Unsized(vec![
                         Bytes::from_static(b"one,"),
                         Bytes::from_static(b"two,"),
@@ -82,6 +86,10 @@ async fn origin() -> SocketAddr {
 
 /// A proxy for `www.example.test` in front of a fresh origin.
 async fn proxy(settings: ProxySettings) -> ProxyListener {
+    proxy_and_state(settings).await.0
+}
+
+async fn proxy_and_state(settings: ProxySettings) -> (ProxyListener, Arc<Proxy>) {
     let origin = origin().await;
     let regions = RegionsTable::embedded().expect("regions");
     let text = format!(
@@ -112,7 +120,14 @@ default_pools = ["web"]
         },
     )
     .expect("proxy");
-    listen(Arc::new(proxy), "127.0.0.1:0".parse().expect("addr"), None).expect("listen")
+    let proxy = Arc::new(proxy);
+    let listener = listen(
+        Arc::clone(&proxy),
+        "127.0.0.1:0".parse().expect("addr"),
+        None,
+    )
+    .expect("listen");
+    (listener, proxy)
 }
 
 async fn connect(p: &ProxyListener) -> TcpStream {
@@ -289,8 +304,27 @@ async fn what_this_server_does_not_take_hyper_answers() {
     s.write_all(huge.as_bytes()).await.expect("write");
     assert_eq!(response(&mut s, false).await.0, 431);
 
+    // Whole in one read, under hyper's buffer but over the limit: 431 all the same.
+    let mut s = connect(&p).await;
+    let over = format!(
+        "GET / HTTP/1.1\r\nHost: www.example.test\r\nX-Big: {}\r\n\r\n",
+        "y".repeat(6000)
+    );
+    s.write_all(over.as_bytes()).await.expect("write");
+    assert_eq!(response(&mut s, false).await.0, 431);
+
     let mut s = connect(&p).await;
     s.write_all(b"GET / HTTP/1.1\r\nHost: www.example.test\r\nBad Name: x\r\n\r\n")
+        .await
+        .expect("write");
+    assert_eq!(response(&mut s, false).await.0, 400);
+
+    // A target the `http` types refuse, after a request served here: hyper gets the head
+    // from its first byte and answers 400.
+    let mut s = connect(&p).await;
+    s.write_all(get("/fine").as_bytes()).await.expect("write");
+    assert_eq!(response(&mut s, false).await.2, b"/fine");
+    s.write_all(b"GET /a<b HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
         .await
         .expect("write");
     assert_eq!(response(&mut s, false).await.0, 400);
@@ -312,21 +346,71 @@ async fn an_idle_or_slow_head_is_cut_off_at_the_header_timeout() {
         ..ProxySettings::default()
     })
     .await;
-    // Idle after a request: closed once the next head is overdue, not before.
+    let margin = Duration::from_millis(50);
+    // Idle after a request: closed once the next head is overdue, not before. The second
+    // request comes after most of the first wait, so the connection's timer, set for the
+    // first wait, fires while the third head is awaited and must be moved, not obeyed.
     let mut s = connect(&p).await;
     s.write_all(get("/one").as_bytes()).await.expect("write");
     assert_eq!(response(&mut s, false).await.2, b"/one");
+    tokio::time::sleep(limit * 3 / 4).await;
+    s.write_all(get("/two").as_bytes()).await.expect("write");
+    assert_eq!(response(&mut s, false).await.2, b"/two");
     let waiting = Instant::now();
     assert!(until_closed(&mut s, Duration::from_secs(10))
         .await
         .is_empty());
-    assert!(waiting.elapsed() >= limit - Duration::from_millis(50));
+    assert!(
+        waiting.elapsed() >= limit - margin,
+        "{:?}",
+        waiting.elapsed()
+    );
     // A head begun but never finished.
     let mut s = connect(&p).await;
+    let waiting = Instant::now();
     s.write_all(b"GET /never HTTP/1.1\r\nHost: www.ex")
         .await
         .expect("write");
     assert!(until_closed(&mut s, Duration::from_secs(10))
         .await
         .is_empty());
+    assert!(
+        waiting.elapsed() >= limit - margin,
+        "{:?}",
+        waiting.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn a_client_that_leaves_mid_request_ends_the_origin_exchange() {
+    let (p, state) = proxy_and_state(ProxySettings::default()).await;
+    let target = crate::steering::Target {
+        pool: crate::config::PoolId(0),
+        endpoint: crate::config::EndpointId(0),
+    };
+    // Bounded: 500 looks 10 ms apart.
+    let outstanding_becomes = |n: u32| {
+        let state = Arc::clone(&state);
+        async move {
+            for _ in 0..500 {
+                if state.outstanding(target) == n {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            false
+        }
+    };
+    let mut s = connect(&p).await;
+    s.write_all(get("/hold").as_bytes()).await.expect("write");
+    assert!(
+        outstanding_becomes(1).await,
+        "the request never reached the origin"
+    );
+    drop(s);
+    // The origin holds its answer for 30 s; the exchange ends with the client instead.
+    assert!(
+        outstanding_becomes(0).await,
+        "the request outlived its client"
+    );
 }

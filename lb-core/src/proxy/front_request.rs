@@ -47,7 +47,8 @@ pub fn parse_head(buf: &[u8], spans: &mut Spans) -> Head {
     let (Some(method), Some(path), Some(1)) = (req.method, req.path, req.version) else {
         return Head::ForHyper;
     };
-    if !path.starts_with('/') {
+    // CONNECT (a tunnel, whatever its target) and targets that are not a path are hyper's.
+    if !path.starts_with('/') || method.eq_ignore_ascii_case("CONNECT") {
         return Head::ForHyper;
     }
     let base = buf.as_ptr() as usize;
@@ -160,6 +161,17 @@ mod tests {
     }
 
     #[test]
+    fn a_head_httparse_takes_but_http_refuses_is_not_built() {
+        let raw = "GET /a<b HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut spans = Spans::default();
+        assert!(matches!(
+            parse_head(raw.as_bytes(), &mut spans),
+            Head::Complete { .. }
+        ));
+        assert!(build_request(&Bytes::from(raw), &spans).is_none());
+    }
+
+    #[test]
     fn everything_else_is_left_to_hyper() {
         for raw in [
             "POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello",
@@ -173,6 +185,7 @@ mod tests {
             "GET http://www.example.test/ HTTP/1.1\r\n\r\n",
             "OPTIONS * HTTP/1.1\r\n\r\n",
             "CONNECT www.example.test:443 HTTP/1.1\r\n\r\n",
+            "CONNECT / HTTP/1.1\r\nHost: www.example.test\r\n\r\n",
             "GET / HTTP/1.1\r\nBad Name: x\r\n\r\n",
             "NOT HTTP AT ALL\r\n\r\n",
         ] {

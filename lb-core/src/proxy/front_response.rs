@@ -1,7 +1,10 @@
-//! Writing a response to an HTTP/1.1 client for the proxy's own server, with hyper's rules:
-//! a `Date` when the response has none, `Content-Length` when the body's size is known and
-//! chunked transfer otherwise, no body for HEAD, 1xx, 204 and 304, and trailers dropped
-//! (the server only takes requests without `TE: trailers`).
+//! Writing a response to an HTTP/1.1 client for the proxy's own server, as hyper's server
+//! frames it: a `Date` when the response has none, one `Content-Length` when the body's size
+//! is known and chunked transfer otherwise, no body for HEAD, 1xx, 204 and 304 (a HEAD answer
+//! keeps the origin's length, or gets the length of the body it would have had), and trailers
+//! dropped (the server only takes requests without `TE: trailers`). One difference: a status
+//! without a standard reason phrase goes out with an empty one (`HTTP/1.1 530 `), where
+//! hyper writes `<none>`.
 
 use std::cell::RefCell;
 use std::io;
@@ -24,6 +27,8 @@ const COPY_BODY_UP_TO: usize = 16 << 10;
 pub enum Framing {
     /// None at all (HEAD, 1xx, 204, 304).
     None,
+    /// None, answering HEAD for a body of this many bytes (announced when no length is).
+    HeadOf(u64),
     /// Exactly this many bytes, announced by `Content-Length`.
     Length(u64),
     /// Chunked transfer coding.
@@ -32,8 +37,14 @@ pub enum Framing {
 
 /// How the response to a request of `method` with a body hinted `exact` is framed.
 pub fn framing(head_request: bool, status: StatusCode, exact: Option<u64>) -> Framing {
-    if head_request
-        || status.is_informational()
+    if head_request {
+        // The proxy's own answers (404, 530, fixed responses) say how long they would be.
+        return match exact {
+            Some(n) if n > 0 => Framing::HeadOf(n),
+            _ => Framing::None,
+        };
+    }
+    if status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED
     {
@@ -72,14 +83,20 @@ pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close
         Framing::None => {
             parts.headers.remove(header::TRANSFER_ENCODING);
         }
-        Framing::Length(n) => {
+        Framing::HeadOf(n) => {
             parts.headers.remove(header::TRANSFER_ENCODING);
-            let announced = parts.headers.get(header::CONTENT_LENGTH);
-            if announced.and_then(|v| v.to_str().ok()?.parse::<u64>().ok()) != Some(n) {
+            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
                 parts
                     .headers
                     .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
             }
+        }
+        Framing::Length(n) => {
+            parts.headers.remove(header::TRANSFER_ENCODING);
+            // One length, the body's (an origin may have sent the field twice).
+            parts
+                .headers
+                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
         }
         Framing::Chunked => {
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -131,7 +148,9 @@ async fn write_body<W: AsyncWrite + Unpin>(
     framing: Framing,
 ) -> io::Result<()> {
     match (framing, body) {
-        (Framing::None, _) | (_, ProxyBody::Empty) | (_, ProxyBody::Bytes(None)) => {
+        (Framing::None | Framing::HeadOf(_), _)
+        | (_, ProxyBody::Empty)
+        | (_, ProxyBody::Bytes(None)) => {
             if framing == Framing::Chunked {
                 out.extend_from_slice(b"0\r\n\r\n");
             }
@@ -189,6 +208,10 @@ mod tests {
         assert_eq!(framing(false, ok, None), Framing::Chunked);
         assert_eq!(framing(true, ok, Some(0)), Framing::None);
         assert_eq!(
+            framing(true, StatusCode::NOT_FOUND, Some(9)),
+            Framing::HeadOf(9)
+        );
+        assert_eq!(
             framing(false, StatusCode::NO_CONTENT, Some(0)),
             Framing::None
         );
@@ -226,6 +249,18 @@ mod tests {
         );
         let head = encoded(resp.clone(), Framing::Length(3), false);
         assert!(head.contains("content-length: 3\r\n"), "{head}");
+        let mut twice = resp.clone();
+        twice
+            .headers_mut()
+            .append("content-length", HeaderValue::from_static("2"));
+        let head = encoded(twice, Framing::Length(2), false);
+        assert_eq!(head.matches("content-length").count(), 1, "{head}");
+        // HEAD for the proxy's own answer: the length its body would have had.
+        let own = Response::builder().status(404).body(()).unwrap();
+        let head = encoded(own, Framing::HeadOf(9), false);
+        assert!(head.contains("content-length: 9\r\n"), "{head}");
+        let head = encoded(resp.clone(), Framing::HeadOf(9), false);
+        assert!(head.contains("content-length: 2\r\n"), "{head}");
         // HEAD: the length the origin announced stays, no body follows.
         let head = encoded(resp.clone(), Framing::None, false);
         assert!(head.contains("content-length: 2\r\n"), "{head}");
