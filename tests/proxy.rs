@@ -385,6 +385,8 @@ default_pools = ["weighted"]
         );
         assert!(r.body.contains("xff=192.0.2.9, 127.0.0.1"), "{r:?}");
         assert!(r.body.contains("proto=http"), "{r:?}");
+        // The client's TE is hop-by-hop; none asked for trailers, so none goes on.
+        assert!(r.body.contains("\nte=\n"), "{r:?}");
         if r.origin() == "h2" {
             assert!(r.body.contains("host=override.example"), "{r:?}");
             seen_override = true;
@@ -393,6 +395,12 @@ default_pools = ["weighted"]
         }
     }
     assert!(seen_override, "h2 was never chosen in 40 requests");
+    // A client that takes trailers (TE: trailers over HTTP/1.1, or HTTP/2): the proxy asks the
+    // origin for them on its own hop.
+    let r = curl(&url, "sticky.example.test", &["-H", "TE: trailers"]);
+    assert!(r.body.contains("\nte=trailers\n"), "{r:?}");
+    let r = curl(&url, "sticky.example.test", &["--http2-prior-knowledge"]);
+    assert!(r.body.contains("\nte=trailers\n"), "{r:?}");
 
     // Weighted: 0.25 / 0.75 over 400 requests (one curl, keep-alive to the proxy).
     wait_for(

@@ -363,10 +363,11 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
         return;
     }
     let reply = format!(
-        "{name}\nhost={}\nxff={}\nproto={}\nbody={}\n",
+        "{name}\nhost={}\nxff={}\nproto={}\nte={}\nbody={}\n",
         header("host"),
         header("x-forwarded-for"),
         header("x-forwarded-proto"),
+        header("te"),
         String::from_utf8_lossy(&body)
     );
     let _ = write!(

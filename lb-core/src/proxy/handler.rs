@@ -152,8 +152,16 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         method,
         uri,
         mut headers,
+        version,
         ..
     } = parts;
+    // hyper's HTTP/2 server sends trailers always, its HTTP/1 server to a client that asked.
+    let trailers = version == http::Version::HTTP_2
+        || headers
+            .get_all(header::TE)
+            .iter()
+            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
     let host = match headers.get(header::HOST) {
         Some(h) => Some(h.clone()),
         None => uri
@@ -178,6 +186,7 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
         headers,
+        trailers,
     }
 }
 
@@ -221,6 +230,8 @@ struct Prepared {
     target: http::uri::PathAndQuery,
     /// Headers for the origin: hop-by-hop ones gone, `X-Forwarded-*` and `Host` set.
     headers: http::HeaderMap,
+    /// The client takes trailer fields, so the origin is asked for them.
+    trailers: bool,
 }
 
 impl Proxy {
@@ -451,6 +462,7 @@ impl Proxy {
             target: p.target.as_str(),
             headers: &p.headers,
             host: host_override.as_ref(),
+            trailers: p.trailers,
         };
         let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
         // The TLS name is the Host the origin gets.

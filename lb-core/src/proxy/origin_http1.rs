@@ -73,6 +73,9 @@ pub struct RequestHead<'a> {
     pub headers: &'a HeaderMap,
     /// Replaces the `Host` in `headers` (the endpoint's host header override).
     pub host: Option<&'a HeaderValue>,
+    /// The client takes trailer fields (HTTP/2, or `TE: trailers`): this hop asks the origin
+    /// for them too (`TE` is hop-by-hop, so the client's own does not go on).
+    pub trailers: bool,
 }
 
 /// How the response's body is delimited (RFC 9112 section 6.3).
@@ -167,6 +170,10 @@ impl Conn {
         out.extend_from_slice(b" HTTP/1.1\r\n");
         if let Some(host) = req.host {
             write_header(&mut out, b"host", host.as_bytes());
+        }
+        if req.trailers {
+            // A sender of TE lists it in Connection (RFC 9110 section 10.1.4).
+            out.extend_from_slice(b"te: trailers\r\nconnection: te\r\n");
         }
         let mut had_length = false;
         for (name, value) in req.headers {

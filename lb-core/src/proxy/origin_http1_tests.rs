@@ -144,6 +144,7 @@ async fn send(
         target: "/path?q=1",
         headers,
         host: None,
+        trailers: false,
     };
     up.send(origin, &head, body, buffer_up_to).await
 }
@@ -418,6 +419,7 @@ async fn requests_are_framed_by_this_hop() {
         target: "/",
         headers: &host_only(),
         host: Some(&over),
+        trailers: true,
     };
     let origin = Origin {
         authority: &authority,
@@ -445,7 +447,11 @@ async fn requests_are_framed_by_this_hop() {
         seen[2],
         "GET /path?q=1 HTTP/1.1\r\nhost: origin.test\r\n\r\n"
     );
-    assert_eq!(seen[3], "GET / HTTP/1.1\r\nhost: override.test\r\n\r\n");
+    // A client that takes trailers: the origin is asked for them, TE listed in Connection.
+    assert_eq!(
+        seen[3],
+        "GET / HTTP/1.1\r\nhost: override.test\r\nte: trailers\r\nconnection: te\r\n\r\n"
+    );
 }
 
 #[tokio::test]

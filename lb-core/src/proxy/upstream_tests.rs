@@ -27,6 +27,7 @@ async fn get(
         target: "/",
         headers: &headers,
         host: None,
+        trailers: false,
     };
     up.send(o, &head, ProxyBody::Empty, buffer_up_to).await
 }
