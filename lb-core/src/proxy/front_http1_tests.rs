@@ -185,6 +185,10 @@ async fn response(s: &mut TcpStream, head_request: bool) -> (u16, String, Vec<u8
     (status, head, body)
 }
 
+async fn send(s: &mut TcpStream, bytes: impl AsRef<[u8]>) {
+    s.write_all(bytes.as_ref()).await.expect("write");
+}
+
 fn get(path: &str) -> String {
     format!("GET {path} HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
 }
@@ -204,7 +208,7 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
     let p = proxy(ProxySettings::default()).await;
     let mut s = connect(&p).await;
     let burst = format!("{}{}{}", get("/a"), get("/b?x=1"), get("/c"));
-    s.write_all(burst.as_bytes()).await.expect("write");
+    send(&mut s, burst).await;
     for want in ["/a", "/b", "/c"] {
         let (status, head, body) = response(&mut s, false).await;
         assert_eq!(status, 200, "{head}");
@@ -212,9 +216,7 @@ async fn pipelined_requests_are_answered_in_order_on_one_connection() {
         assert!(head.contains("\r\ndate: "), "{head}");
     }
     // An unknown host is the proxy's own answer, on the same connection.
-    s.write_all(b"GET / HTTP/1.1\r\nHost: nobody.test\r\n\r\n")
-        .await
-        .expect("write");
+    send(&mut s, b"GET / HTTP/1.1\r\nHost: nobody.test\r\n\r\n").await;
     let (status, _, body) = response(&mut s, false).await;
     assert_eq!(status, 404);
     assert!(String::from_utf8_lossy(&body).contains("nobody.test"));
@@ -226,7 +228,7 @@ async fn a_head_that_comes_a_byte_at_a_time_is_answered() {
     let mut s = connect(&p).await;
     s.set_nodelay(true).expect("nodelay");
     for b in get("/slow").bytes() {
-        s.write_all(&[b]).await.expect("write");
+        send(&mut s, &[b]).await;
         tokio::task::yield_now().await;
     }
     let (status, _, body) = response(&mut s, false).await;
@@ -237,13 +239,11 @@ async fn a_head_that_comes_a_byte_at_a_time_is_answered() {
 async fn a_connection_goes_on_with_hyper_from_its_first_request_with_a_body() {
     let p = proxy(ProxySettings::default()).await;
     let mut s = connect(&p).await;
-    s.write_all(get("/first").as_bytes()).await.expect("write");
+    send(&mut s, get("/first")).await;
     assert_eq!(response(&mut s, false).await.2, b"/first");
     // A body, and a plain request right behind it in the same write: both answered.
     let post = "POST /up HTTP/1.1\r\nHost: www.example.test\r\nContent-Length: 5\r\n\r\nhello";
-    s.write_all(format!("{post}{}", get("/after")).as_bytes())
-        .await
-        .expect("write");
+    send(&mut s, format!("{post}{}", get("/after"))).await;
     assert_eq!(response(&mut s, false).await.2, b"got 5");
     assert_eq!(response(&mut s, false).await.2, b"/after");
 }
@@ -252,9 +252,11 @@ async fn a_connection_goes_on_with_hyper_from_its_first_request_with_a_body() {
 async fn connection_close_is_answered_then_the_connection_closed() {
     let p = proxy(ProxySettings::default()).await;
     let mut s = connect(&p).await;
-    s.write_all(b"GET /bye HTTP/1.1\r\nHost: www.example.test\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("write");
+    send(
+        &mut s,
+        b"GET /bye HTTP/1.1\r\nHost: www.example.test\r\nConnection: close\r\n\r\n",
+    )
+    .await;
     let (status, head, body) = response(&mut s, false).await;
     assert_eq!((status, body.as_slice()), (200, &b"/bye"[..]));
     assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
@@ -267,22 +269,22 @@ async fn connection_close_is_answered_then_the_connection_closed() {
 async fn head_gets_the_length_without_the_body_and_big_bodies_stream_whole() {
     let p = proxy(ProxySettings::default()).await;
     let mut s = connect(&p).await;
-    s.write_all(b"HEAD /big HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
-        .await
-        .expect("write");
+    send(
+        &mut s,
+        b"HEAD /big HTTP/1.1\r\nHost: www.example.test\r\n\r\n",
+    )
+    .await;
     let (status, head, _) = response(&mut s, true).await;
     assert_eq!(status, 200);
     assert!(head.contains("\r\ncontent-length: 100000\r\n"), "{head}");
     // No body bytes followed the HEAD answer: the next answer starts right away.
-    s.write_all(get("/big").as_bytes()).await.expect("write");
+    send(&mut s, get("/big")).await;
     let (status, head, body) = response(&mut s, false).await;
     assert_eq!(status, 200, "{head}");
     assert_eq!(body.len(), 100_000);
     assert!(body.iter().all(|&b| b == b'x'));
     // Unknown size: chunked to the client, whole.
-    s.write_all(get("/chunked").as_bytes())
-        .await
-        .expect("write");
+    send(&mut s, get("/chunked")).await;
     let (status, head, body) = response(&mut s, false).await;
     assert_eq!(status, 200);
     assert!(head.contains("transfer-encoding: chunked"), "{head}");
@@ -301,7 +303,7 @@ async fn what_this_server_does_not_take_hyper_answers() {
         "GET / HTTP/1.1\r\nHost: www.example.test\r\nX-Big: {}\r\n\r\n",
         "y".repeat(8 << 10)
     );
-    s.write_all(huge.as_bytes()).await.expect("write");
+    send(&mut s, huge).await;
     assert_eq!(response(&mut s, false).await.0, 431);
 
     // Whole in one read, under hyper's buffer but over the limit: 431 all the same.
@@ -310,30 +312,36 @@ async fn what_this_server_does_not_take_hyper_answers() {
         "GET / HTTP/1.1\r\nHost: www.example.test\r\nX-Big: {}\r\n\r\n",
         "y".repeat(6000)
     );
-    s.write_all(over.as_bytes()).await.expect("write");
+    send(&mut s, over).await;
     assert_eq!(response(&mut s, false).await.0, 431);
 
     let mut s = connect(&p).await;
-    s.write_all(b"GET / HTTP/1.1\r\nHost: www.example.test\r\nBad Name: x\r\n\r\n")
-        .await
-        .expect("write");
+    send(
+        &mut s,
+        b"GET / HTTP/1.1\r\nHost: www.example.test\r\nBad Name: x\r\n\r\n",
+    )
+    .await;
     assert_eq!(response(&mut s, false).await.0, 400);
 
     // A target the `http` types refuse, after a request served here: hyper gets the head
     // from its first byte and answers 400.
     let mut s = connect(&p).await;
-    s.write_all(get("/fine").as_bytes()).await.expect("write");
+    send(&mut s, get("/fine")).await;
     assert_eq!(response(&mut s, false).await.2, b"/fine");
-    s.write_all(b"GET /a<b HTTP/1.1\r\nHost: www.example.test\r\n\r\n")
-        .await
-        .expect("write");
+    send(
+        &mut s,
+        b"GET /a<b HTTP/1.1\r\nHost: www.example.test\r\n\r\n",
+    )
+    .await;
     assert_eq!(response(&mut s, false).await.0, 400);
 
     // HTTP/1.0 is hyper's, and still proxied.
     let mut s = connect(&p).await;
-    s.write_all(b"GET /old HTTP/1.0\r\nHost: www.example.test\r\n\r\n")
-        .await
-        .expect("write");
+    send(
+        &mut s,
+        b"GET /old HTTP/1.0\r\nHost: www.example.test\r\n\r\n",
+    )
+    .await;
     let (status, _, body) = response(&mut s, false).await;
     assert_eq!((status, body.as_slice()), (200, &b"/old"[..]));
 }
@@ -351,10 +359,10 @@ async fn an_idle_or_slow_head_is_cut_off_at_the_header_timeout() {
     // request comes after most of the first wait, so the connection's timer, set for the
     // first wait, fires while the third head is awaited and must be moved, not obeyed.
     let mut s = connect(&p).await;
-    s.write_all(get("/one").as_bytes()).await.expect("write");
+    send(&mut s, get("/one")).await;
     assert_eq!(response(&mut s, false).await.2, b"/one");
     tokio::time::sleep(limit * 3 / 4).await;
-    s.write_all(get("/two").as_bytes()).await.expect("write");
+    send(&mut s, get("/two")).await;
     assert_eq!(response(&mut s, false).await.2, b"/two");
     let waiting = Instant::now();
     assert!(until_closed(&mut s, Duration::from_secs(10))
@@ -368,9 +376,7 @@ async fn an_idle_or_slow_head_is_cut_off_at_the_header_timeout() {
     // A head begun but never finished.
     let mut s = connect(&p).await;
     let waiting = Instant::now();
-    s.write_all(b"GET /never HTTP/1.1\r\nHost: www.ex")
-        .await
-        .expect("write");
+    send(&mut s, b"GET /never HTTP/1.1\r\nHost: www.ex").await;
     assert!(until_closed(&mut s, Duration::from_secs(10))
         .await
         .is_empty());
@@ -402,7 +408,7 @@ async fn a_client_that_leaves_mid_request_ends_the_origin_exchange() {
         }
     };
     let mut s = connect(&p).await;
-    s.write_all(get("/hold").as_bytes()).await.expect("write");
+    send(&mut s, get("/hold")).await;
     assert!(
         outstanding_becomes(1).await,
         "the request never reached the origin"
