@@ -5,6 +5,9 @@
 # proxy gets one core and the same load. Prints one JSON line per proxy. Loopback only.
 #
 # Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ROUNDS=3 ./bench/proxy.sh
+# MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one to the same rounds
+# (side by side); PERF_MESHLB=file profiles meshlb; STRACE_MESHLB=file / STRACE_HAPROXY=file
+# count system calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
