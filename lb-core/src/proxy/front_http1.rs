@@ -34,6 +34,13 @@ const READ_BUFFER: usize = 8 << 10;
 /// Read into the buffer only with at least this much room.
 const MIN_READ_ROOM: usize = 1 << 10;
 
+/// Room to read into: a full buffer would read 0 bytes, which reads as the end of stream.
+fn make_room(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < MIN_READ_ROOM {
+        buf.reserve(READ_BUFFER);
+    }
+}
+
 /// How a connection ended here.
 pub enum Served<I> {
     /// Closed: by the client, after `Connection: close`, on a timeout or an error.
@@ -72,9 +79,7 @@ impl HeadTimer {
         io: &mut I,
         buf: &mut BytesMut,
     ) -> io::Result<usize> {
-        if buf.capacity() - buf.len() < MIN_READ_ROOM {
-            buf.reserve(READ_BUFFER);
-        }
+        make_room(buf);
         let deadline = self.started + self.limit;
         poll_fn(|cx| {
             if let Poll::Ready(read) = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
@@ -112,10 +117,7 @@ async fn handle_while_connected<I: AsyncRead + Unpin>(
     buf: &mut BytesMut,
 ) -> Option<http::Response<super::body::ProxyBody>> {
     let mut handling = pin!(proxy.handle(upstream, req, peer));
-    // Room to read into: a full buffer would read 0 bytes, which means the end of stream.
-    if buf.capacity() - buf.len() < MIN_READ_ROOM {
-        buf.reserve(READ_BUFFER);
-    }
+    make_room(buf);
     let mut watching = true;
     poll_fn(|cx| {
         if let Poll::Ready(response) = handling.as_mut().poll(cx) {

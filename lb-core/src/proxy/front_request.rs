@@ -12,6 +12,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::{Method, Request, Uri, Version};
 
 use super::body::ProxyBody;
+use super::headers::tokens;
 
 /// As many header fields as hyper's server accepts.
 pub const MAX_HEADERS: usize = 100;
@@ -70,8 +71,7 @@ pub fn parse_head(buf: &[u8], spans: &mut Spans) -> Head {
             return Head::ForHyper;
         }
         if is("connection") {
-            for token in field.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
+            for token in tokens(field.value) {
                 if token.eq_ignore_ascii_case(b"close") {
                     close = true;
                 } else if !token.eq_ignore_ascii_case(b"keep-alive") {

@@ -15,7 +15,7 @@ use hyper::body::Body;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
-use super::headers::{add_forwarded, cookies, fields, is_upgrade, strip_hop_by_hop};
+use super::headers::{add_forwarded, cookies, fields, is_upgrade, lists_token, strip_hop_by_hop};
 use super::live::{origin_authority, Counted, InFlight, LiveLoad};
 use super::metrics::ProxyMetrics;
 use super::origin_http1::{Io, RequestHead};
@@ -156,12 +156,8 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         ..
     } = parts;
     // hyper's HTTP/2 server sends trailers always, its HTTP/1 server to a client that asked.
-    let trailers = version == http::Version::HTTP_2
-        || headers
-            .get_all(header::TE)
-            .iter()
-            .flat_map(|v| v.as_bytes().split(|&b| b == b','))
-            .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
+    let trailers =
+        version == http::Version::HTTP_2 || lists_token(&headers, header::TE, "trailers");
     let host = match headers.get(header::HOST) {
         Some(h) => Some(h.clone()),
         None => uri

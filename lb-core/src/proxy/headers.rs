@@ -20,13 +20,7 @@ const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host")
 
 /// Whether the request asks to switch protocols (WebSocket).
 pub fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE)
-        && headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+    headers.contains_key(header::UPGRADE) && lists_token(headers, header::CONNECTION, "upgrade")
 }
 
 /// Removes hop-by-hop headers and those the `Connection` header names. An upgrade keeps
@@ -76,14 +70,27 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
 }
 
+/// The items of a comma-separated field value (`Connection`, `TE`), trimmed.
+pub fn tokens(value: &[u8]) -> impl Iterator<Item = &[u8]> {
+    value.split(|&b| b == b',').map(<[u8]>::trim_ascii)
+}
+
+/// Whether any `name` field lists `token` (case-insensitive).
+pub fn lists_token(headers: &HeaderMap, name: HeaderName, token: &str) -> bool {
+    headers
+        .get_all(name)
+        .iter()
+        .flat_map(|v| tokens(v.as_bytes()))
+        .any(|t| t.eq_ignore_ascii_case(token.as_bytes()))
+}
+
 /// Whether every `Connection` value is only `keep-alive` or `close` (names no header).
 fn connection_names_nothing(headers: &HeaderMap) -> bool {
-    headers.get_all(header::CONNECTION).iter().all(|v| {
-        v.as_bytes().split(|&b| b == b',').all(|t| {
-            let t = t.trim_ascii();
-            t.eq_ignore_ascii_case(b"keep-alive") || t.eq_ignore_ascii_case(b"close")
-        })
-    })
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .flat_map(|v| tokens(v.as_bytes()))
+        .all(|t| t.eq_ignore_ascii_case(b"keep-alive") || t.eq_ignore_ascii_case(b"close"))
 }
 
 /// Appends the client to `X-Forwarded-For` (`client_value`: the client's address already as

@@ -490,8 +490,7 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
                 length = Some(n);
             }
         } else if name == header::CONNECTION {
-            for token in field.value.split(|&b| b == b',') {
-                let token = token.trim_ascii();
+            for token in super::headers::tokens(field.value) {
                 close |= token.eq_ignore_ascii_case(b"close");
                 keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
             }
