@@ -6,8 +6,8 @@
 #
 # Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ROUNDS=3 ./bench/proxy.sh
 # MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one to the same rounds
-# (side by side); PERF_MESHLB=file profiles meshlb; STRACE_MESHLB=file / STRACE_HAPROXY=file
-# count system calls.
+# (side by side); PERF_MESHLB=file / PERF_NGINX=file / PERF_HAPROXY=file profile them;
+# STRACE_MESHLB=file / STRACE_HAPROXY=file count system calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
@@ -184,11 +184,15 @@ if [ -n "${STRACE_HAPROXY:-}" ]; then
   # Counted during the HAProxy run (the third in profiling order), after meshlb's and nginx's.
   (sleep $((2 * DURATION + 2)); timeout -s INT 4 strace -f -c -p "$HAPROXY_PID" -o "$STRACE_HAPROXY") >/dev/null 2>&1 &
 fi
+if [ -n "${PERF_HAPROXY:-}" ]; then
+  # Profiled during the HAProxy run (the third in profiling order).
+  (sleep $((2 * DURATION + 2)); perf record -F 999 -g -p "$HAPROXY_PID" -o "$PERF_HAPROXY" -- sleep $((DURATION - 4))) >/dev/null 2>&1 &
+fi
 if [ -n "${PERF_MESHLB:-}" ]; then
   # Profile meshlb under the same load: perf record of the aggregator during a wrk run.
   perf record -F 999 --call-graph "${PERF_CALL_GRAPH:-fp}" -p "${PIDS[0]}" -o "$PERF_MESHLB" -- sleep "$DURATION" >/dev/null 2>&1 &
 fi
-if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${STRACE_MESHLB:-}${STRACE_HAPROXY:-}" ]; then
+if [ -n "${PERF_MESHLB:-}${PERF_NGINX:-}${PERF_HAPROXY:-}${STRACE_MESHLB:-}${STRACE_HAPROXY:-}" ]; then
   # Profiling: one run of each, in a fixed order.
   run meshlb 18601
   wait_perf=$(jobs -p | tail -n 1); [ -n "${PERF_MESHLB:-}" ] && wait "$wait_perf" 2>/dev/null || true

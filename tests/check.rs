@@ -7,15 +7,16 @@ fn meshlb() -> Command {
     Command::new(env!("CARGO_BIN_EXE_meshlb"))
 }
 
-/// Writes `text` to a fresh directory (tests run in parallel) as `name`.
-fn write(name: &str, text: &str) -> PathBuf {
-    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("meshlb-check-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join(name);
+/// Writes `text` to a fresh directory (tests run in parallel) as `name`; the directory goes
+/// when the guard drops.
+fn write(name: &str, text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("meshlb-check-")
+        .tempdir()
+        .expect("temp dir");
+    let path = dir.path().join(name);
     std::fs::write(&path, text).expect("write config");
-    path
+    (dir, path)
 }
 
 const VALID: &str = r#"
@@ -34,7 +35,7 @@ session_affinity = "cookie"
 
 /// Runs `meshlb check` on `text` with one change; returns (exit code, stderr).
 fn check(text: &str) -> (i32, String, String) {
-    let path = write("meshlb.toml", text);
+    let (_dir, path) = write("meshlb.toml", text);
     let out = meshlb()
         .arg("check")
         .arg(&path)
@@ -127,7 +128,7 @@ fn example_configs_are_valid() {
 
 #[test]
 fn custom_regions_file_is_validated() {
-    let path = write("regions.toml", "[[regions]]\ncode = \"XX\"\nname = \"x\"\nlatitude = 0.0\nlongitude = 0.0\ndatacenters = []\n[countries]\n");
+    let (_dir, path) = write("regions.toml", "[[regions]]\ncode = \"XX\"\nname = \"x\"\nlatitude = 0.0\nlongitude = 0.0\ndatacenters = []\n[countries]\n");
     let out = meshlb()
         .arg("--regions")
         .arg(&path)

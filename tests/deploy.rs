@@ -210,7 +210,8 @@ fn queried_metrics() -> BTreeSet<String> {
 
 #[test]
 fn dashboards_and_rules_query_exported_metrics_and_prometheus_reads_them() {
-    let (dir, key) = scratch_dir_with_key("deploy");
+    let (scratch, key) = scratch_dir_with_key("deploy");
+    let dir = scratch.path();
     let origin = origin();
     let config = dir.join("meshlb.toml");
     std::fs::write(
@@ -391,5 +392,4 @@ url = "http://127.0.0.1:9/nowhere"
     let probes = query("sum(meshlb_probes_total)").expect("query");
     assert_eq!(probes["status"], "success", "{probes}");
     drop(mesh);
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -94,7 +94,8 @@ fn addresses(d: &Dig) -> Vec<String> {
 
 #[test]
 fn authoritative_dns_from_the_mesh() {
-    let (dir, key) = scratch_dir_with_key("dns");
+    let (scratch, key) = scratch_dir_with_key("dns");
+    let dir = scratch.path();
     let o: BTreeMap<&str, Origin> = [
         "127.0.0.11",
         "127.0.0.12",

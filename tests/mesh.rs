@@ -105,7 +105,8 @@ fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
 
 #[test]
 fn mesh_of_real_processes_votes_and_fails_over() {
-    let (dir, key) = scratch_dir_with_key("mesh");
+    let (scratch, key) = scratch_dir_with_key("mesh");
+    let dir = scratch.path();
     let bad_key = dir.join("bad-key");
     std::fs::write(&bad_key, "some other cluster entirely, wrong key").expect("key");
     let (one, two) = (origin(), origin());
@@ -412,7 +413,8 @@ default_pools = ["web"]
 #[test]
 fn an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout() {
     const WARMUP_S: u64 = 8;
-    let (dir, key) = scratch_dir_with_key("readyz");
+    let (scratch, key) = scratch_dir_with_key("readyz");
+    let dir = scratch.path();
     let config = dir.join("meshlb.toml");
     std::fs::write(
         &config,
@@ -475,5 +477,4 @@ default_pools = ["web"]
             .lines()
             .any(|l| l.starts_with("meshlb_aggregator_ready{") && l.ends_with(" 1"))
     });
-    let _ = std::fs::remove_dir_all(&dir);
 }

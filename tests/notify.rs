@@ -225,10 +225,11 @@ fn mailbox() -> String {
 
 #[test]
 fn health_changes_are_emailed_and_posted() {
-    let (dir, key) = scratch_dir_with_key("notify");
+    let (scratch, key) = scratch_dir_with_key("notify");
+    let dir = scratch.path();
     let secret = dir.join("hook-secret");
     std::fs::write(&secret, "webhook-signing-secret\n").expect("secret");
-    let smtpd = Smtpd::start(&dir);
+    let smtpd = Smtpd::start(dir);
     let dead_smtp = free_tcp().port();
     let (hook, deliveries, attempts) = webhook_receiver();
     let origin = origin();
@@ -436,5 +437,4 @@ secret_file = "{secret}"
             })
         },
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -10,9 +10,11 @@ fn probe_prints_each_result_and_exits_by_outcome() {
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
-    let dir = std::env::temp_dir().join(format!("meshlb-probe-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let path = dir.join("meshlb.toml");
+    let dir = tempfile::Builder::new()
+        .prefix("meshlb-probe-cli-")
+        .tempdir()
+        .expect("dir");
+    let path = dir.path().join("meshlb.toml");
     std::fs::write(
         &path,
         format!(

@@ -93,7 +93,8 @@ fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
 
 #[test]
 fn proxy_steers_sticks_tunnels_and_fails_over() {
-    let (dir, key) = scratch_dir_with_key("proxy");
+    let (scratch, key) = scratch_dir_with_key("proxy");
+    let dir = scratch.path();
     let hold = Duration::from_secs(5);
     let names = [
         ("w1", "127.0.1.1"),
@@ -763,7 +764,8 @@ default_pools = ["weighted"]
 /// sessions for `drain_duration`, then they move; `DELETE /drain` brings it back.
 #[test]
 fn draining_keeps_sessions_for_drain_duration_then_moves_them() {
-    let (dir, key) = scratch_dir_with_key("drain");
+    let (scratch, key) = scratch_dir_with_key("drain");
+    let dir = scratch.path();
     let a = named_origin("127.0.2.1", "a", Duration::ZERO);
     let b = named_origin("127.0.2.2", "b", Duration::ZERO);
     let config = dir.join("meshlb.toml");
@@ -933,14 +935,14 @@ session_affinity_attributes = {{ drain_duration = 6 }}
         "the drain is still in force"
     );
     assert!((0..10).all(|_| curl(&url2, host, &[]).origin() == "b"));
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A lone aggregator with `--state-dir` keeps its drains across a restart (without it, a
 /// restart would send traffic back to an endpoint taken out for maintenance).
 #[test]
 fn drains_survive_a_restart_with_a_state_dir() {
-    let (dir, key) = scratch_dir_with_key("drain-state");
+    let (scratch, key) = scratch_dir_with_key("drain-state");
+    let dir = scratch.path();
     let (config, state) = (dir.join("meshlb.toml"), dir.join("state"));
     std::fs::write(
         &config,
@@ -1016,7 +1018,6 @@ default_pools = ["web"]
         err.contains("drains.json") && err.contains("line 1"),
         "{err}"
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
@@ -1083,7 +1084,8 @@ fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
 /// a 526 (invalid certificate); full towards an origin that does not speak TLS is a 525.
 #[test]
 fn tls_to_origins_strict_full_525_526() {
-    let (dir, key) = scratch_dir_with_key("origin-tls");
+    let (scratch, key) = scratch_dir_with_key("origin-tls");
+    let dir = scratch.path();
     let ca = dir.join("ca.pem");
     let tls_port = tls_origin(
         "127.0.3.1",
@@ -1165,5 +1167,4 @@ origin_tls = "full"
     let r = curl(&url, "full.example.test", &[]);
     assert_eq!(r.status, 525, "{}", r.body);
     assert!(r.body.contains("TLS handshake"), "{}", r.body);
-    let _ = std::fs::remove_dir_all(&dir);
 }

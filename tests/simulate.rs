@@ -25,12 +25,16 @@ fn simulate(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("one JSON object")
 }
 
-fn state(name: &str, json: &str) -> String {
-    let dir = std::env::temp_dir().join(format!("meshlb-sim-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let p = dir.join(name);
+/// Writes a health-state file; the directory goes when the guard drops.
+fn state(name: &str, json: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::Builder::new()
+        .prefix("meshlb-sim-")
+        .tempdir()
+        .expect("dir");
+    let p = dir.path().join(name);
     std::fs::write(&p, json).expect("write");
-    p.display().to_string()
+    let path = p.display().to_string();
+    (dir, path)
 }
 
 #[test]
@@ -54,7 +58,7 @@ fn dns_failover_example() {
     );
     assert_eq!(v["none"], 0);
     // Primary down: the secondary has unequal weights, so one address per answer, 1:2.
-    let st = state(
+    let (_st_dir, st) = state(
         "primary-down.json",
         r#"{"endpoints":{"primary/fra-1":{"healthy":false},"primary/fra-2":{"healthy":false}}}"#,
     );
@@ -72,7 +76,7 @@ fn dns_failover_example() {
     let ams1 = v["answers"]["198.51.100.10"].as_u64().unwrap();
     assert!((900..1100).contains(&ams1), "{v}");
     // Everything monitored down: the fallback (unmonitored) answers with a CNAME target.
-    let st = state(
+    let (_st_dir, st) = state(
         "all-down.json",
         r#"{"endpoints":{"primary/fra-1":{"healthy":false},"primary/fra-2":{"healthy":false},"secondary/ams-1":{"healthy":false},"secondary/ams-2":{"healthy":false}}}"#,
     );
@@ -174,7 +178,7 @@ fn geo_by_pop_country_and_ecs() {
 fn proxy_mode_dynamic_latency_and_rules() {
     let cfg = example("global.toml");
     let cfg = cfg.to_str().unwrap();
-    let st = state(
+    let (_st_dir, st) = state(
         "rtt.json",
         r#"{"pools":{"us-east":{"rtt_ms":{"ENAM":12.0,"WEU":95.0}},"eu-west":{"rtt_ms":{"ENAM":90.0,"WEU":9.5}}}}"#,
     );
@@ -229,7 +233,7 @@ fn bad_inputs_are_clear_errors() {
         .expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no load balancer is named `nope.test`"));
-    let st = state(
+    let (_st_dir, st) = state(
         "bad.json",
         r#"{"endpoints":{"primary/ghost":{"healthy":false}}}"#,
     );

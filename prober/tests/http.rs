@@ -160,7 +160,7 @@ async fn host_header_precedence_and_headers() {
 #[tokio::test]
 async fn https_certificates_are_verified_unless_insecure() {
     let dir = temp_dir("pki");
-    let pki = Pki::new(&dir);
+    let pki = Pki::new(dir.path());
     let ca = pki.ca_file.display().to_string();
     let valid = origin::spawn(Some(pki.valid.server_config())).await.port();
     let self_signed = origin::spawn(Some(pki.self_signed.server_config()))

@@ -8,7 +8,8 @@ use support::{assert_fail, assert_pass, probe_once, temp_dir};
 
 #[tokio::test]
 async fn ldap_binds_and_searches() {
-    let pki = Pki::new(&temp_dir("ldap-pki"));
+    let pki_dir = temp_dir("ldap-pki");
+    let pki = Pki::new(pki_dir.path());
     let slapd = Slapd::start(&pki.valid.cert_pem, &pki.valid.key_pem);
     let ep = format!(
         "{{ name = \"e\", address = \"127.0.0.1\", port = {} }}",
@@ -19,7 +20,8 @@ async fn ldap_binds_and_searches() {
     assert_pass(&r);
     assert_eq!(r.attempt.code, Some(0));
     // DN bind with the password from a file, and from the environment.
-    let pw = temp_dir("ldap-pw").join("pw");
+    let pw_dir = temp_dir("ldap-pw");
+    let pw = pw_dir.path().join("pw");
     std::fs::write(&pw, format!("{USER_PASSWORD}\n")).expect("pw");
     let m = format!("type = \"ldap\"\nretries = 0\nldap = {{ bind_dn = \"{USER_DN}\", password_file = \"{}\" }}", pw.display());
     assert_pass(&probe_once(&m, &ep).await);

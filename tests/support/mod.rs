@@ -164,13 +164,14 @@ pub fn get(admin: SocketAddr, path: &str) -> Option<Value> {
     serde_json::from_str(json).ok()
 }
 
-/// A fresh scratch directory `meshlb-{name}-{pid}` under the temp dir, holding a cluster key
-/// file; returns (directory, key file).
-pub fn scratch_dir_with_key(name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("meshlb-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("scratch dir");
-    let key = dir.join("key");
+/// A fresh scratch directory `meshlb-{name}-*` under the temp dir, holding a cluster key
+/// file; returns (directory, key file). The directory goes when the guard drops.
+pub fn scratch_dir_with_key(name: &str) -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("meshlb-{name}-"))
+        .tempdir()
+        .expect("scratch dir");
+    let key = dir.path().join("key");
     std::fs::write(&key, format!("the meshlb {name} test cluster key")).expect("key");
     (dir, key)
 }

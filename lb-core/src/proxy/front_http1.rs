@@ -21,11 +21,12 @@ use std::time::Duration;
 use bytes::BytesMut;
 use http::Method;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
 
 use super::front_request::{build_request, parse_head, Head, Spans};
 use super::front_response::{encode_head, framing, write_response};
 use super::handler::{Peer, Proxy};
+use super::lazy_timer::LazyTimer;
 use super::prefixed::Prefixed;
 use super::upstream::Upstream;
 
@@ -56,7 +57,7 @@ pub enum Served<I> {
 struct HeadTimer {
     limit: Duration,
     started: Instant,
-    sleep: Option<Pin<Box<Sleep>>>,
+    timer: LazyTimer,
 }
 
 impl HeadTimer {
@@ -64,7 +65,7 @@ impl HeadTimer {
         HeadTimer {
             limit,
             started: Instant::now(),
-            sleep: None,
+            timer: LazyTimer::default(),
         }
     }
 
@@ -85,20 +86,9 @@ impl HeadTimer {
             if let Poll::Ready(read) = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
                 return Poll::Ready(read);
             }
-            let sleep = self
-                .sleep
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
-            // Bounded: after a reset the deadline is in the future, so the timer is pending.
-            for _ in 0..2 {
-                if sleep.as_mut().poll(cx).is_pending() {
-                    return Poll::Pending;
-                }
-                if Instant::now() >= deadline {
-                    return Poll::Ready(Err(io::ErrorKind::TimedOut.into()));
-                }
-                sleep.as_mut().reset(deadline);
-            }
-            Poll::Pending
+            self.timer
+                .poll_passed(deadline, cx)
+                .map(|()| Err(io::ErrorKind::TimedOut.into()))
         })
         .await
     }
@@ -115,8 +105,9 @@ async fn handle_while_connected<I: AsyncRead + Unpin>(
     req: http::Request<super::body::ProxyBody>,
     io: &mut I,
     buf: &mut BytesMut,
+    answer_timer: &mut LazyTimer,
 ) -> Option<http::Response<super::body::ProxyBody>> {
-    let mut handling = pin!(proxy.handle(upstream, req, peer));
+    let mut handling = pin!(proxy.handle(upstream, req, peer, answer_timer));
     make_room(buf);
     let mut watching = true;
     poll_fn(|cx| {
@@ -145,6 +136,8 @@ where
     let mut out = Vec::with_capacity(1 << 10);
     let mut spans = Spans::default();
     let mut timer = HeadTimer::new(proxy.settings.header_read_timeout);
+    // The origins' answer timeout, on one timer for the connection's requests.
+    let mut answer_timer = LazyTimer::default();
     loop {
         timer.start();
         let (len, close) = loop {
@@ -174,8 +167,16 @@ where
         };
         drop(head);
         let head_request = req.method() == Method::HEAD;
-        let Some(response) =
-            handle_while_connected(proxy, upstream, peer, req, &mut io, &mut buf).await
+        let Some(response) = handle_while_connected(
+            proxy,
+            upstream,
+            peer,
+            req,
+            &mut io,
+            &mut buf,
+            &mut answer_timer,
+        )
+        .await
         else {
             return Served::Done;
         };
@@ -186,7 +187,7 @@ where
             hyper::body::Body::size_hint(&body).exact(),
         );
         encode_head(&mut out, &mut parts, framing, close);
-        drop(parts);
+        super::header_maps::give_back(parts.headers);
         if write_response(&mut io, &mut out, body, framing)
             .await
             .is_err()

@@ -18,6 +18,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::ProxyBody;
+use super::headers::write_content_length;
 
 /// Bodies up to this size are copied behind the head, so both go out in one write.
 const COPY_BODY_UP_TO: usize = 16 << 10;
@@ -78,25 +79,22 @@ fn append_date(out: &mut Vec<u8>) {
 /// Encodes the status line and headers into `out`, setting the framing headers; `close`
 /// adds `Connection: close`.
 pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close: bool) {
-    match framing {
+    // The length this server writes itself, after the other fields.
+    let length = match framing {
         // A HEAD response keeps the length the origin announced for GET.
         Framing::None => {
             parts.headers.remove(header::TRANSFER_ENCODING);
+            None
         }
         Framing::HeadOf(n) => {
             parts.headers.remove(header::TRANSFER_ENCODING);
-            if !parts.headers.contains_key(header::CONTENT_LENGTH) {
-                parts
-                    .headers
-                    .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-            }
+            (!parts.headers.contains_key(header::CONTENT_LENGTH)).then_some(n)
         }
         Framing::Length(n) => {
             parts.headers.remove(header::TRANSFER_ENCODING);
             // One length, the body's (an origin may have sent the field twice).
-            parts
-                .headers
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Some(n)
         }
         Framing::Chunked => {
             parts.headers.remove(header::CONTENT_LENGTH);
@@ -104,8 +102,9 @@ pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close
                 header::TRANSFER_ENCODING,
                 HeaderValue::from_static("chunked"),
             );
+            None
         }
-    }
+    };
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(parts.status.as_str().as_bytes());
     out.push(b' ');
@@ -116,6 +115,9 @@ pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
+    }
+    if let Some(n) = length {
+        write_content_length(out, n);
     }
     if !parts.headers.contains_key(header::DATE) {
         append_date(out);

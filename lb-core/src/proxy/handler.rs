@@ -16,6 +16,7 @@ use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, lists_token, strip_hop_by_hop};
+use super::lazy_timer::LazyTimer;
 use super::live::{origin_authority, Counted, InFlight, LiveLoad};
 use super::metrics::ProxyMetrics;
 use super::origin_http1::{Io, RequestHead};
@@ -230,6 +231,13 @@ struct Prepared {
     trailers: bool,
 }
 
+impl Drop for Prepared {
+    /// The header map goes back for the worker's next request.
+    fn drop(&mut self) {
+        super::header_maps::give_back(std::mem::take(&mut self.headers));
+    }
+}
+
 impl Proxy {
     pub fn new(
         config: Arc<Config>,
@@ -301,6 +309,7 @@ impl Proxy {
         upstream: &Arc<Upstream>,
         mut req: Request<ProxyBody>,
         client: &Peer,
+        answer_timer: &mut LazyTimer,
     ) -> Response<ProxyBody> {
         let start = Instant::now();
         let Some(lb_index) = self.route(&req) else {
@@ -339,6 +348,7 @@ impl Proxy {
                     prepared,
                     body,
                     client_upgrade,
+                    answer_timer,
                 )
                 .await
             }
@@ -435,6 +445,7 @@ impl Proxy {
         target: Target,
         p: &Prepared,
         body: ProxyBody,
+        answer_timer: &mut LazyTimer,
     ) -> (Result<(Response<()>, Reply), Failure>, InFlight) {
         let in_flight = self.live.start(target);
         let refused = Failure::Connect(UpstreamError::Connect { timed_out: false });
@@ -475,12 +486,13 @@ impl Proxy {
             tls: tls.zip(tls_name.as_deref()),
         };
         let send = upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO);
-        let result = match tokio::time::timeout(self.settings.response_timeout, send).await {
-            Ok(Ok(sent)) => Ok(sent),
-            Ok(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
-            Ok(Err(UpstreamError::BrokenAnswer)) => Err(Failure::BrokenAnswer),
-            Ok(Err(e)) => Err(Failure::Connect(e)),
-            Err(_) => Err(Failure::Exchange { timed_out: true }),
+        let deadline = tokio::time::Instant::now() + self.settings.response_timeout;
+        let result = match answer_timer.within(deadline, send).await {
+            Some(Ok(sent)) => Ok(sent),
+            Some(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
+            Some(Err(UpstreamError::BrokenAnswer)) => Err(Failure::BrokenAnswer),
+            Some(Err(e)) => Err(Failure::Connect(e)),
+            None => Err(Failure::Exchange { timed_out: true }),
         };
         (result, in_flight)
     }
@@ -496,6 +508,7 @@ impl Proxy {
         p: Prepared,
         body: ProxyBody,
         client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+        answer_timer: &mut LazyTimer,
     ) -> Response<ProxyBody> {
         let lb = &self.config.load_balancers[lb_index];
         // A body that fits the replay limit is buffered so that a retry can send it again.
@@ -523,7 +536,9 @@ impl Proxy {
         let (mut target, mut body) = (target, first_body);
         let mut used_retry = false;
         let (result, in_flight) = loop {
-            let (result, in_flight) = self.attempt(upstream, lb_index, target, &p, body).await;
+            let (result, in_flight) = self
+                .attempt(upstream, lb_index, target, &p, body, answer_timer)
+                .await;
             // Safe to send again: nothing reached the origin, or the connection broke before
             // any response byte on an idempotent request (RFC 9110 section 9.2.2).
             let retryable = match &result {

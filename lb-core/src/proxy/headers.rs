@@ -147,6 +147,14 @@ pub fn fields(headers: &HeaderMap) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Writes a `content-length` line, formatting the number in place: `HeaderValue::from(n)`
+/// allocates twice, for every response.
+pub fn write_content_length(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(b"content-length: ");
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -694,3 +694,19 @@ fn a_head_ends_at_its_first_empty_line() {
     assert_eq!(head_end(b"HTTP/1.1 200 OK\r\nA: b\r\n\r"), None);
     assert_eq!(head_end(b""), None);
 }
+
+proptest::proptest! {
+    /// The vector search finds the same end as reading byte by byte, in heads of any mix of
+    /// line ends.
+    #[test]
+    fn head_end_matches_a_byte_by_byte_reading(
+        buf in proptest::collection::vec(proptest::sample::select(vec![b'\r', b'\n', b'a']), 0..64)
+    ) {
+        let byte_by_byte = (0..buf.len()).find_map(|i| match &buf[i..] {
+            [b'\n', b'\n', ..] => Some(i + 2),
+            [b'\n', b'\r', b'\n', ..] => Some(i + 3),
+            _ => None,
+        });
+        proptest::prop_assert_eq!(head_end(&buf), byte_by_byte);
+    }
+}

@@ -24,6 +24,7 @@ use tokio_rustls::TlsAcceptor;
 use super::body::ProxyBody;
 use super::front_http1::{self, Served};
 use super::handler::{Peer, Proxy};
+use super::lazy_timer::LazyTimer;
 use super::upstream::Upstream;
 
 /// Running listener workers; they stop when this is dropped.
@@ -116,7 +117,9 @@ where
         async move {
             let (proxy, upstream, peer) = &*conn;
             let req = req.map(ProxyBody::Stream);
-            Ok::<_, Infallible>(proxy.handle(upstream, req, peer).await)
+            // HTTP/2 streams run at once, so each request has its own.
+            let mut answer_timer = LazyTimer::default();
+            Ok::<_, Infallible>(proxy.handle(upstream, req, peer, &mut answer_timer).await)
         }
     });
     match http {

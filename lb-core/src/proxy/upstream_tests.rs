@@ -234,9 +234,11 @@ async fn tls_origins_full_strict_and_their_failures() {
     let (addr, _) = origin(false, Some(Arc::clone(&pki.server))).await;
     let up = pool(Arc::new(HashMap::new()));
     let authority = addr.to_string();
-    let dir = std::env::temp_dir().join(format!("meshlb-upstream-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let ca_file = dir.join("ca.pem");
+    let dir = tempfile::Builder::new()
+        .prefix("meshlb-upstream-")
+        .tempdir()
+        .expect("dir");
+    let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &pki.ca_pem).expect("ca file");
 
     // full: any certificate, the handshake still happens.
@@ -287,5 +289,4 @@ async fn tls_origins_full_strict_and_their_failures() {
         get(&up, o, 1024).await.err(),
         Some(UpstreamError::TlsHandshake)
     );
-    let _ = std::fs::remove_dir_all(&dir);
 }

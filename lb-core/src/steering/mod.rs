@@ -18,6 +18,7 @@ use std::borrow::Cow;
 
 use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use smallvec::SmallVec;
 
 pub use location::{ClientLocation, LocationSource};
 
@@ -32,6 +33,12 @@ use crate::request::{Mode, RequestContext};
 use endpoint::EndpointView;
 use trace::Trace;
 use traffic::PoolView;
+
+/// Pools in some order. A load balancer names a handful, and the proxy steers every request:
+/// on the stack, these lists cost no allocation.
+pub(crate) type PoolList = SmallVec<[PoolId; 8]>;
+/// Endpoints of one pool, on the stack for pools of up to 16.
+pub(crate) type EndpointList = SmallVec<[EndpointId; 16]>;
 
 /// One endpoint of one pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -271,7 +278,7 @@ impl<'a> Engine<'a> {
             None => AffinityUpdate::None,
         };
         // The pools a retry may move to, in failover order.
-        let next: Vec<PoolId> = s
+        let next: PoolList = s
             .settings
             .default_pools
             .iter()
@@ -298,13 +305,13 @@ impl<'a> Engine<'a> {
         exclude: Option<PoolId>,
     ) -> Option<(Outcome, AffinityUpdate, Option<SetCookie>)> {
         let candidates = traffic::candidates(s.settings, &s.pools, s.rng, &mut s.trace);
-        let pools: Vec<PoolId> = candidates
+        let pools: PoolList = candidates
             .pools
             .iter()
             .copied()
             .filter(|&p| Some(p) != exclude)
             .collect();
-        let mut shed_from = Vec::new();
+        let mut shed_from = PoolList::new();
         for (i, &pool) in pools.iter().enumerate() {
             let p = self.config.pool(pool);
             let shed = p.load_shedding;
@@ -385,7 +392,7 @@ impl<'a> Engine<'a> {
             pool,
             endpoint: chosen,
         };
-        let mut next_pools: Vec<PoolId> = later.to_vec();
+        let mut next_pools = PoolList::from_slice(later);
         next_pools.extend(last_resort);
         let (retry, retry_cookie) = self.retry_target(s, target, &next_pools);
         let update = match s.settings.session_affinity.kind {
@@ -410,7 +417,7 @@ impl<'a> Engine<'a> {
         &self,
         s: &mut Step<'_, '_>,
         pool: PoolId,
-        mut eligible: Vec<EndpointId>,
+        mut eligible: EndpointList,
     ) -> Vec<EndpointId> {
         let p = self.config.pool(pool);
         let qtype = s.ctx.dns.map_or("", |q| q.qtype);
@@ -419,7 +426,7 @@ impl<'a> Engine<'a> {
             Address::Ip(ip) if qtype.eq_ignore_ascii_case("AAAA") => ip.is_ipv6(),
             _ => true,
         };
-        eligible.retain(fits);
+        eligible.retain(|e| fits(e));
         let has_cname = eligible
             .iter()
             .any(|e| matches!(p.endpoints[e.0].address, Address::Hostname(_)));
@@ -433,7 +440,7 @@ impl<'a> Engine<'a> {
                     eligible.len()
                 )
             });
-            return eligible;
+            return eligible.into_vec();
         }
         endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)
             .into_iter()

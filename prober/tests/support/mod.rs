@@ -8,22 +8,17 @@ pub mod origin;
 pub mod pki;
 pub mod servers;
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use lb_core::config::Config;
 use lb_core::RegionsTable;
 use prober::monitors::{check_for, probe, IcmpClients};
 use prober::{ProbeResult, ProbeTarget};
 
-/// A fresh directory under the system temp dir.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("meshlb-{tag}-{}-{n}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
+/// A fresh directory under the system temp dir, removed when the guard drops.
+pub fn temp_dir(tag: &str) -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("meshlb-{tag}-"))
+        .tempdir()
+        .expect("create temp dir")
 }
 
 /// Parses a config (as an operator writes it) and returns its probe targets.

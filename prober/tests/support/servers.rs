@@ -33,7 +33,7 @@ fn wait_listening(port: u16, what: &str) {
 pub struct Slapd {
     pub port: u16,
     pub ldaps_port: u16,
-    pub dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 pub const SUFFIX: &str = "dc=example,dc=test";
@@ -46,7 +46,8 @@ impl Slapd {
     pub fn start(cert_pem: &str, key_pem: &str) -> Slapd {
         let slapd = binary("/usr/sbin/slapd", "slapd");
         let slapadd = binary("/usr/sbin/slapadd", "slapd");
-        let dir = temp_dir("slapd");
+        let scratch = temp_dir("slapd");
+        let dir = scratch.path();
         std::fs::create_dir_all(dir.join("db")).expect("db dir");
         std::fs::write(dir.join("cert.pem"), cert_pem).expect("cert");
         std::fs::write(dir.join("key.pem"), key_pem).expect("key");
@@ -93,15 +94,14 @@ impl Slapd {
         Slapd {
             port,
             ldaps_port,
-            dir,
+            dir: scratch,
         }
     }
 }
 
 impl Drop for Slapd {
     fn drop(&mut self) {
-        kill_pidfile(&self.dir.join("slapd.pid"));
-        let _ = std::fs::remove_dir_all(&self.dir);
+        kill_pidfile(&self.dir.path().join("slapd.pid"));
     }
 }
 
@@ -115,7 +115,7 @@ fn kill_pidfile(path: &Path) {
 pub struct Smtpd {
     pub port: u16,
     child: Child,
-    dir: PathBuf,
+    dir: tempfile::TempDir,
 }
 
 impl Smtpd {
@@ -123,7 +123,7 @@ impl Smtpd {
         let smtpd = binary("/usr/sbin/smtpd", "opensmtpd");
         let dir = temp_dir("smtpd");
         let port = free_port();
-        let conf = dir.join("smtpd.conf");
+        let conf = dir.path().join("smtpd.conf");
         std::fs::write(&conf, format!("listen on 127.0.0.1 port {port}\naction \"local\" mbox\nmatch from any for any action \"local\"\n")).expect("conf");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&conf, std::fs::Permissions::from_mode(0o600)).expect("chmod");
@@ -143,6 +143,5 @@ impl Drop for Smtpd {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }

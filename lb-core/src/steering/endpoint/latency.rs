@@ -6,19 +6,20 @@
 use crate::config::{EndpointId, PoolId};
 use crate::steering::endpoint::EndpointView;
 use crate::steering::trace::Trace;
+use crate::steering::EndpointList;
 
 pub(super) fn filter(
     view: &EndpointView<'_>,
     pool: PoolId,
-    usable: Vec<EndpointId>,
+    usable: EndpointList,
     sensitivity_ms: u32,
     trace: &mut Trace,
-) -> Vec<EndpointId> {
+) -> EndpointList {
     let p = view.config.pool(pool);
     let Some(top) = usable.iter().map(|e| p.endpoints[e.0].priority).min() else {
         return usable;
     };
-    let prioritized: Vec<EndpointId> = usable
+    let prioritized: EndpointList = usable
         .into_iter()
         .filter(|e| p.endpoints[e.0].priority == top)
         .collect();
@@ -40,7 +41,7 @@ pub(super) fn filter(
     };
     let limit = fastest + f64::from(sensitivity_ms);
     // With data for some endpoints, one without data cannot be shown to be within range.
-    let kept: Vec<EndpointId> = prioritized
+    let kept: EndpointList = prioritized
         .iter()
         .copied()
         .filter(|&e| rtt(e).is_some_and(|r| r <= limit))

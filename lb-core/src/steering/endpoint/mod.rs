@@ -7,6 +7,7 @@ mod latency;
 use std::net::IpAddr;
 
 use rand::RngCore;
+use smallvec::SmallVec;
 
 use crate::config::{Config, EndpointId, OriginPolicy, PoolId};
 use crate::health::HealthSnapshot;
@@ -14,6 +15,7 @@ use crate::region::Region;
 use crate::request::Mode;
 use crate::steering::trace::Trace;
 use crate::steering::weighted::{transformed_weight, weighted_pick};
+use crate::steering::EndpointList;
 
 /// What endpoint steering reads.
 pub(crate) struct EndpointView<'a> {
@@ -49,9 +51,9 @@ pub(crate) fn eligible(
     pool: PoolId,
     exclude: Option<EndpointId>,
     trace: &mut Trace,
-) -> Vec<EndpointId> {
+) -> EndpointList {
     let p = view.config.pool(pool);
-    let usable: Vec<EndpointId> = (0..p.endpoints.len())
+    let usable: EndpointList = (0..p.endpoints.len())
         .map(EndpointId)
         .filter(|&e| Some(e) != exclude && view.usable(pool, e) && view.weight(pool, e) > 0.0)
         .collect();
@@ -96,7 +98,7 @@ pub(crate) fn pick(
     let chosen = match (policy, view.client_ip) {
         (OriginPolicy::Hash, Some(ip)) => hash::pick(view, pool, eligible, ip),
         _ => {
-            let weighted: Vec<(EndpointId, f64)> = eligible
+            let weighted: SmallVec<[(EndpointId, f64); 16]> = eligible
                 .iter()
                 .map(|&e| (e, transformed_weight(view.weight(pool, e), counts(e))))
                 .collect();

@@ -5,8 +5,9 @@
 use crate::config::PoolId;
 use crate::steering::trace::Trace;
 use crate::steering::traffic::PoolView;
+use crate::steering::PoolList;
 
-pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) -> Vec<PoolId> {
+pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) -> PoolList {
     let region = view.pop_region;
     let mut measured: Vec<(PoolId, f64)> = pools
         .iter()
@@ -32,7 +33,7 @@ pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) ->
             format!("EWMA RTT from {region}: [{}]", parts.join(", "))
         }
     });
-    let mut order: Vec<PoolId> = measured.into_iter().map(|(p, _)| p).collect();
+    let mut order: PoolList = measured.into_iter().map(|(p, _)| p).collect();
     super::append_missing(&mut order, pools);
     order
 }

@@ -1,15 +1,16 @@
 //! Geo steering: the serving PoP's `pop_pools`, else the client country's `country_pools`,
 //! else its region's `region_pools`, each list in failover order; then the default pools.
 
-use crate::config::{PoolId, SteeringSettings};
+use crate::config::SteeringSettings;
 use crate::steering::trace::Trace;
 use crate::steering::traffic::PoolView;
+use crate::steering::PoolList;
 
 pub(super) fn order(
     settings: &SteeringSettings,
     view: &PoolView<'_>,
     trace: &mut Trace,
-) -> Vec<PoolId> {
+) -> PoolList {
     let loc = view.location;
     trace.note(|| {
         format!(
@@ -38,7 +39,7 @@ pub(super) fn order(
         .map(|l| (format!("region_pools[{}]", loc.region), l));
     // Every mapping that applies, most specific first, each in failover order; the default
     // pools last (seed 003: no mapping, or every mapped pool critical, means failover order).
-    let mut order: Vec<PoolId> = Vec::new();
+    let mut order = PoolList::new();
     for (key, list) in [pop, country, region].into_iter().flatten() {
         trace.note(|| format!("{key} = {}", view.describe(list)));
         for &p in list {

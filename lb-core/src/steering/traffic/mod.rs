@@ -14,11 +14,12 @@ use crate::health::{HealthSnapshot, PoolState};
 use crate::request::Mode;
 use crate::steering::location::ClientLocation;
 use crate::steering::trace::Trace;
+use crate::steering::PoolList;
 
 /// Pools in preference order, and the fallback pool when it is only a last resort.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Candidates {
-    pub pools: Vec<PoolId>,
+    pub pools: PoolList,
     pub last_resort: Option<PoolId>,
 }
 
@@ -65,7 +66,7 @@ pub(crate) fn candidates(
     trace: &mut Trace,
 ) -> Candidates {
     let fallback = settings.fallback_pool;
-    let defaults: Vec<PoolId> = settings
+    let defaults: PoolList = settings
         .default_pools
         .iter()
         .copied()
@@ -74,7 +75,7 @@ pub(crate) fn candidates(
     // Seed 003: dynamic and geo (and, by our choice, proximity and the least-* policies) let
     // the fallback pool take part when it is healthy; random always puts it in the draw;
     // off uses it only when every other pool is critical.
-    let with_healthy_fallback = |mut pools: Vec<PoolId>| {
+    let with_healthy_fallback = |mut pools: PoolList| {
         if let Some(f) = fallback {
             if !pools.contains(&f) && view.usable(f) {
                 pools.push(f);
@@ -96,14 +97,14 @@ pub(crate) fn candidates(
             defaults
         }
         SteeringPolicy::Random => {
-            let mut drawable = settings.default_pools.clone();
+            let mut drawable = PoolList::from_slice(&settings.default_pools);
             if let Some(f) = fallback {
                 if !drawable.contains(&f) && view.config.pool(f).enabled {
                     drawable.push(f);
                 }
             }
             // The fallback's state is never consulted (seed 001); other pools must be usable.
-            drawable.retain(|&p| Some(p) == fallback || view.usable(p));
+            drawable.retain(|p| Some(*p) == fallback || view.usable(*p));
             weighted::random_order(settings, view, &drawable, None, rng, trace)
         }
         SteeringPolicy::LeastOutstandingRequests | SteeringPolicy::LeastConnections => {
@@ -123,7 +124,7 @@ pub(crate) fn candidates(
 }
 
 /// Appends the pools of `rest` not yet in `order`, keeping `rest`'s (failover) order.
-fn append_missing(order: &mut Vec<PoolId>, rest: &[PoolId]) {
+fn append_missing(order: &mut PoolList, rest: &[PoolId]) {
     for &p in rest {
         if !order.contains(&p) {
             order.push(p);

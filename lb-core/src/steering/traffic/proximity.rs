@@ -4,8 +4,9 @@
 use crate::config::PoolId;
 use crate::steering::trace::Trace;
 use crate::steering::traffic::PoolView;
+use crate::steering::PoolList;
 
-pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) -> Vec<PoolId> {
+pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) -> PoolList {
     let here = view.location.coordinates;
     let mut located: Vec<(PoolId, f64)> = pools
         .iter()
@@ -30,7 +31,7 @@ pub(super) fn order(pools: &[PoolId], view: &PoolView<'_>, trace: &mut Trace) ->
             parts.join(", ")
         )
     });
-    let mut order: Vec<PoolId> = located.into_iter().map(|(p, _)| p).collect();
+    let mut order: PoolList = located.into_iter().map(|(p, _)| p).collect();
     super::append_missing(&mut order, pools);
     order
 }

@@ -8,6 +8,7 @@ use crate::request::Mode;
 use crate::steering::trace::Trace;
 use crate::steering::traffic::PoolView;
 use crate::steering::weighted::{transformed_weight, weighted_pick};
+use crate::steering::PoolList;
 
 /// `least`: `Some(LeastOutstandingRequests | LeastConnections)` transforms each weight by the
 /// pool's open count (seed 000: weight / (count + 1)); DNS has no counts, so it is random.
@@ -18,8 +19,8 @@ pub(super) fn random_order(
     least: Option<SteeringPolicy>,
     rng: &mut dyn RngCore,
     trace: &mut Trace,
-) -> Vec<PoolId> {
-    let weighted: Vec<(PoolId, f64)> = pools
+) -> PoolList {
+    let weighted: smallvec::SmallVec<[(PoolId, f64); 8]> = pools
         .iter()
         .map(|&p| {
             let w = settings.random_steering.weight(p);
@@ -46,7 +47,7 @@ pub(super) fn random_order(
             .collect();
         format!("weighted draw over [{}]", parts.join(", "))
     });
-    let mut order = Vec::with_capacity(pools.len());
+    let mut order = PoolList::new();
     if let Some(first) = weighted_pick(&weighted, rng) {
         order.push(first);
     }
