@@ -19,7 +19,7 @@ cleanup() {
   [ -f "$W/origin.pid" ] && kill "$(cat "$W/origin.pid")" 2>/dev/null || true
   [ -f "$W/nginx.pid" ] && kill "$(cat "$W/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
-  rm -rf "$W"
+  [ -n "${KEEP_DIR:-}" ] && cp -r "$W" "$KEEP_DIR"; rm -rf "$W"
 }
 trap cleanup EXIT
 [ -n "${PERF_MESHLB:-}" ] && echo "perf mode" >&2

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 
 use super::front_request::{build_request, parse_head, Head, Spans};
 use super::front_response::{encode_head, framing, write_response};
-use super::handler::{Peer, Proxy};
+use super::handler::{Begun, Peer, Proxy};
 use super::lazy_timer::LazyTimer;
 use super::prefixed::Prefixed;
 use super::upstream::Upstream;
@@ -94,38 +94,6 @@ impl HeadTimer {
     }
 }
 
-/// Runs the handler for `req` while watching the client: when it goes away (end of stream or
-/// an error) before the answer, the handler is dropped, and with it the exchange with the
-/// origin, as hyper's server and nginx (`proxy_ignore_client_abort off`) do; `None` then.
-/// Bytes that arrive meanwhile (a pipelined request) are kept in `buf`, and the watch ends.
-async fn handle_while_connected<I: AsyncRead + Unpin>(
-    proxy: &Proxy,
-    upstream: &Arc<Upstream>,
-    peer: &Peer,
-    req: http::Request<super::body::ProxyBody>,
-    io: &mut I,
-    buf: &mut BytesMut,
-    answer_timer: &mut LazyTimer,
-) -> Option<http::Response<super::body::ProxyBody>> {
-    let mut handling = pin!(proxy.handle(upstream, req, peer, answer_timer));
-    make_room(buf);
-    let mut watching = true;
-    poll_fn(|cx| {
-        if let Poll::Ready(response) = handling.as_mut().poll(cx) {
-            return Poll::Ready(Some(response));
-        }
-        if watching {
-            match tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
-                Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
-                Poll::Ready(Ok(_)) => watching = false,
-                Poll::Pending => {}
-            }
-        }
-        Poll::Pending
-    })
-    .await
-}
-
 /// Serves `io` until it closes or a request for hyper arrives.
 pub async fn serve<I>(proxy: &Proxy, upstream: &Arc<Upstream>, peer: &Peer, mut io: I) -> Served<I>
 where
@@ -167,26 +135,46 @@ where
         };
         drop(head);
         let head_request = req.method() == Method::HEAD;
-        let Some(response) = handle_while_connected(
-            proxy,
-            upstream,
-            peer,
-            req,
-            &mut io,
-            &mut buf,
-            &mut answer_timer,
-        )
-        .await
-        else {
-            return Served::Done;
+        let response = match proxy.begin(req, peer) {
+            Begun::Answered(response) => response,
+            Begun::Forward(forwarding) => {
+                // Awaited here rather than in a helper: each async layer is a future copied
+                // into place for every request.
+                let mut forwarding = pin!(proxy.forward(upstream, forwarding, &mut answer_timer));
+                make_room(&mut buf);
+                // While the request is out, the client is watched: when it goes away (end of
+                // stream or an error) before the answer, the forwarding is dropped, and with
+                // it the exchange with the origin, as hyper's server and nginx
+                // (`proxy_ignore_client_abort off`) do. Bytes that arrive meanwhile (a
+                // pipelined request) are kept in `buf`, and the watch ends.
+                let mut watching = true;
+                let answered = poll_fn(|cx| {
+                    if let Poll::Ready(response) = forwarding.as_mut().poll(cx) {
+                        return Poll::Ready(Some(response));
+                    }
+                    if watching {
+                        match tokio_util::io::poll_read_buf(Pin::new(&mut io), cx, &mut buf) {
+                            Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+                            Poll::Ready(Ok(_)) => watching = false,
+                            Poll::Pending => {}
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                match answered {
+                    Some(response) => response,
+                    None => return Served::Done,
+                }
+            }
         };
-        let (mut parts, body) = response.into_parts();
+        let (parts, body) = response.into_parts();
         let framing = framing(
             head_request,
             parts.status,
             hyper::body::Body::size_hint(&body).exact(),
         );
-        encode_head(&mut out, &mut parts, framing, close);
+        encode_head(&mut out, &parts, framing, close);
         super::header_maps::give_back(parts.headers);
         if write_response(&mut io, &mut out, body, framing)
             .await

@@ -11,7 +11,7 @@ use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, Bytes};
-use http::header::{self, HeaderValue};
+use http::header;
 use http::response::Parts;
 use http::StatusCode;
 use http_body_util::BodyExt;
@@ -78,48 +78,41 @@ fn append_date(out: &mut Vec<u8>) {
 
 /// Encodes the status line and headers into `out`, setting the framing headers; `close`
 /// adds `Connection: close`.
-pub fn encode_head(out: &mut Vec<u8>, parts: &mut Parts, framing: Framing, close: bool) {
-    // The length this server writes itself, after the other fields.
-    let length = match framing {
-        // A HEAD response keeps the length the origin announced for GET.
-        Framing::None => {
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            None
-        }
-        Framing::HeadOf(n) => {
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            (!parts.headers.contains_key(header::CONTENT_LENGTH)).then_some(n)
-        }
-        Framing::Length(n) => {
-            parts.headers.remove(header::TRANSFER_ENCODING);
-            // One length, the body's (an origin may have sent the field twice).
-            parts.headers.remove(header::CONTENT_LENGTH);
-            Some(n)
-        }
-        Framing::Chunked => {
-            parts.headers.remove(header::CONTENT_LENGTH);
-            parts.headers.insert(
-                header::TRANSFER_ENCODING,
-                HeaderValue::from_static("chunked"),
-            );
-            None
-        }
-    };
+/// The framing fields are this server's: the head's own `Transfer-Encoding` never goes
+/// out, nor its `Content-Length` unless a HEAD answer keeps the length announced for GET.
+/// Filtered while writing rather than removed from the map (a hash lookup each).
+pub fn encode_head(out: &mut Vec<u8>, parts: &Parts, framing: Framing, close: bool) {
+    let keep_length = matches!(framing, Framing::None | Framing::HeadOf(_));
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(parts.status.as_str().as_bytes());
     out.push(b' ');
     out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");
+    let (mut had_length, mut had_date) = (false, false);
     for (name, value) in &parts.headers {
+        if *name == header::TRANSFER_ENCODING {
+            continue;
+        }
+        if *name == header::CONTENT_LENGTH {
+            had_length = true;
+            if !keep_length {
+                continue;
+            }
+        }
+        had_date |= *name == header::DATE;
         out.extend_from_slice(name.as_str().as_bytes());
         out.extend_from_slice(b": ");
         out.extend_from_slice(value.as_bytes());
         out.extend_from_slice(b"\r\n");
     }
-    if let Some(n) = length {
-        write_content_length(out, n);
+    match framing {
+        // One length, the body's (an origin may have sent the field twice).
+        Framing::Length(n) => write_content_length(out, n),
+        Framing::HeadOf(n) if !had_length => write_content_length(out, n),
+        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::None | Framing::HeadOf(_) => {}
     }
-    if !parts.headers.contains_key(header::DATE) {
+    if !had_date {
         append_date(out);
     }
     if close {
@@ -194,12 +187,12 @@ async fn write_body<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use http::Response;
+    use http::{HeaderValue, Response};
 
     fn encoded(resp: Response<()>, framing: Framing, close: bool) -> String {
-        let (mut parts, ()) = resp.into_parts();
+        let (parts, ()) = resp.into_parts();
         let mut out = Vec::new();
-        encode_head(&mut out, &mut parts, framing, close);
+        encode_head(&mut out, &parts, framing, close);
         String::from_utf8(out).expect("utf-8")
     }
 

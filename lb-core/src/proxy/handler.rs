@@ -1,29 +1,22 @@
 //! One proxied request: route by Host, steer (rules, affinity, pools, endpoints) over the live
-//! snapshot and live load, forward with the proxy's header rules, retry once on a connection
-//! failure before any response byte when zero-downtime failover allows it and the body can be
-//! replayed, tunnel WebSockets, and answer 530 when no pool can take the request.
+//! snapshot and live load, prepare the head with the proxy's header rules, and answer 530
+//! when no pool can take the request; `forward` takes a steered request to its origin.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
-use http_body_util::BodyExt;
-use hyper::body::Body;
-use hyper_util::rt::TokioIo;
-use tokio::io::AsyncWriteExt;
 
 use super::headers::{add_forwarded, cookies, fields, is_upgrade, lists_token, strip_hop_by_hop};
 use super::lazy_timer::LazyTimer;
-use super::live::{origin_authority, Counted, InFlight, LiveLoad};
+use super::live::{origin_authority, LiveLoad};
 use super::metrics::ProxyMetrics;
-use super::origin_http1::{Io, RequestHead};
 use super::sessions::HeaderSessions;
-use super::upstream::{Origin, Reply, Upstream, UpstreamError};
+use super::upstream::Upstream;
 use crate::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
-use crate::config::{AffinityKind, Config, FixedResponse, OriginTls, ZeroDowntimeFailover};
+use crate::config::{AffinityKind, Config, FixedResponse, OriginTls};
 use crate::dns::Geolocator;
 use crate::frontend::{decide_live, unix_now, HealthSource, PopInfo};
 use crate::regions_table::RegionsTable;
@@ -32,8 +25,7 @@ use crate::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 
 use super::body::ProxyBody;
 
-/// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
-const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
+mod forward;
 
 /// Timeouts and bounds.
 #[derive(Debug, Clone)]
@@ -159,11 +151,14 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
     // hyper's HTTP/2 server sends trailers always, its HTTP/1 server to a client that asked.
     let trailers =
         version == http::Version::HTTP_2 || lists_token(&headers, header::TE, "trailers");
-    let host = match headers.get(header::HOST) {
-        Some(h) => Some(h.clone()),
-        None => uri
-            .authority()
-            .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+    // HTTP/2 carries the host in the URI: then it becomes a `Host` field.
+    let (host, host_from_uri) = match headers.get(header::HOST) {
+        Some(h) => (Some(h.clone()), false),
+        None => (
+            uri.authority()
+                .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
+            true,
+        ),
     };
     strip_hop_by_hop(&mut headers, upgrade);
     add_forwarded(
@@ -173,7 +168,7 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         client.tls,
         host.as_ref(),
     );
-    if let Some(h) = host {
+    if let (Some(h), true) = (host, host_from_uri) {
         headers.insert(header::HOST, h);
     }
     Prepared {
@@ -185,18 +180,6 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         headers,
         trailers,
     }
-}
-
-/// How an attempt at an origin failed.
-enum Failure {
-    /// Nothing reached the origin (refused, unreachable, connect timeout, TLS handshake
-    /// failed or certificate refused): a retry is safe.
-    Connect(UpstreamError),
-    /// The connection broke after the request was sent but before any response byte, or
-    /// the origin took too long.
-    Exchange { timed_out: bool },
-    /// The answer broke off after its head: never sent again.
-    BrokenAnswer,
 }
 
 /// The client end of a connection, worked out once per connection.
@@ -236,6 +219,30 @@ impl Drop for Prepared {
     fn drop(&mut self) {
         super::header_maps::give_back(std::mem::take(&mut self.headers));
     }
+}
+
+/// A request after routing and steering.
+// Moved once, into the forwarding's future: boxing the large variant would allocate for
+// every proxied request.
+#[allow(clippy::large_enum_variant)]
+pub enum Begun {
+    /// Answered here: no load balancer by that name, a fixed response, no pool.
+    Answered(Response<ProxyBody>),
+    /// For an origin: `Proxy::forward` takes it from here.
+    Forward(Forwarding),
+}
+
+/// What forwarding a request needs from its routing and steering.
+pub struct Forwarding {
+    start: Instant,
+    lb_index: usize,
+    decision: Decision,
+    had_binding: bool,
+    target: Target,
+    retry: Option<Target>,
+    prepared: Prepared,
+    body: ProxyBody,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
 }
 
 impl Proxy {
@@ -307,19 +314,29 @@ impl Proxy {
     pub async fn handle(
         &self,
         upstream: &Arc<Upstream>,
-        mut req: Request<ProxyBody>,
+        req: Request<ProxyBody>,
         client: &Peer,
         answer_timer: &mut LazyTimer,
     ) -> Response<ProxyBody> {
+        match self.begin(req, client) {
+            Begun::Answered(response) => response,
+            Begun::Forward(f) => self.forward(upstream, f, answer_timer).await,
+        }
+    }
+
+    /// Routes and steers a request: answered here, or to be forwarded (`Proxy::forward`).
+    /// Not async, so a server can await the forwarding directly: each async layer a request
+    /// goes through is a future copied into place for every request.
+    pub fn begin(&self, mut req: Request<ProxyBody>, client: &Peer) -> Begun {
         let start = Instant::now();
         let Some(lb_index) = self.route(&req) else {
-            return text(
+            return Begun::Answered(text(
                 StatusCode::NOT_FOUND,
                 format!(
                     "meshlb: no load balancer is named {}\n",
                     request_host(&req).unwrap_or_default()
                 ),
-            );
+            ));
         };
         let lb = &self.config.load_balancers[lb_index];
         let upgrade = is_upgrade(req.headers());
@@ -339,24 +356,33 @@ impl Proxy {
                 self.remember(&decision);
                 let (parts, body) = req.into_parts();
                 let prepared = prepare(parts, client, upgrade);
-                self.forward(
-                    upstream,
+                return Begun::Forward(Forwarding {
+                    start,
                     lb_index,
-                    &decision,
+                    decision,
+                    had_binding,
                     target,
                     retry,
                     prepared,
                     body,
                     client_upgrade,
-                    answer_timer,
-                )
-                .await
+                });
             }
         };
-        let target = match &decision.outcome {
-            Outcome::Forward { target, .. } => Some(*target),
-            _ => None,
-        };
+        self.record(start, lb_index, None, &response, had_binding, &decision);
+        Begun::Answered(response)
+    }
+
+    /// Per-request metrics, once the response is known.
+    fn record(
+        &self,
+        start: Instant,
+        lb_index: usize,
+        target: Option<Target>,
+        response: &Response<ProxyBody>,
+        had_binding: bool,
+        decision: &Decision,
+    ) {
         self.metrics
             .request(&self.config, lb_index, target, response.status().as_u16());
         if let Some(m) = self.metrics.lbs.get(lb_index) {
@@ -370,7 +396,6 @@ impl Proxy {
                 m.affinity_hits.increment(1);
             }
         }
-        response
     }
 
     /// The load balancer the request's host names (case-insensitive, a final dot allowed).
@@ -437,228 +462,4 @@ impl Proxy {
             _ => {}
         }
     }
-
-    async fn attempt(
-        &self,
-        upstream: &Arc<Upstream>,
-        lb_index: usize,
-        target: Target,
-        p: &Prepared,
-        body: ProxyBody,
-        answer_timer: &mut LazyTimer,
-    ) -> (Result<(Response<()>, Reply), Failure>, InFlight) {
-        let in_flight = self.live.start(target);
-        let refused = Failure::Connect(UpstreamError::Connect { timed_out: false });
-        let (Some(endpoint), Some(authorities)) = (
-            self.config
-                .pool(target.pool)
-                .endpoints
-                .get(target.endpoint.0),
-            self.authorities
-                .get(target.pool.0)
-                .and_then(|p| p.get(target.endpoint.0)),
-        ) else {
-            return (Err(refused), in_flight);
-        };
-        let host_override = endpoint
-            .host_header
-            .as_deref()
-            .and_then(|h| HeaderValue::from_str(h).ok());
-        let head = RequestHead {
-            method: &p.method,
-            target: p.target.as_str(),
-            headers: &p.headers,
-            host: host_override.as_ref(),
-            trailers: p.trailers,
-        };
-        let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
-        // The TLS name is the Host the origin gets.
-        let tls_name = tls.map(|_| {
-            host_override
-                .as_ref()
-                .or_else(|| p.headers.get(header::HOST))
-                .and_then(|h| h.to_str().ok())
-                .map(|h| crate::tls_client::host_without_port(h).to_string())
-                .unwrap_or_default()
-        });
-        let origin = Origin {
-            authority: &authorities[usize::from(tls.is_some())],
-            tls: tls.zip(tls_name.as_deref()),
-        };
-        let send = upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO);
-        let deadline = tokio::time::Instant::now() + self.settings.response_timeout;
-        let result = match answer_timer.within(deadline, send).await {
-            Some(Ok(sent)) => Ok(sent),
-            Some(Err(UpstreamError::Exchange)) => Err(Failure::Exchange { timed_out: false }),
-            Some(Err(UpstreamError::BrokenAnswer)) => Err(Failure::BrokenAnswer),
-            Some(Err(e)) => Err(Failure::Connect(e)),
-            None => Err(Failure::Exchange { timed_out: true }),
-        };
-        (result, in_flight)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    async fn forward(
-        &self,
-        upstream: &Arc<Upstream>,
-        lb_index: usize,
-        decision: &Decision,
-        target: Target,
-        retry: Option<Target>,
-        p: Prepared,
-        body: ProxyBody,
-        client_upgrade: Option<hyper::upgrade::OnUpgrade>,
-        answer_timer: &mut LazyTimer,
-    ) -> Response<ProxyBody> {
-        let lb = &self.config.load_balancers[lb_index];
-        // A body that fits the replay limit is buffered so that a retry can send it again.
-        let buffer = body.is_end_stream()
-            || body
-                .size_hint()
-                .exact()
-                .is_some_and(|n| n <= self.settings.replay_limit);
-        let (first_body, body_for_retry) = if buffer {
-            let bytes = match body.collect().await {
-                Ok(c) => c.to_bytes(),
-                Err(_) => {
-                    return text(
-                        StatusCode::BAD_REQUEST,
-                        "meshlb: the request body broke off\n".into(),
-                    )
-                }
-            };
-            (ProxyBody::bytes(bytes.clone()), Some(bytes))
-        } else {
-            (body, None)
-        };
-        // The first try, then perhaps one retry; one place that awaits an attempt keeps this
-        // future small (it is moved into place for every request).
-        let (mut target, mut body) = (target, first_body);
-        let mut used_retry = false;
-        let (result, in_flight) = loop {
-            let (result, in_flight) = self
-                .attempt(upstream, lb_index, target, &p, body, answer_timer)
-                .await;
-            // Safe to send again: nothing reached the origin, or the connection broke before
-            // any response byte on an idempotent request (RFC 9110 section 9.2.2).
-            let retryable = match &result {
-                Err(Failure::Connect(_)) => true,
-                Err(Failure::Exchange { timed_out: false }) => p.method.is_idempotent(),
-                _ => false,
-            };
-            if let (false, true, Some(retry), Some(bytes)) =
-                (used_retry, retryable, retry, &body_for_retry)
-            {
-                if let Some(m) = self.metrics.lbs.get(lb_index) {
-                    m.retries.increment(1);
-                }
-                (target, body) = (retry, ProxyBody::bytes(bytes.clone()));
-                used_retry = true;
-                continue;
-            }
-            break (result, in_flight);
-        };
-        let (mut resp, reply) = match result {
-            Ok(sent) => sent,
-            Err(
-                Failure::Connect(UpstreamError::Connect { timed_out: true })
-                | Failure::Exchange { timed_out: true },
-            ) => {
-                return text(
-                    StatusCode::GATEWAY_TIMEOUT,
-                    format!("meshlb: the origin of {} did not answer in time\n", lb.name),
-                )
-            }
-            Err(Failure::Connect(UpstreamError::TlsHandshake)) => {
-                return text(
-                    status(525),
-                    format!(
-                        "meshlb: the TLS handshake with the origin of {} failed (error 525)\n",
-                        lb.name
-                    ),
-                )
-            }
-            Err(Failure::Connect(UpstreamError::TlsCertificate)) => {
-                return text(
-                    status(526),
-                    format!(
-                        "meshlb: the origin of {} has an invalid certificate (error 526)\n",
-                        lb.name
-                    ),
-                )
-            }
-            Err(Failure::BrokenAnswer) => {
-                return text(
-                    StatusCode::BAD_GATEWAY,
-                    format!("meshlb: the origin of {} broke off its answer\n", lb.name),
-                )
-            }
-            Err(_) => {
-                return text(
-                    StatusCode::BAD_GATEWAY,
-                    format!("meshlb: the origin of {} could not be reached\n", lb.name),
-                )
-            }
-        };
-        let cookie = match (&decision.affinity, used_retry) {
-            (_, true) if decision.retry_cookie.is_some() => decision.retry_cookie.clone(),
-            (_, true)
-                if lb.settings.session_affinity.zero_downtime_failover
-                    == ZeroDowntimeFailover::Temporary =>
-            {
-                None
-            }
-            (AffinityUpdate::SetCookie(c), _) => Some(c.clone()),
-            _ => None,
-        };
-        let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-        strip_hop_by_hop(resp.headers_mut(), switching);
-        if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
-            resp.headers_mut().append(header::SET_COOKIE, c);
-        }
-        let (parts, ()) = resp.into_parts();
-        match reply {
-            // A small response of known length was read whole, so the client gets head and
-            // body in one write (what nginx's proxy buffering does).
-            Reply::Whole(bytes) => {
-                drop(in_flight);
-                Response::from_parts(parts, ProxyBody::bytes(bytes))
-            }
-            Reply::Streamed(body) => Response::from_parts(
-                parts,
-                ProxyBody::Counted(Box::new(Counted::new(body, Some(in_flight)))),
-            ),
-            Reply::Upgraded(origin_io, early) => match client_upgrade {
-                Some(client_side) => {
-                    tokio::spawn(tunnel(client_side, origin_io, early, in_flight));
-                    Response::from_parts(parts, ProxyBody::Empty)
-                }
-                None => text(
-                    StatusCode::BAD_GATEWAY,
-                    format!(
-                        "meshlb: the origin of {} switched protocols unasked\n",
-                        lb.name
-                    ),
-                ),
-            },
-        }
-    }
-}
-
-/// Carries a WebSocket (or any upgraded protocol) both ways until either side closes; it
-/// counts as outstanding all along, and its origin connection is never pooled again.
-async fn tunnel(
-    client_side: hyper::upgrade::OnUpgrade,
-    mut origin: Io,
-    early: Bytes,
-    _in_flight: InFlight,
-) {
-    let Ok(client) = client_side.await else {
-        return;
-    };
-    let mut client = TokioIo::new(client);
-    if !early.is_empty() && client.write_all(&early).await.is_err() {
-        return;
-    }
-    let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
 }

@@ -4,8 +4,8 @@
 //! an earlier deadline fires at most once per limit, is then moved to the current deadline,
 //! and costs nothing in between.
 
-use std::future::{poll_fn, Future};
-use std::pin::{pin, Pin};
+use std::future::Future;
+use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
@@ -38,17 +38,18 @@ impl LazyTimer {
         Poll::Pending
     }
 
-    /// Runs `work` until `deadline`: `None` when the time ran out first (and `work` is
-    /// dropped).
-    pub async fn within<F: Future>(&mut self, deadline: Instant, work: F) -> Option<F::Output> {
-        let mut work = pin!(work);
-        poll_fn(|cx| {
-            if let Poll::Ready(done) = work.as_mut().poll(cx) {
-                return Poll::Ready(Some(done));
-            }
-            self.poll_passed(deadline, cx).map(|()| None)
-        })
-        .await
+    /// Polls `work`, bounded by `deadline`: `Some` with its output, `None` when the time
+    /// ran out first.
+    pub fn poll_within<F: Future>(
+        &mut self,
+        work: Pin<&mut F>,
+        deadline: Instant,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<F::Output>> {
+        if let Poll::Ready(done) = work.poll(cx) {
+            return Poll::Ready(Some(done));
+        }
+        self.poll_passed(deadline, cx).map(|()| None)
     }
 }
 
@@ -56,6 +57,13 @@ impl LazyTimer {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    impl LazyTimer {
+        async fn within<F: Future>(&mut self, deadline: Instant, work: F) -> Option<F::Output> {
+            let mut work = std::pin::pin!(work);
+            std::future::poll_fn(|cx| self.poll_within(work.as_mut(), deadline, cx)).await
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn each_deadline_holds_on_one_timer() {

@@ -4,8 +4,6 @@
 //! `meshlb_proxy_request_duration_seconds{load_balancer}`, `meshlb_proxy_retries_total` and
 //! `meshlb_proxy_affinity_hits_total` (by load balancer).
 
-use std::collections::HashMap;
-
 use metrics::{counter, histogram, Counter, Histogram};
 
 use crate::config::Config;
@@ -28,7 +26,7 @@ pub(crate) struct LbMetrics {
     /// Requests answered without an endpoint (no pool, fixed responses, unknown pools).
     no_target: Classes,
     /// (pool, endpoint) -> counters, for every endpoint this load balancer can reach.
-    targets: HashMap<(usize, usize), Classes>,
+    targets: foldhash::HashMap<(usize, usize), Classes>,
     pub duration: Histogram,
     pub retries: Counter,
     pub affinity_hits: Counter,
@@ -45,7 +43,7 @@ impl ProxyMetrics {
             .load_balancers
             .iter()
             .map(|lb| {
-                let mut targets = HashMap::new();
+                let mut targets = foldhash::HashMap::default();
                 for pool in lb.settings.all_pools() {
                     let p = config.pool(pool);
                     for (i, e) in p.endpoints.iter().enumerate() {

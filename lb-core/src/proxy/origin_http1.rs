@@ -481,10 +481,25 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
                 length = Some(n);
             }
         } else if name == header::CONNECTION {
+            let mut names_fields = false;
             for token in super::headers::tokens(field.value) {
-                close |= token.eq_ignore_ascii_case(b"close");
-                keep_alive_token |= token.eq_ignore_ascii_case(b"keep-alive");
+                let (c, k) = (
+                    token.eq_ignore_ascii_case(b"close"),
+                    token.eq_ignore_ascii_case(b"keep-alive"),
+                );
+                (close, keep_alive_token) = (close | c, keep_alive_token | k);
+                names_fields |= !(c || k);
             }
+            // Kept only when it names fields, for the proxy's hop-by-hop rule to remove them.
+            if !names_fields {
+                continue;
+            }
+        }
+        // Hop-by-hop fields stay on this hop: left out here rather than removed later, one
+        // hash lookup each (the proxy's rule still runs, and finds nothing).
+        let upgrade_unasked = name == header::UPGRADE && status != StatusCode::SWITCHING_PROTOCOLS;
+        if (super::headers::is_hop_by_hop(&name) && name != header::CONNECTION) || upgrade_unasked {
+            continue;
         }
         let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
             .map_err(|_| HeadError::Broken)?;

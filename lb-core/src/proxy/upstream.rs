@@ -6,7 +6,6 @@
 //! request drives its connection itself (`origin_http1`); a sweep every second closes idle
 //! connections the origin ended or that idled out, so they stop counting as open.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -55,7 +54,7 @@ type Place = (usize, usize);
 /// address, and in it a list per TLS settings (plain first, usually the only one).
 #[derive(Default)]
 struct Pools {
-    slots: HashMap<String, usize>,
+    slots: foldhash::HashMap<String, usize>,
     idle: Vec<Vec<(TlsKey, Vec<Idle>)>>,
 }
 

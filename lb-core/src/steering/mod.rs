@@ -35,10 +35,10 @@ use trace::Trace;
 use traffic::PoolView;
 
 /// Pools in some order. A load balancer names a handful, and the proxy steers every request:
-/// on the stack, these lists cost no allocation.
-pub(crate) type PoolList = SmallVec<[PoolId; 8]>;
-/// Endpoints of one pool, on the stack for pools of up to 16.
-pub(crate) type EndpointList = SmallVec<[EndpointId; 16]>;
+/// on the stack, these lists cost no allocation. Small, because they are moved by value.
+pub(crate) type PoolList = SmallVec<[PoolId; 4]>;
+/// Endpoints of one pool, on the stack for pools of up to 8.
+pub(crate) type EndpointList = SmallVec<[EndpointId; 8]>;
 
 /// One endpoint of one pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -98,7 +98,7 @@ pub(crate) fn pick(
     let chosen = match (policy, view.client_ip) {
         (OriginPolicy::Hash, Some(ip)) => hash::pick(view, pool, eligible, ip),
         _ => {
-            let weighted: SmallVec<[(EndpointId, f64); 16]> = eligible
+            let weighted: SmallVec<[(EndpointId, f64); 8]> = eligible
                 .iter()
                 .map(|&e| (e, transformed_weight(view.weight(pool, e), counts(e))))
                 .collect();

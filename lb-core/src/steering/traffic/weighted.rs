@@ -20,7 +20,7 @@ pub(super) fn random_order(
     rng: &mut dyn RngCore,
     trace: &mut Trace,
 ) -> PoolList {
-    let weighted: smallvec::SmallVec<[(PoolId, f64); 8]> = pools
+    let weighted: smallvec::SmallVec<[(PoolId, f64); 4]> = pools
         .iter()
         .map(|&p| {
             let w = settings.random_steering.weight(p);
