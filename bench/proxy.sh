@@ -7,7 +7,8 @@
 # Needs: nginx haproxy wrk (Debian); run as root.   DURATION=10 CONNECTIONS=64 ROUNDS=3 ./bench/proxy.sh
 # MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one to the same rounds
 # (side by side); PERF_MESHLB=file / PERF_NGINX=file / PERF_HAPROXY=file profile them;
-# STRACE_MESHLB=file / STRACE_HAPROXY=file count system calls.
+# STRACE_MESHLB=file / STRACE_HAPROXY=file count system calls; KEEP_DIR=dir keeps the configs
+# and logs. bench/proxy-instructions.sh counts instructions per request instead of time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-10}
@@ -31,38 +32,12 @@ if [ -z "${MESHLB:-}" ]; then
 fi
 OPORT=18680
 
-# The origin: two endpoints, one worker, on CPU 1.
-cat > "$W/origin.conf" <<CONF
-worker_processes 1;
-pid $W/origin.pid;
-error_log $W/origin-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  server { listen 127.0.0.21:$OPORT; location / { return 200 "ok"; } }
-  server { listen 127.0.0.22:$OPORT; location / { return 200 "ok"; } }
-}
-CONF
-taskset -c 1 nginx -c "$W/origin.conf" -g "daemon on;"
+# The origin, on CPU 1, and meshlb's config.
+. bench/proxy-setup.sh
+start_origin
+write_meshlb_config
 
 # meshlb: an aggregator serving the proxy, one prober (on CPU 1) feeding it health.
-echo "the meshlb proxy benchmark cluster key" > "$W/key"
-cat > "$W/meshlb.toml" <<TOML
-[[monitors]]
-name = "http"
-port = $OPORT
-interval = 5
-timeout = 2
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{ name = "a", address = "127.0.0.21", port = $OPORT }, { name = "b", address = "127.0.0.22", port = $OPORT }]
-[[load_balancers]]
-name = "www.example.test"
-proxied = true
-default_pools = ["web"]
-TOML
 taskset -c 0 "$MESHLB" aggregator --config "$W/meshlb.toml" --region WEU --admin 127.0.0.1:18690 \
   --listen 127.0.0.1:18691 --key-file "$W/key" --proxy 127.0.0.1:18601 >"$W/agg.log" 2>&1 &
 PIDS+=($!)

@@ -151,10 +151,12 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
     // hyper's HTTP/2 server sends trailers always, its HTTP/1 server to a client that asked.
     let trailers =
         version == http::Version::HTTP_2 || lists_token(&headers, header::TE, "trailers");
-    // HTTP/2 carries the host in the URI: then it becomes a `Host` field.
-    let (host, host_from_uri) = match headers.get(header::HOST) {
-        Some(h) => (Some(h.clone()), false),
-        None => (
+    // The `Host` field is written once: HTTP/2 carries the host in the URI, and a request
+    // with several `Host` fields (routed by the first) must not show the origin another.
+    let mut hosts = headers.get_all(header::HOST).iter();
+    let (host, rewrite_host) = match (hosts.next(), hosts.next()) {
+        (Some(h), again) => (Some(h.clone()), again.is_some()),
+        (None, _) => (
             uri.authority()
                 .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
             true,
@@ -168,7 +170,7 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         client.tls,
         host.as_ref(),
     );
-    if let (Some(h), true) = (host, host_from_uri) {
+    if let (Some(h), true) = (host, rewrite_host) {
         headers.insert(header::HOST, h);
     }
     Prepared {
@@ -461,5 +463,56 @@ impl Proxy {
             AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, unix_now()),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn prepared(req: Request<()>) -> Prepared {
+        let (parts, ()) = req.into_parts();
+        prepare(
+            parts,
+            &Peer::new("192.0.2.7:5000".parse().expect("addr"), false),
+            false,
+        )
+    }
+
+    #[test]
+    fn the_origin_gets_one_host_and_the_forwarded_fields() {
+        // One Host: kept as it came.
+        let p = prepared(
+            Request::get("/a?b")
+                .header("host", "www.example.test")
+                .header("connection", "keep-alive")
+                .body(())
+                .expect("request"),
+        );
+        let hosts: Vec<_> = p.headers.get_all(header::HOST).iter().collect();
+        assert_eq!(hosts, ["www.example.test"]);
+        assert_eq!(p.target.as_str(), "/a?b");
+        assert!(!p.headers.contains_key(header::CONNECTION));
+        assert_eq!(p.headers["x-forwarded-for"], "192.0.2.7");
+        assert_eq!(p.headers["x-forwarded-proto"], "http");
+        assert_eq!(p.headers["x-forwarded-host"], "www.example.test");
+        // Two: the request was routed by the first, so the origin sees only that one.
+        let p = prepared(
+            Request::get("/")
+                .header("host", "www.example.test")
+                .header("host", "other.test")
+                .body(())
+                .expect("request"),
+        );
+        let hosts: Vec<_> = p.headers.get_all(header::HOST).iter().collect();
+        assert_eq!(hosts, ["www.example.test"]);
+        // None (HTTP/2): the URI's authority becomes the Host.
+        let p = prepared(
+            Request::get("https://www.example.test:8443/x")
+                .body(())
+                .expect("request"),
+        );
+        assert_eq!(p.headers[header::HOST], "www.example.test:8443");
+        assert_eq!(p.target.as_str(), "/x");
     }
 }

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Instructions per proxied request, meshlb against nginx, counted by callgrind: the user-space
+# work each proxy does for a request, the same from run to run, where CPU time on this shared
+# machine moves by ±20 % (bench/proxy.sh measures the time). Each proxy runs alone under
+# valgrind on CPU 0 with one worker, proxying a keep-alive GET from wrk (16 connections) to an
+# nginx origin with two endpoints on CPU 1; the count is that worker thread's (meshlb) or
+# that process's (nginx), divided by the requests wrk completed. Loopback only.
+#
+# Needs: valgrind nginx wrk (Debian); run as root.   SECONDS_EACH=10 ./bench/proxy-instructions.sh
+# MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECONDS_EACH=${SECONDS_EACH:-10}
+if [ -z "${MESHLB:-}" ]; then
+  cargo build --release -q --bin meshlb
+  MESHLB=target/release/meshlb
+fi
+W=$(mktemp -d /tmp/meshlb-instructions.XXXXXX)
+cleanup() {
+  kill $(jobs -p) 2>/dev/null || true
+  [ -f "$W/origin.pid" ] && kill "$(cat "$W/origin.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+OPORT=18780
+. bench/proxy-setup.sh
+start_origin
+write_meshlb_config
+
+# Waits (bounded) for a 200 from the proxy on port $1.
+wait_ok() {
+  local code=""
+  for _ in $(seq 1 120); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H 'Host: www.example.test' "http://127.0.0.1:$1/" || true)
+    [ "$code" = 200 ] && return 0
+    sleep 0.5
+  done
+  echo "the proxy on port $1 never answered 200" >&2
+  return 1
+}
+
+# Runs wrk against port $1; prints the number of requests it completed.
+load() {
+  taskset -c 1 wrk -t1 -c16 -d"${SECONDS_EACH}s" -H 'Host: www.example.test' "http://127.0.0.1:$1/" \
+    | grep -oE "^ *[0-9]+ requests in" | grep -oE "[0-9]+" | head -n 1
+}
+
+# The total instruction count in a callgrind output file.
+instructions() { grep -E "^(summary|totals):" "$1" | head -n 1 | awk '{ print $2 }'; }
+
+report() { python3 -c "import json,sys; print(json.dumps({'proxy': sys.argv[1], 'requests': int(sys.argv[2]), 'instructions_per_request': round(int(sys.argv[3]) / int(sys.argv[2]))}))" "$@"; }
+
+# meshlb: the aggregator under callgrind (one file per thread), a prober feeding it health.
+measure_meshlb() {
+  local name=$1 bin=$2 out="$W/$1"
+  mkdir -p "$out"
+  taskset -c 0 valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$out/cg" \
+    "$bin" aggregator --config "$W/meshlb.toml" --region WEU --admin 127.0.0.1:18790 \
+    --listen 127.0.0.1:18791 --key-file "$W/key" --proxy 127.0.0.1:18701 --proxy-workers 1 \
+    >"$out/agg.log" 2>&1 &
+  local agg=$!
+  taskset -c 1 "$bin" prober --config "$W/meshlb.toml" --region WEU --dc ams --listen 127.0.0.1:18792 \
+    --seed 127.0.0.1:18791 --key-file "$W/key" >"$out/prober.log" 2>&1 &
+  local prober=$!
+  wait_ok 18701
+  local n; n=$(load 18701)
+  kill -INT "$agg" "$prober"; wait "$agg" "$prober" 2>/dev/null || true
+  # The proxy worker's thread is the one that ran the accept loop.
+  local f ir=0
+  for f in "$out"/cg*; do
+    grep -q "accept_loop" "$f" && ir=$(instructions "$f")
+  done
+  report "$name" "$n" "$ir"
+}
+
+measure_nginx() {
+  cat > "$W/nginx.conf" <<CONF
+master_process off;
+daemon off;
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream web { server 127.0.0.21:$OPORT; server 127.0.0.22:$OPORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:18702;
+    location / { proxy_pass http://web; proxy_http_version 1.1; proxy_set_header Connection "";
+                 proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }
+  }
+}
+CONF
+  taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$W/nginx.cg" nginx -c "$W/nginx.conf" \
+    >"$W/nginx.log" 2>&1 &
+  local ng=$!
+  wait_ok 18702
+  local n; n=$(load 18702)
+  kill -QUIT "$ng"; wait "$ng" 2>/dev/null || true
+  report nginx "$n" "$(instructions "$W/nginx.cg")"
+}
+
+measure_meshlb meshlb "$MESHLB" | tee "$W/results"
+if [ -n "${MESHLB_B:-}" ]; then measure_meshlb meshlb_b "$MESHLB_B" | tee -a "$W/results"; fi
+measure_nginx | tee -a "$W/results"
+python3 - "$W/results" <<'PY'
+import json, sys
+rows = {r["proxy"]: r["instructions_per_request"] for r in map(json.loads, open(sys.argv[1]))}
+print(json.dumps({"meshlb/nginx": round(rows["meshlb"] / rows["nginx"], 3),
+                  **({"meshlb/meshlb_b": round(rows["meshlb"] / rows["meshlb_b"], 3)} if "meshlb_b" in rows else {})}))
+PY
