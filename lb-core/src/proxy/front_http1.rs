@@ -26,7 +26,7 @@ use tokio::time::Instant;
 use super::front_request::{build_request, parse_head, Head, Spans};
 use super::front_response::{encode_head, framing, write_response};
 use super::handler::{Begun, Peer, Proxy};
-use super::lazy_timer::LazyTimer;
+use super::lazy_timer::{deadline_after, LazyTimer};
 use super::prefixed::Prefixed;
 use super::upstream::Upstream;
 
@@ -56,7 +56,7 @@ pub enum Served<I> {
 /// updates per request.
 struct HeadTimer {
     limit: Duration,
-    started: Instant,
+    deadline: Instant,
     timer: LazyTimer,
 }
 
@@ -64,13 +64,13 @@ impl HeadTimer {
     fn new(limit: Duration) -> Self {
         HeadTimer {
             limit,
-            started: Instant::now(),
+            deadline: deadline_after(limit),
             timer: LazyTimer::default(),
         }
     }
 
     fn start(&mut self) {
-        self.started = Instant::now();
+        self.deadline = deadline_after(self.limit);
     }
 
     /// Reads more of the head into `buf`; `Ok(0)` when the client closed, `TimedOut` when
@@ -81,7 +81,7 @@ impl HeadTimer {
         buf: &mut BytesMut,
     ) -> io::Result<usize> {
         make_room(buf);
-        let deadline = self.started + self.limit;
+        let deadline = self.deadline;
         poll_fn(|cx| {
             if let Poll::Ready(read) = tokio_util::io::poll_read_buf(Pin::new(&mut *io), cx, buf) {
                 return Poll::Ready(read);

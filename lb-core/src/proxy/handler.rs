@@ -151,16 +151,19 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
     // hyper's HTTP/2 server sends trailers always, its HTTP/1 server to a client that asked.
     let trailers =
         version == http::Version::HTTP_2 || lists_token(&headers, header::TE, "trailers");
-    // The `Host` field is written once: HTTP/2 carries the host in the URI, and a request
-    // with several `Host` fields (routed by the first) must not show the origin another.
-    let mut hosts = headers.get_all(header::HOST).iter();
-    let (host, rewrite_host) = match (hosts.next(), hosts.next()) {
-        (Some(h), again) => (Some(h.clone()), again.is_some()),
-        (None, _) => (
-            uri.authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok()),
-            true,
-        ),
+    // The origin gets one `Host`, the host the request was routed by: the URI's authority
+    // when it has one (HTTP/2, or an absolute-form target, which RFC 9112 section 3.2.2 puts
+    // before the field), else the first `Host` field (a second must not reach the origin).
+    let authority = uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
+    let (host, rewrite_host) = match authority {
+        Some(a) => (Some(a), true),
+        None => {
+            let mut hosts = headers.get_all(header::HOST).iter();
+            let first = hosts.next().cloned();
+            (first, hosts.next().is_some())
+        }
     };
     strip_hop_by_hop(&mut headers, upgrade);
     add_forwarded(
@@ -506,6 +509,27 @@ mod tests {
         );
         let hosts: Vec<_> = p.headers.get_all(header::HOST).iter().collect();
         assert_eq!(hosts, ["www.example.test"]);
+        // `Connection` naming Host does not take it from the origin.
+        let p = prepared(
+            Request::get("/")
+                .header("host", "www.example.test")
+                .header("connection", "host, x-drop")
+                .header("x-drop", "1")
+                .body(())
+                .expect("request"),
+        );
+        assert_eq!(p.headers[header::HOST], "www.example.test");
+        assert!(!p.headers.contains_key("x-drop"));
+        // An absolute-form target names the host, whatever the field says (RFC 9112 3.2.2).
+        let p = prepared(
+            Request::get("http://www.example.test/y")
+                .header("host", "other.test")
+                .body(())
+                .expect("request"),
+        );
+        let hosts: Vec<_> = p.headers.get_all(header::HOST).iter().collect();
+        assert_eq!(hosts, ["www.example.test"]);
+        assert_eq!(p.headers["x-forwarded-host"], "www.example.test");
         // None (HTTP/2): the URI's authority becomes the Host.
         let p = prepared(
             Request::get("https://www.example.test:8443/x")

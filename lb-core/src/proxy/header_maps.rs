@@ -1,8 +1,8 @@
 //! Header maps reused within a worker thread. Every proxied request builds two maps, the
-//! request's and the origin response's, at two allocations each; the proxy's own HTTP/1
-//! server hands them back here, cleared, once the request has gone out and the response has
-//! been written, and the next request takes them. Maps built or kept by hyper's servers are
-//! simply dropped.
+//! request's and the origin response's, at two allocations each; they come back here,
+//! cleared, once the request has gone out (whichever server read it) and once the proxy's
+//! own HTTP/1 server has written the response, and the next request takes them. Responses
+//! that hyper's servers write are dropped with their maps.
 
 use std::cell::RefCell;
 

@@ -28,8 +28,9 @@ pub fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE) && lists_token(headers, header::CONNECTION, "upgrade")
 }
 
-/// Removes hop-by-hop headers and those the `Connection` header names. An upgrade keeps
-/// `Connection: upgrade` and `Upgrade`, which the next hop needs to switch protocols.
+/// Removes hop-by-hop headers and those the `Connection` header names (`Host` aside). An
+/// upgrade keeps `Connection: upgrade` and `Upgrade`, which the next hop needs to switch
+/// protocols.
 pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     // Most messages carry none, or (origins' answers) only `Connection: keep-alive`: one
     // pass over their few names instead of nine lookups.
@@ -61,6 +62,9 @@ pub fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
         .filter(|t| !t.eq_ignore_ascii_case("keep-alive") && !t.eq_ignore_ascii_case("close"))
         .filter_map(|t| HeaderName::from_bytes(t.as_bytes()).ok())
         .filter(|n| !(keep_upgrade && n == header::UPGRADE))
+        // `Host` is the origin's to have: a client naming it in `Connection` does not take
+        // it away (the proxy routed by it, and TLS to the origin is named by it).
+        .filter(|n| n != header::HOST)
         .collect();
     for n in named {
         headers.remove(n);

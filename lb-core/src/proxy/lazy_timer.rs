@@ -10,6 +10,14 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
+/// Now plus `limit`, or about thirty years from now for a limit too large to add (as
+/// `tokio::time::timeout` does) rather than a panic.
+pub fn deadline_after(limit: std::time::Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(limit)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(86_400 * 365 * 30))
+}
+
 #[derive(Default)]
 pub struct LazyTimer {
     sleep: Option<Pin<Box<Sleep>>>,

@@ -119,7 +119,9 @@ impl Proxy {
                             authority: route.authority,
                             tls: route.tls.zip(route.tls_name.as_deref()),
                         };
-                        let deadline = tokio::time::Instant::now() + self.settings.response_timeout;
+                        let deadline = crate::proxy::lazy_timer::deadline_after(
+                            self.settings.response_timeout,
+                        );
                         let mut send =
                             pin!(upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO));
                         match poll_fn(|cx| answer_timer.poll_within(send.as_mut(), deadline, cx))
