@@ -75,23 +75,8 @@ measure_meshlb() {
 }
 
 measure_nginx() {
-  cat > "$W/nginx.conf" <<CONF
-master_process off;
-daemon off;
-worker_processes 1;
-pid $W/nginx.pid;
-error_log $W/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream web { server 127.0.0.21:$OPORT; server 127.0.0.22:$OPORT; keepalive 128; }
-  server {
-    listen 127.0.0.1:18702;
-    location / { proxy_pass http://web; proxy_http_version 1.1; proxy_set_header Connection "";
-                 proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }
-  }
-}
-CONF
+  # In the foreground, without a master process: valgrind follows the one worker.
+  write_nginx_proxy_config 18702 "master_process off; daemon off;"
   taskset -c 0 valgrind --tool=callgrind --callgrind-out-file="$W/nginx.cg" nginx -c "$W/nginx.conf" \
     >"$W/nginx.log" 2>&1 &
   local ng=$!

@@ -37,3 +37,24 @@ proxied = true
 default_pools = ["web"]
 TOML
 }
+
+# nginx as the proxy on port $1 (one worker, keep-alive upstream to both endpoints) in
+# $W/nginx.conf; $2: directives to put first.
+write_nginx_proxy_config() {
+  cat > "$W/nginx.conf" <<CONF
+${2:-}
+worker_processes 1;
+pid $W/nginx.pid;
+error_log $W/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  upstream web { server 127.0.0.21:$OPORT; server 127.0.0.22:$OPORT; keepalive 128; }
+  server {
+    listen 127.0.0.1:$1;
+    location / { proxy_pass http://web; proxy_http_version 1.1; proxy_set_header Connection "";
+                 proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }
+  }
+}
+CONF
+}

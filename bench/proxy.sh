@@ -55,21 +55,7 @@ taskset -c 1 "$MESHLB" prober --config "$W/meshlb.toml" --region WEU --dc ams --
 PIDS+=($!)
 
 # nginx as the proxy: one worker, keep-alive upstream.
-cat > "$W/nginx.conf" <<CONF
-worker_processes 1;
-pid $W/nginx.pid;
-error_log $W/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  upstream web { server 127.0.0.21:$OPORT; server 127.0.0.22:$OPORT; keepalive 128; }
-  server {
-    listen 127.0.0.1:18602;
-    location / { proxy_pass http://web; proxy_http_version 1.1; proxy_set_header Connection "";
-                 proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for; }
-  }
-}
-CONF
+write_nginx_proxy_config 18602
 taskset -c 0 nginx -c "$W/nginx.conf" -g "daemon on;"
 
 # HAProxy: one thread, connection reuse, health checks.
