@@ -7,7 +7,8 @@
 # that process's (nginx), divided by the requests wrk completed. Loopback only.
 #
 # Needs: valgrind nginx wrk (Debian); run as root.   SECONDS_EACH=10 ./bench/proxy-instructions.sh
-# MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one.
+# MESHLB=path measures another meshlb build; MESHLB_B=path adds a second one; KEEP_DIR=dir keeps
+# the callgrind files there (callgrind_annotate them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECONDS_EACH=${SECONDS_EACH:-10}
@@ -20,6 +21,7 @@ cleanup() {
   kill $(jobs -p) 2>/dev/null || true
   [ -f "$W/origin.pid" ] && kill "$(cat "$W/origin.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
+  if [ -n "${KEEP_DIR:-}" ]; then mkdir -p "$KEEP_DIR" && cp -r "$W"/. "$KEEP_DIR"/; fi
   rm -rf "$W"
 }
 trap cleanup EXIT

@@ -20,11 +20,13 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use http::Method;
+use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
+use super::answer::Answer;
 use super::front_request::{build_request, parse_head, Head, Spans};
-use super::front_response::{encode_head, framing, write_response};
+use super::front_response::{encode_head, framing, map_fields, write_response};
 use super::handler::{Begun, Peer, Proxy};
 use super::lazy_timer::{deadline_after, LazyTimer};
 use super::prefixed::Prefixed;
@@ -135,8 +137,8 @@ where
         };
         drop(head);
         let head_request = req.method() == Method::HEAD;
-        let response = match proxy.begin(req, peer) {
-            Begun::Answered(response) => response,
+        let answer = match proxy.begin(req, peer) {
+            Begun::Answered(response) => Answer::Made(response),
             Begun::Forward(forwarding) => {
                 // Awaited here rather than in a helper: each async layer is a future copied
                 // into place for every request.
@@ -149,8 +151,8 @@ where
                 // pipelined request) are kept in `buf`, and the watch ends.
                 let mut watching = true;
                 let answered = poll_fn(|cx| {
-                    if let Poll::Ready(response) = forwarding.as_mut().poll(cx) {
-                        return Poll::Ready(Some(response));
+                    if let Poll::Ready(answer) = forwarding.as_mut().poll(cx) {
+                        return Poll::Ready(Some(answer));
                     }
                     if watching {
                         match tokio_util::io::poll_read_buf(Pin::new(&mut io), cx, &mut buf) {
@@ -163,19 +165,27 @@ where
                 })
                 .await;
                 match answered {
-                    Some(response) => response,
+                    Some(answer) => answer,
                     None => return Served::Done,
                 }
             }
         };
-        let (parts, body) = response.into_parts();
-        let framing = framing(
-            head_request,
-            parts.status,
-            hyper::body::Body::size_hint(&body).exact(),
-        );
-        encode_head(&mut out, &parts, framing, close);
-        super::header_maps::give_back(parts.headers);
+        let status = answer.status();
+        let (body, framing) = match answer {
+            Answer::Made(response) => {
+                let (parts, body) = response.into_parts();
+                let framing = framing(head_request, status, Body::size_hint(&body).exact());
+                encode_head(&mut out, status, map_fields(&parts.headers), framing, close);
+                super::header_maps::give_back(parts.headers);
+                (body, framing)
+            }
+            // The origin's fields go out as they lie in its head.
+            Answer::Origin(head, body) => {
+                let framing = framing(head_request, status, Body::size_hint(&body).exact());
+                encode_head(&mut out, status, head.fields.iter(), framing, close);
+                (body, framing)
+            }
+        };
         if write_response(&mut io, &mut out, body, framing)
             .await
             .is_err()

@@ -11,8 +11,7 @@ use std::io;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, Bytes};
-use http::header;
-use http::response::Parts;
+use http::HeaderMap;
 use http::StatusCode;
 use http_body_util::BodyExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
@@ -76,33 +75,41 @@ fn append_date(out: &mut Vec<u8>) {
     });
 }
 
-/// Encodes the status line and headers into `out`, setting the framing headers; `close`
-/// adds `Connection: close`.
+/// Encodes the status line and header fields (name and value each) into `out`, setting the
+/// framing headers; `close` adds `Connection: close`.
 /// The framing fields are this server's: the head's own `Transfer-Encoding` never goes
 /// out, nor its `Content-Length` unless a HEAD answer keeps the length announced for GET.
-/// Filtered while writing rather than removed from the map (a hash lookup each).
-pub fn encode_head(out: &mut Vec<u8>, parts: &Parts, framing: Framing, close: bool) {
+/// Filtered while writing rather than removed before.
+pub fn encode_head<'a>(
+    out: &mut Vec<u8>,
+    status: StatusCode,
+    fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>,
+    framing: Framing,
+    close: bool,
+) {
     let keep_length = matches!(framing, Framing::None | Framing::HeadOf(_));
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(parts.status.as_str().as_bytes());
+    out.extend_from_slice(status.as_str().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(parts.status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
     out.extend_from_slice(b"\r\n");
     let (mut had_length, mut had_date) = (false, false);
-    for (name, value) in &parts.headers {
-        if *name == header::TRANSFER_ENCODING {
-            continue;
-        }
-        if *name == header::CONTENT_LENGTH {
-            had_length = true;
-            if !keep_length {
-                continue;
+    for (name, value) in fields {
+        // By length first: most names are of neither length.
+        match name.len() {
+            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => continue,
+            14 if name.eq_ignore_ascii_case(b"content-length") => {
+                had_length = true;
+                if !keep_length {
+                    continue;
+                }
             }
+            4 if name.eq_ignore_ascii_case(b"date") => had_date = true,
+            _ => {}
         }
-        had_date |= *name == header::DATE;
-        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(name);
         out.extend_from_slice(b": ");
-        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
     match framing {
@@ -119,6 +126,13 @@ pub fn encode_head(out: &mut Vec<u8>, parts: &Parts, framing: Framing, close: bo
         out.extend_from_slice(b"connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// The fields of a header map as `encode_head` takes them.
+pub fn map_fields(headers: &HeaderMap) -> impl Iterator<Item = (&[u8], &[u8])> {
+    headers
+        .iter()
+        .map(|(name, value)| (name.as_str().as_bytes(), value.as_bytes()))
 }
 
 /// Writes `body` after the head in `out` (which it leaves empty) as `framing` says. An
@@ -192,7 +206,13 @@ mod tests {
     fn encoded(resp: Response<()>, framing: Framing, close: bool) -> String {
         let (parts, ()) = resp.into_parts();
         let mut out = Vec::new();
-        encode_head(&mut out, &parts, framing, close);
+        encode_head(
+            &mut out,
+            parts.status,
+            map_fields(&parts.headers),
+            framing,
+            close,
+        );
         String::from_utf8(out).expect("utf-8")
     }
 

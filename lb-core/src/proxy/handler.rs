@@ -325,7 +325,10 @@ impl Proxy {
     ) -> Response<ProxyBody> {
         match self.begin(req, client) {
             Begun::Answered(response) => response,
-            Begun::Forward(f) => self.forward(upstream, f, answer_timer).await,
+            Begun::Forward(f) => self
+                .forward(upstream, f, answer_timer)
+                .await
+                .into_response(),
         }
     }
 
@@ -374,7 +377,14 @@ impl Proxy {
                 });
             }
         };
-        self.record(start, lb_index, None, &response, had_binding, &decision);
+        self.record(
+            start,
+            lb_index,
+            None,
+            response.status(),
+            had_binding,
+            &decision,
+        );
         Begun::Answered(response)
     }
 
@@ -384,12 +394,12 @@ impl Proxy {
         start: Instant,
         lb_index: usize,
         target: Option<Target>,
-        response: &Response<ProxyBody>,
+        status: StatusCode,
         had_binding: bool,
         decision: &Decision,
     ) {
         self.metrics
-            .request(&self.config, lb_index, target, response.status().as_u16());
+            .request(&self.config, lb_index, target, status.as_u16());
         if let Some(m) = self.metrics.lbs.get(lb_index) {
             m.duration.record(start.elapsed().as_secs_f64());
             if had_binding

@@ -1,8 +1,9 @@
-//! Header maps reused within a worker thread. Every proxied request builds two maps, the
-//! request's and the origin response's, at two allocations each; they come back here,
-//! cleared, once the request has gone out (whichever server read it) and once the proxy's
-//! own HTTP/1 server has written the response, and the next request takes them. Responses
-//! that hyper's servers write are dropped with their maps.
+//! Header maps reused within a worker thread. Every proxied request builds a map of its
+//! request head, at two allocations; it comes back here, cleared, once the request has gone
+//! out (whichever server read it), as do the maps of the responses the proxy makes itself
+//! once its own HTTP/1 server has written them, and the next request takes them. (An
+//! origin's answer has no map on that server's path: `origin_fields`.) Responses that
+//! hyper's servers write are dropped with their maps.
 
 use std::cell::RefCell;
 

@@ -18,11 +18,6 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 
-/// Whether a field is hop-by-hop by name (`Upgrade` aside: a 101 answer keeps it).
-pub fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
-}
-
 /// Whether the request asks to switch protocols (WebSocket).
 pub fn is_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE) && lists_token(headers, header::CONNECTION, "upgrade")

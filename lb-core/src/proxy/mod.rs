@@ -2,6 +2,7 @@
 //! session affinity, zero-downtime failover, WebSockets and TLS termination, served by its
 //! own HTTP/1 server for plain requests and by hyper for everything else.
 
+mod answer;
 mod body;
 mod front_http1;
 mod front_request;
@@ -12,6 +13,7 @@ mod headers;
 mod lazy_timer;
 mod live;
 mod metrics;
+mod origin_fields;
 mod origin_http1;
 mod prefixed;
 mod server;

@@ -19,15 +19,17 @@ use std::task::{Context, Waker};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::{Method, Response, StatusCode, Version};
+use http::{Method, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Body;
+use smallvec::SmallVec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
 use super::body::ProxyBody;
+use super::origin_fields::OriginFields;
 
 /// Largest response head (and chunked trailer section) accepted from an origin.
 const MAX_HEAD_BYTES: usize = 64 << 10;
@@ -91,9 +93,17 @@ pub enum Framing {
     Upgrade,
 }
 
+/// An origin's answer as the client gets it, but its body.
+#[derive(Debug)]
+pub struct OriginHead {
+    pub status: StatusCode,
+    /// End-to-end fields only.
+    pub fields: OriginFields,
+}
+
 /// A response head as read from an origin.
 pub struct ResponseHead {
-    pub response: Response<()>,
+    pub answer: OriginHead,
     pub framing: Framing,
     /// Whether the connection can carry another request once the body is read.
     pub keep_alive: bool,
@@ -431,13 +441,45 @@ fn parse_length(v: &[u8]) -> Option<u64> {
     std::str::from_utf8(v).ok()?.parse().ok()
 }
 
-/// Turns a complete head into a response, or `None` for an interim 1xx to skip.
+/// What an origin's response field means to this hop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FieldRole {
+    TransferEncoding,
+    ContentLength,
+    Connection,
+    Upgrade,
+    /// Another hop-by-hop field (RFC 9110 section 7.6.1): not passed on.
+    HopByHop,
+    EndToEnd,
+}
+
+/// The role of a field by its name (any case): by length first, as most names are of none
+/// of these lengths.
+fn field_role(name: &[u8]) -> FieldRole {
+    let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+    match name.len() {
+        17 if is(b"transfer-encoding") => FieldRole::TransferEncoding,
+        14 if is(b"content-length") => FieldRole::ContentLength,
+        10 if is(b"connection") => FieldRole::Connection,
+        7 if is(b"upgrade") => FieldRole::Upgrade,
+        10 if is(b"keep-alive") => FieldRole::HopByHop,
+        16 if is(b"proxy-connection") => FieldRole::HopByHop,
+        18 if is(b"proxy-authenticate") => FieldRole::HopByHop,
+        19 if is(b"proxy-authorization") => FieldRole::HopByHop,
+        2 if is(b"te") => FieldRole::HopByHop,
+        _ => FieldRole::EndToEnd,
+    }
+}
+
+/// Turns a complete head into a response, or `None` for an interim 1xx to skip. The fields
+/// the client gets are noted where they lie in `head` (`OriginFields`); hop-by-hop ones, those
+/// a `Connection` names among them, stay on this hop.
 fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, HeadError> {
     // Uninitialised header slots: zeroing 128 of them for each parse shows in profiles.
-    let mut fields = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut slots = [const { MaybeUninit::uninit() }; MAX_HEADERS];
     let mut parsed = httparse::Response::new(&mut []);
     let parser = httparse::ParserConfig::default();
-    let complete = parser.parse_response_with_uninit_headers(&mut parsed, head, &mut fields);
+    let complete = parser.parse_response_with_uninit_headers(&mut parsed, head, &mut slots);
     if !matches!(complete, Ok(httparse::Status::Complete(_))) {
         return Err(HeadError::Broken);
     }
@@ -446,8 +488,9 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
         return Ok(None);
     }
+    let switching = status == StatusCode::SWITCHING_PROTOCOLS;
     let http11 = parsed.version == Some(1);
-    let mut headers = super::header_maps::take(parsed.headers.len());
+    let mut fields = OriginFields::new(head.clone(), parsed.headers.len());
     // Transfer-Encoding overrides Content-Length (RFC 9112 section 6.3): then the length is
     // neither used nor passed on, and the connection is not trusted with another request.
     let coded = parsed
@@ -457,55 +500,62 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     let (mut chunked, mut close, mut keep_alive_token) = (false, false, false);
     let mut length: Option<u64> = None;
     let mut had_length = false;
+    // The fields a `Connection` names: hop-by-hop too.
+    let mut named: SmallVec<[&[u8]; 4]> = SmallVec::new();
     for field in parsed.headers.iter() {
-        let name = HeaderName::from_bytes(field.name.as_bytes()).map_err(|_| HeadError::Broken)?;
-        if name == header::TRANSFER_ENCODING {
-            // Only a final `chunked` delimits the body; any other coding runs to the close.
-            chunked = field
-                .value
-                .rsplit(|&b| b == b',')
-                .next()
-                .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-        } else if name == header::CONTENT_LENGTH {
-            had_length = true;
-            if coded {
+        let name = field.name.as_bytes();
+        match field_role(name) {
+            FieldRole::TransferEncoding => {
+                // Only a final `chunked` delimits the body; any other coding runs to the
+                // close.
+                chunked = field
+                    .value
+                    .rsplit(|&b| b == b',')
+                    .next()
+                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
                 continue;
             }
-            // A list of equal values is one length; differing ones are an attack or a
-            // broken origin.
-            for item in field.value.split(|&b| b == b',') {
-                let n = parse_length(item).ok_or(HeadError::Broken)?;
-                if length.is_some_and(|l| l != n) {
-                    return Err(HeadError::Broken);
+            FieldRole::ContentLength => {
+                had_length = true;
+                if coded {
+                    continue;
                 }
-                length = Some(n);
+                // A list of equal values is one length; differing ones are an attack or a
+                // broken origin.
+                for item in field.value.split(|&b| b == b',') {
+                    let n = parse_length(item).ok_or(HeadError::Broken)?;
+                    if length.is_some_and(|l| l != n) {
+                        return Err(HeadError::Broken);
+                    }
+                    length = Some(n);
+                }
             }
-        } else if name == header::CONNECTION {
-            let mut names_fields = false;
-            for token in super::headers::tokens(field.value) {
-                let (c, k) = (
-                    token.eq_ignore_ascii_case(b"close"),
-                    token.eq_ignore_ascii_case(b"keep-alive"),
-                );
-                (close, keep_alive_token) = (close | c, keep_alive_token | k);
-                names_fields |= !(c || k);
-            }
-            // Kept only when it names fields, for the proxy's hop-by-hop rule to remove them.
-            if !names_fields {
+            FieldRole::Connection => {
+                for token in super::headers::tokens(field.value) {
+                    let (c, k) = (
+                        token.eq_ignore_ascii_case(b"close"),
+                        token.eq_ignore_ascii_case(b"keep-alive"),
+                    );
+                    (close, keep_alive_token) = (close | c, keep_alive_token | k);
+                    // An upgrade keeps its `Upgrade` (the client needs it to switch).
+                    let upgrade = switching && token.eq_ignore_ascii_case(b"upgrade");
+                    if !(c || k || upgrade || token.is_empty()) {
+                        named.push(token);
+                    }
+                }
                 continue;
             }
+            // Only a 101 passes `Upgrade` on.
+            FieldRole::Upgrade if !switching => continue,
+            FieldRole::HopByHop => continue,
+            FieldRole::Upgrade | FieldRole::EndToEnd => {}
         }
-        // Hop-by-hop fields stay on this hop: left out here rather than removed later, one
-        // hash lookup each (the proxy's rule still runs, and finds nothing).
-        let upgrade_unasked = name == header::UPGRADE && status != StatusCode::SWITCHING_PROTOCOLS;
-        if (super::headers::is_hop_by_hop(&name) && name != header::CONNECTION) || upgrade_unasked {
-            continue;
-        }
-        let value = HeaderValue::from_maybe_shared(head.slice_ref(field.value))
-            .map_err(|_| HeadError::Broken)?;
-        headers.append(name, value);
+        fields.push(name, field.value);
     }
-    let framing = if status == StatusCode::SWITCHING_PROTOCOLS {
+    if !named.is_empty() {
+        fields.retain(|name| !named.iter().any(|n| n.eq_ignore_ascii_case(name)));
+    }
+    let framing = if switching {
         Framing::Upgrade
     } else if *method == Method::HEAD
         || status == StatusCode::NO_CONTENT
@@ -530,16 +580,8 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
         && !smuggling_shaped
         && (http11 || keep_alive_token)
         && !matches!(framing, Framing::UntilClose | Framing::Upgrade);
-    let mut response = Response::new(());
-    *response.status_mut() = status;
-    *response.version_mut() = if http11 {
-        Version::HTTP_11
-    } else {
-        Version::HTTP_10
-    };
-    *response.headers_mut() = headers;
     Ok(Some(ResponseHead {
-        response,
+        answer: OriginHead { status, fields },
         framing,
         keep_alive,
     }))

@@ -133,7 +133,7 @@ async fn send(
     headers: &HeaderMap,
     body: ProxyBody,
     buffer_up_to: u64,
-) -> Result<(Response<()>, Reply), UpstreamError> {
+) -> Result<(OriginHead, Reply), UpstreamError> {
     let authority = addr.to_string();
     let origin = Origin {
         authority: &authority,
@@ -159,7 +159,7 @@ async fn text(reply: Reply) -> String {
 }
 
 /// `GET /path?q=1` that must get an answer.
-async fn get(up: &Arc<Upstream>, addr: SocketAddr, buffer_up_to: u64) -> (Response<()>, Reply) {
+async fn get(up: &Arc<Upstream>, addr: SocketAddr, buffer_up_to: u64) -> (OriginHead, Reply) {
     send(
         up,
         addr,
@@ -196,8 +196,10 @@ async fn front(origin: SocketAddr) -> SocketAddr {
                 let Reply::Whole(b) = reply else {
                     panic!("a short answer");
                 };
-                let (parts, ()) = resp.into_parts();
-                Ok::<_, std::convert::Infallible>(Response::from_parts(parts, ProxyBody::bytes(b)))
+                let mut answer = http::Response::new(ProxyBody::bytes(b));
+                *answer.status_mut() = resp.status;
+                *answer.headers_mut() = resp.fields.to_map();
+                Ok::<_, std::convert::Infallible>(answer)
             }
         });
         let _ = http1::Builder::new()
@@ -243,7 +245,7 @@ async fn chunked_bodies_are_decoded_and_their_connection_reused() {
     let up = pool();
     for _ in 0..2 {
         let (resp, reply) = get(&up, addr, 1 << 20).await;
-        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(resp.status, StatusCode::OK);
         let Reply::Streamed(body) = reply else {
             panic!("a chunked body streams");
         };
@@ -273,12 +275,7 @@ async fn long_bodies_stream_and_short_ones_come_whole() {
     .await;
     let up = pool();
     let (resp, reply) = get(&up, addr, 16 << 10).await;
-    assert_eq!(
-        resp.headers()
-            .get(header::CONTENT_LENGTH)
-            .map(|v| v.as_bytes()),
-        Some(&b"100000"[..])
-    );
+    assert_eq!(resp.fields.get("content-length"), Some(&b"100000"[..]));
     let Reply::Streamed(body) = reply else {
         panic!("a long body streams");
     };
@@ -312,7 +309,7 @@ async fn interim_responses_are_skipped() {
     )
     .await
     .expect("sent");
-    assert_eq!(resp.status(), StatusCode::CREATED);
+    assert_eq!(resp.status, StatusCode::CREATED);
     assert_eq!(text(reply).await, "ok");
 }
 
@@ -585,7 +582,7 @@ async fn transfer_encoding_overrides_content_length_which_is_not_passed_on() {
     .await;
     let up = pool();
     let (resp, reply) = get(&up, addr, 1024).await;
-    assert_eq!(resp.headers().get(header::CONTENT_LENGTH), None);
+    assert_eq!(resp.fields.get("content-length"), None);
     assert_eq!(text(reply).await, "hello, world");
     // Not trusted with another request: the next goes on a new connection, where a list of
     // equal lengths is one length.
@@ -681,6 +678,52 @@ async fn an_origin_answering_before_it_has_read_an_upload_is_heard() {
         "{}",
         String::from_utf8_lossy(&answer)
     );
+}
+
+/// The names of the fields the client gets from this origin head.
+fn passed_on(head: &'static [u8]) -> (Vec<String>, Framing, bool) {
+    let head = interpret(&Bytes::from_static(head), &Method::GET)
+        .expect("a response")
+        .expect("not interim");
+    let names = head
+        .answer
+        .fields
+        .iter()
+        .map(|(n, v)| {
+            format!(
+                "{}={}",
+                String::from_utf8_lossy(n),
+                String::from_utf8_lossy(v)
+            )
+        })
+        .collect();
+    (names, head.framing, head.keep_alive)
+}
+
+#[test]
+fn hop_by_hop_fields_and_those_connection_names_stay_on_the_origins_hop() {
+    let (fields, framing, keep_alive) = passed_on(
+        b"HTTP/1.1 200 OK\r\nServer: o\r\nConnection: keep-alive, X-Secret\r\n\
+          X-Secret: 1\r\nKeep-Alive: timeout=5\r\nProxy-Connection: x\r\nUpgrade: h2c\r\n\
+          TE: trailers\r\nContent-Length: 2\r\nx-secret: 2\r\nVary: A\r\n\r\n",
+    );
+    assert_eq!(fields, ["Server=o", "Content-Length=2", "Vary=A"]);
+    assert_eq!((framing, keep_alive), (Framing::Length(2), true));
+    // `close` names no field, and the connection is not reused.
+    let (fields, _, keep_alive) =
+        passed_on(b"HTTP/1.1 200 OK\r\nCONNECTION: Close\r\nContent-Length: 0\r\n\r\n");
+    assert_eq!(fields, ["Content-Length=0"]);
+    assert!(!keep_alive);
+}
+
+#[test]
+fn a_switch_of_protocols_keeps_its_upgrade() {
+    let (fields, framing, _) = passed_on(
+        b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade, X-Hop\r\n\
+          Upgrade: websocket\r\nX-Hop: 1\r\nSec-WebSocket-Accept: k\r\n\r\n",
+    );
+    assert_eq!(fields, ["Upgrade=websocket", "Sec-WebSocket-Accept=k"]);
+    assert_eq!(framing, Framing::Upgrade);
 }
 
 #[test]

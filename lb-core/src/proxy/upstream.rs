@@ -11,14 +11,13 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::Response;
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use super::body::ProxyBody;
 use super::live::ByAuthority;
-use super::origin_http1::{Conn, Framing, HeadError, Io, OriginBody, RequestHead};
+use super::origin_http1::{Conn, Framing, HeadError, Io, OriginBody, OriginHead, RequestHead};
 
 /// Idle connections kept per origin; more are closed when released.
 const MAX_IDLE_PER_ORIGIN: usize = 256;
@@ -201,7 +200,7 @@ impl Upstream {
         req: &RequestHead<'_>,
         body: ProxyBody,
         buffer_up_to: u64,
-    ) -> Result<(Response<()>, Reply), UpstreamError> {
+    ) -> Result<(OriginHead, Reply), UpstreamError> {
         let mut body = Some(body);
         let mut pooled = self.checkout(&origin);
         let mut resending = false;
@@ -265,7 +264,7 @@ impl Upstream {
         req: &RequestHead<'_>,
         body: ProxyBody,
         buffer_up_to: u64,
-    ) -> Result<(Response<()>, Reply), ExchangeFailure> {
+    ) -> Result<(OriginHead, Reply), ExchangeFailure> {
         // Let the worker's other ready tasks run first, so requests to origins go out in a
         // burst after each turn of the event loop rather than one by one: on the benchmark's
         // two cores that wakes the origin's core once per burst, and costs ~10 % less CPU per
@@ -321,7 +320,7 @@ impl Upstream {
                 ))
             }
         };
-        Ok((head.response, reply))
+        Ok((head.answer, reply))
     }
 
     /// Puts a connection whose response has been read to the end back in the pool.

@@ -13,13 +13,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::*;
+use crate::proxy::origin_http1::OriginHead;
 
 /// Sends `GET /` with `Host: origin.test`; bodies above `buffer_up_to` bytes stream.
 async fn get(
     up: &Arc<Upstream>,
     o: Origin<'_>,
     buffer_up_to: u64,
-) -> Result<(Response<()>, Reply), UpstreamError> {
+) -> Result<(OriginHead, Reply), UpstreamError> {
     let mut headers = HeaderMap::new();
     headers.insert(http::header::HOST, "origin.test".parse().expect("host"));
     let head = RequestHead {

@@ -21,11 +21,11 @@ use tokio::io::AsyncWriteExt;
 use super::{status, text, Forwarding, Prepared, Proxy};
 use crate::affinity::SetCookie;
 use crate::config::{LoadBalancer, ZeroDowntimeFailover};
+use crate::proxy::answer::Answer;
 use crate::proxy::body::ProxyBody;
-use crate::proxy::headers::strip_hop_by_hop;
 use crate::proxy::lazy_timer::LazyTimer;
 use crate::proxy::live::{Counted, InFlight};
-use crate::proxy::origin_http1::{Io, RequestHead};
+use crate::proxy::origin_http1::{Io, OriginHead, RequestHead};
 use crate::proxy::upstream::{Origin, Reply, Upstream, UpstreamError};
 use crate::steering::{AffinityUpdate, Decision, Target};
 
@@ -62,7 +62,7 @@ impl Proxy {
         upstream: &Arc<Upstream>,
         f: Forwarding,
         answer_timer: &mut LazyTimer,
-    ) -> Response<ProxyBody> {
+    ) -> Answer {
         let Forwarding {
             start,
             lb_index,
@@ -89,10 +89,10 @@ impl Proxy {
                         (ProxyBody::bytes(bytes.clone()), Some(bytes))
                     }
                     Err(_) => {
-                        break 'answer text(
+                        break 'answer Answer::Made(text(
                             StatusCode::BAD_REQUEST,
                             "meshlb: the request body broke off\n".into(),
-                        )
+                        ))
                     }
                 }
             } else {
@@ -161,14 +161,14 @@ impl Proxy {
                     let cookie = affinity_cookie(&decision, used_retry, lb);
                     for_client(resp, reply, cookie, in_flight, client_upgrade, lb)
                 }
-                Err(failure) => failure_response(&failure, lb),
+                Err(failure) => Answer::Made(failure_response(&failure, lb)),
             }
         };
         self.record(
             start,
             lb_index,
             Some(first_target),
-            &response,
+            response.status(),
             had_binding,
             &decision,
         );
@@ -229,49 +229,48 @@ fn affinity_cookie(decision: &Decision, used_retry: bool, lb: &LoadBalancer) -> 
     }
 }
 
-/// The origin's answer as the client gets it: hop-by-hop fields gone, the affinity cookie
-/// added, the body whole, streamed (counted as outstanding until it ends) or tunnelled.
+/// The origin's answer as the client gets it: the affinity cookie added (its hop-by-hop
+/// fields stayed on the origin's hop, `interpret`), the body whole, streamed (counted as
+/// outstanding until it ends) or tunnelled.
 fn for_client(
-    mut resp: Response<()>,
+    mut head: OriginHead,
     reply: Reply,
     cookie: Option<SetCookie>,
     in_flight: InFlight,
     client_upgrade: Option<hyper::upgrade::OnUpgrade>,
     lb: &LoadBalancer,
-) -> Response<ProxyBody> {
-    let switching = resp.status() == StatusCode::SWITCHING_PROTOCOLS;
-    // The origin's head came without its hop-by-hop fields (`interpret`) but a `Connection`
-    // that names others.
-    if switching || resp.headers().contains_key(header::CONNECTION) {
-        strip_hop_by_hop(resp.headers_mut(), switching);
-    }
+) -> Answer {
     if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
-        resp.headers_mut().append(header::SET_COOKIE, c);
+        head.fields.set_cookie(c);
     }
-    let (parts, ()) = resp.into_parts();
     match reply {
         // A small response of known length was read whole, so the client gets head and
         // body in one write (what nginx's proxy buffering does).
         Reply::Whole(bytes) => {
             drop(in_flight);
-            Response::from_parts(parts, ProxyBody::bytes(bytes))
+            Answer::Origin(head, ProxyBody::bytes(bytes))
         }
-        Reply::Streamed(body) => Response::from_parts(
-            parts,
+        Reply::Streamed(body) => Answer::Origin(
+            head,
             ProxyBody::Counted(Box::new(Counted::new(body, Some(in_flight)))),
         ),
         Reply::Upgraded(origin_io, early) => match client_upgrade {
             Some(client_side) => {
                 tokio::spawn(tunnel(client_side, origin_io, early, in_flight));
-                Response::from_parts(parts, ProxyBody::Empty)
+                let mut response = Answer::Origin(head, ProxyBody::Empty).into_response();
+                // The client switches protocols with this hop's `Connection: upgrade`.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                Answer::Made(response)
             }
-            None => text(
+            None => Answer::Made(text(
                 StatusCode::BAD_GATEWAY,
                 format!(
                     "meshlb: the origin of {} switched protocols unasked\n",
                     lb.name
                 ),
-            ),
+            )),
         },
     }
 }
