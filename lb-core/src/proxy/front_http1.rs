@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::answer::Answer;
 use super::front_request::{build_request, parse_head, Head, Spans};
-use super::front_response::{encode_head, framing, map_fields, write_response};
+use super::front_response::{encode_head, encode_origin_head, framing, map_fields, write_response};
 use super::handler::{Begun, Peer, Proxy};
 use super::lazy_timer::{deadline_after, LazyTimer};
 use super::prefixed::Prefixed;
@@ -182,7 +182,7 @@ where
             // The origin's fields go out as they lie in its head.
             Answer::Origin(head, body) => {
                 let framing = framing(head_request, status, Body::size_hint(&body).exact());
-                encode_head(&mut out, status, head.fields.iter(), framing, close);
+                encode_origin_head(&mut out, &head, framing, close);
                 (body, framing)
             }
         };

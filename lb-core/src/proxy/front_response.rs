@@ -18,6 +18,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::ProxyBody;
 use super::headers::write_content_length;
+use super::origin_http1::OriginHead;
 
 /// Bodies up to this size are copied behind the head, so both go out in one write.
 const COPY_BODY_UP_TO: usize = 16 << 10;
@@ -75,6 +76,33 @@ fn append_date(out: &mut Vec<u8>) {
     });
 }
 
+fn status_line(out: &mut Vec<u8>, status: StatusCode) {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(status.as_str().as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What ends every head: the framing fields, `Date` when there was none, `Connection:
+/// close` when asked, and the empty line.
+fn end_head(out: &mut Vec<u8>, framing: Framing, had_length: bool, had_date: bool, close: bool) {
+    match framing {
+        // One length, the body's (an origin may have sent the field twice).
+        Framing::Length(n) => write_content_length(out, n),
+        Framing::HeadOf(n) if !had_length => write_content_length(out, n),
+        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        Framing::None | Framing::HeadOf(_) => {}
+    }
+    if !had_date {
+        append_date(out);
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
 /// Encodes the status line and header fields (name and value each) into `out`, setting the
 /// framing headers; `close` adds `Connection: close`.
 /// The framing fields are this server's: the head's own `Transfer-Encoding` never goes
@@ -88,11 +116,7 @@ pub fn encode_head<'a>(
     close: bool,
 ) {
     let keep_length = matches!(framing, Framing::None | Framing::HeadOf(_));
-    out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(status.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
-    out.extend_from_slice(b"\r\n");
+    status_line(out, status);
     let (mut had_length, mut had_date) = (false, false);
     for (name, value) in fields {
         // By length first: most names are of neither length.
@@ -112,20 +136,22 @@ pub fn encode_head<'a>(
         out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
     }
-    match framing {
-        // One length, the body's (an origin may have sent the field twice).
-        Framing::Length(n) => write_content_length(out, n),
-        Framing::HeadOf(n) if !had_length => write_content_length(out, n),
-        Framing::Chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        Framing::None | Framing::HeadOf(_) => {}
+    end_head(out, framing, had_length, had_date, close);
+}
+
+/// `encode_head` for an origin's answer, its lines copied as they lie in its head. The
+/// origin's fields hold no `Transfer-Encoding`, and a `Content-Length` only where the client
+/// gets it (an answer to HEAD, 204, 304: `origin_http1::interpret`); should a length be
+/// there while this server frames the body, the fields go through `encode_head`'s filter.
+pub fn encode_origin_head(out: &mut Vec<u8>, head: &OriginHead, framing: Framing, close: bool) {
+    let keep_length = matches!(framing, Framing::None | Framing::HeadOf(_));
+    let fields = &head.fields;
+    if fields.has_length() && !keep_length {
+        return encode_head(out, head.status, fields.iter(), framing, close);
     }
-    if !had_date {
-        append_date(out);
-    }
-    if close {
-        out.extend_from_slice(b"connection: close\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
+    status_line(out, head.status);
+    fields.write_lines(out);
+    end_head(out, framing, fields.has_length(), fields.has_date(), close);
 }
 
 /// The fields of a header map as `encode_head` takes them.
@@ -282,6 +308,56 @@ mod tests {
         let head = encoded(resp, Framing::Chunked, false);
         assert!(!head.contains("content-length"), "{head}");
         assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
+    }
+
+    /// An origin head of these lines (`name: value`, or `name:value`).
+    fn origin_head(status: u16, lines: &'static [u8]) -> OriginHead {
+        let head = Bytes::from_static(lines);
+        let mut fields = crate::proxy::origin_fields::OriginFields::new(head.clone(), 4);
+        for line in head
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.trim_ascii().is_empty())
+        {
+            let colon = line.iter().position(|&b| b == b':').expect("a colon");
+            fields.push(&line[..colon], line[colon + 1..].trim_ascii());
+        }
+        OriginHead {
+            status: StatusCode::from_u16(status).expect("status"),
+            fields,
+        }
+    }
+
+    fn encoded_origin(head: &OriginHead, framing: Framing) -> String {
+        let mut out = Vec::new();
+        encode_origin_head(&mut out, head, framing, false);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn an_origins_lines_go_out_as_written_with_this_hops_framing() {
+        let head = origin_head(
+            200,
+            b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-A:1\r\nServer: o\r\n",
+        );
+        assert_eq!(
+            encoded_origin(&head, Framing::Length(2)),
+            "HTTP/1.1 200 OK\r\nDate: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-A: 1\r\n\
+             Server: o\r\ncontent-length: 2\r\n\r\n"
+        );
+        // A HEAD answer keeps the origin's length; no date of its own gets one.
+        let head = origin_head(200, b"Content-Length: 5\r\n");
+        let out = encoded_origin(&head, Framing::None);
+        assert!(
+            out.starts_with("HTTP/1.1 200 OK\r\nContent-Length: 5\r\ndate: "),
+            "{out}"
+        );
+        assert_eq!(out.matches("ength").count(), 1, "{out}");
+        // A length where this hop frames the body is not passed on beside its own.
+        let out = encoded_origin(&head, Framing::Length(5));
+        assert_eq!(out.matches("ength").count(), 1, "{out}");
+        assert!(out.contains("content-length: 5\r\n"), "{out}");
+        let out = encoded_origin(&head, Framing::Chunked);
+        assert!(!out.contains("ength"), "{out}");
     }
 
     #[tokio::test]

@@ -32,6 +32,9 @@ struct Span {
     name_len: u32,
     value: u32,
     value_len: u32,
+    /// The field's line is `name: value` and CRLF exactly, so it can be copied whole (with
+    /// the lines next to it).
+    clean: bool,
 }
 
 /// The fields of one origin response, in the order the origin sent them, and what the proxy
@@ -41,6 +44,8 @@ pub struct OriginFields {
     spans: Vec<Span>,
     /// The affinity cookie the proxy sets.
     set_cookie: Option<HeaderValue>,
+    has_date: bool,
+    has_length: bool,
 }
 
 impl OriginFields {
@@ -53,6 +58,8 @@ impl OriginFields {
             head,
             spans,
             set_cookie: None,
+            has_date: false,
+            has_length: false,
         }
     }
 
@@ -69,15 +76,68 @@ impl OriginFields {
     /// Adds a field whose name and value are slices of the head (others are ignored: the
     /// caller parsed them from it).
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
-        if let (Some((name, name_len)), Some((value, value_len))) =
-            (self.offset(name), self.offset(value))
-        {
-            self.spans.push(Span {
-                name,
-                name_len,
-                value,
-                value_len,
-            });
+        let Some((at, name_len)) = self.offset(name) else {
+            return;
+        };
+        // An empty value may not point into the head; it is written `name: ` all the same.
+        let (value_at, value_len) = match self.offset(value) {
+            Some(v) if !value.is_empty() => v,
+            _ => (at + name_len, 0),
+        };
+        let line_end = value_at as usize + value_len as usize;
+        let clean = value_at == at + name_len + 2
+            && self.head.get(value_at as usize - 2..value_at as usize) == Some(b": ")
+            && self.head.get(line_end..line_end + 2) == Some(b"\r\n");
+        self.has_date |= name.eq_ignore_ascii_case(b"date");
+        self.has_length |= name.eq_ignore_ascii_case(b"content-length");
+        self.spans.push(Span {
+            name: at,
+            name_len,
+            value: value_at,
+            value_len,
+            clean,
+        });
+    }
+
+    /// Whether a `Date` field is among them.
+    pub fn has_date(&self) -> bool {
+        self.has_date
+    }
+
+    /// Whether a `Content-Length` field is among them.
+    pub fn has_length(&self) -> bool {
+        self.has_length
+    }
+
+    /// Writes the fields as header lines, each ending in CRLF. Lines the origin wrote as this
+    /// hop would (`name: value` CRLF) go out as they are, those next to each other in one
+    /// copy: a copy per name, separator, value and line end was most of writing a head.
+    pub fn write_lines(&self, out: &mut Vec<u8>) {
+        let head = &self.head[..];
+        // The run of clean lines not written yet.
+        let mut run = 0..0;
+        for s in &self.spans {
+            let line = s.name as usize..(s.value + s.value_len) as usize + 2;
+            if s.clean && line.start == run.end {
+                run.end = line.end;
+                continue;
+            }
+            out.extend_from_slice(head.get(run.clone()).unwrap_or_default());
+            if s.clean {
+                run = line;
+            } else {
+                run = 0..0;
+                out.extend_from_slice(slice(head, s.name, s.name_len));
+                out.extend_from_slice(b": ");
+                out.extend_from_slice(slice(head, s.value, s.value_len));
+                out.extend_from_slice(b"\r\n");
+            }
+        }
+        out.extend_from_slice(head.get(run).unwrap_or_default());
+        if let Some(c) = &self.set_cookie {
+            out.extend_from_slice(b"set-cookie: ");
+            out.extend_from_slice(c.as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
     }
 
@@ -206,6 +266,41 @@ mod tests {
         assert_eq!(map.len(), 4);
         let cookies: Vec<_> = map.get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(cookies, ["a=1", "meshlb=e"]);
+    }
+
+    /// The lines `write_lines` writes for the fields of a CRLF head.
+    fn written(head: &'static [u8]) -> String {
+        let head = Bytes::from_static(head);
+        let mut fields = OriginFields::new(head.clone(), 4);
+        let mut rest = &head[..];
+        while let Some(end) = rest.windows(2).position(|w| w == b"\r\n") {
+            let line = &rest[..end];
+            if let Some(colon) = line.iter().position(|&b| b == b':') {
+                let name = &line[..colon];
+                // Not `Skip` (the field the caller leaves out).
+                if name != b"Skip" {
+                    fields.push(name, line[colon + 1..].trim_ascii());
+                }
+            }
+            rest = &rest[end + 2..];
+        }
+        let mut out = Vec::new();
+        fields.write_lines(&mut out);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    #[test]
+    fn lines_are_written_as_the_origin_wrote_them_or_made_so() {
+        assert_eq!(
+            written(b"A: 1\r\nB: 2\r\nSkip: x\r\nC: 3\r\n\r\n"),
+            "A: 1\r\nB: 2\r\nC: 3\r\n"
+        );
+        // Odd spacing is written this hop's way.
+        assert_eq!(
+            written(b"A:1\r\nB:   2  \r\nC: 3\r\nD: 4\r\n\r\n"),
+            "A: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n"
+        );
+        assert_eq!(written(b"\r\n"), "");
     }
 
     #[test]

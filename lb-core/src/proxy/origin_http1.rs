@@ -489,6 +489,9 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
         return Ok(None);
     }
     let switching = status == StatusCode::SWITCHING_PROTOCOLS;
+    let bodiless = *method == Method::HEAD
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
     let http11 = parsed.version == Some(1);
     let mut fields = OriginFields::new(head.clone(), parsed.headers.len());
     // Transfer-Encoding overrides Content-Length (RFC 9112 section 6.3): then the length is
@@ -529,6 +532,11 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
                     }
                     length = Some(n);
                 }
+                // The length of a body is the client's hop's to announce, from the body
+                // itself; an answer without one (HEAD, 204, 304) passes the origin's on.
+                if !bodiless {
+                    continue;
+                }
             }
             FieldRole::Connection => {
                 for token in super::headers::tokens(field.value) {
@@ -557,10 +565,7 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     }
     let framing = if switching {
         Framing::Upgrade
-    } else if *method == Method::HEAD
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED
-    {
+    } else if bodiless {
         Framing::Empty
     } else if coded {
         if chunked {
