@@ -66,7 +66,7 @@ pub fn parse_head(buf: &[u8], spans: &mut Spans) -> Head {
     let mut close = false;
     for field in req.headers.iter() {
         let name = field.name;
-        let is = |n: &str| name.eq_ignore_ascii_case(n);
+        let is = |n: &str| super::headers::is_named(name.as_bytes(), n.as_bytes());
         if is("transfer-encoding") || is("expect") || is("upgrade") || is("te") {
             return Head::ForHyper;
         }

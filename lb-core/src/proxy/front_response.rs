@@ -17,7 +17,7 @@ use http_body_util::BodyExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::body::ProxyBody;
-use super::headers::write_content_length;
+use super::headers::{is_named, write_content_length};
 use super::origin_http1::OriginHead;
 
 /// Bodies up to this size are copied behind the head, so both go out in one write.
@@ -121,14 +121,14 @@ pub fn encode_head<'a>(
     for (name, value) in fields {
         // By length first: most names are of neither length.
         match name.len() {
-            17 if name.eq_ignore_ascii_case(b"transfer-encoding") => continue,
-            14 if name.eq_ignore_ascii_case(b"content-length") => {
+            17 if is_named(name, b"transfer-encoding") => continue,
+            14 if is_named(name, b"content-length") => {
                 had_length = true;
                 if !keep_length {
                     continue;
                 }
             }
-            4 if name.eq_ignore_ascii_case(b"date") => had_date = true,
+            4 if is_named(name, b"date") => had_date = true,
             _ => {}
         }
         out.extend_from_slice(name);

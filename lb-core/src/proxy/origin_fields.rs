@@ -16,6 +16,8 @@ use std::cell::RefCell;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
+use super::headers::is_named;
+
 /// Spare span lists kept per worker thread (as `header_maps`).
 const KEEP: usize = 256;
 /// Longer lists are dropped rather than kept.
@@ -88,8 +90,8 @@ impl OriginFields {
         let clean = value_at == at + name_len + 2
             && self.head.get(value_at as usize - 2..value_at as usize) == Some(b": ")
             && self.head.get(line_end..line_end + 2) == Some(b"\r\n");
-        self.has_date |= name.eq_ignore_ascii_case(b"date");
-        self.has_length |= name.eq_ignore_ascii_case(b"content-length");
+        self.has_date |= is_named(name, b"date");
+        self.has_length |= is_named(name, b"content-length");
         self.spans.push(Span {
             name: at,
             name_len,

@@ -456,7 +456,7 @@ enum FieldRole {
 /// The role of a field by its name (any case): by length first, as most names are of none
 /// of these lengths.
 fn field_role(name: &[u8]) -> FieldRole {
-    let is = |known: &[u8]| name.eq_ignore_ascii_case(known);
+    let is = |known: &[u8]| super::headers::is_named(name, known);
     match name.len() {
         17 if is(b"transfer-encoding") => FieldRole::TransferEncoding,
         14 if is(b"content-length") => FieldRole::ContentLength,
@@ -499,7 +499,7 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     let coded = parsed
         .headers
         .iter()
-        .any(|f| f.name.eq_ignore_ascii_case("transfer-encoding"));
+        .any(|f| super::headers::is_named(f.name.as_bytes(), b"transfer-encoding"));
     let (mut chunked, mut close, mut keep_alive_token) = (false, false, false);
     let mut length: Option<u64> = None;
     let mut had_length = false;

@@ -79,8 +79,10 @@ pub(crate) fn pick(
     trace: &mut Trace,
 ) -> Option<EndpointId> {
     let policy = view.config.pool(pool).origin_steering.policy;
+    // Read only for the policies that weigh them (the other policies ran this per request
+    // for nothing).
     let counts = |e: EndpointId| {
-        let (outstanding, connections) = match view.load {
+        let live = || match view.load {
             Some(live) => live.endpoint(pool, e),
             None => {
                 let h = view.health.endpoint(pool, e);
@@ -90,8 +92,8 @@ pub(crate) fn pick(
         match (policy, view.mode) {
             // Seed 000: without the proxy's counts LORS is plain weighted random.
             (_, Mode::Dns) => 0,
-            (OriginPolicy::LeastOutstandingRequests, _) => outstanding,
-            (OriginPolicy::LeastConnections, _) => connections,
+            (OriginPolicy::LeastOutstandingRequests, _) => live().0,
+            (OriginPolicy::LeastConnections, _) => live().1,
             _ => 0,
         }
     };
