@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use http::header::{self, HeaderValue};
 use http::{Request, Response, StatusCode};
 
-use super::headers::{add_forwarded, cookies, fields, is_upgrade, lists_token, strip_hop_by_hop};
+use super::headers::{cookies, fields, is_upgrade, lists_token, strip_hop_by_hop, Forwarded};
 use super::lazy_timer::LazyTimer;
 use super::live::{origin_authority, LiveLoad};
 use super::metrics::ProxyMetrics;
@@ -168,16 +168,16 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         }
     };
     strip_hop_by_hop(&mut headers, upgrade);
-    add_forwarded(
+    if let (Some(h), true) = (&host, rewrite_host) {
+        headers.insert(header::HOST, h.clone());
+    }
+    let forwarded = Forwarded::take(
         &mut headers,
         client.addr.ip(),
         client.forwarded_for.as_ref(),
         client.tls,
-        host.as_ref(),
+        host,
     );
-    if let (Some(h), true) = (host, rewrite_host) {
-        headers.insert(header::HOST, h);
-    }
     Prepared {
         method,
         target: uri
@@ -185,6 +185,7 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
             .cloned()
             .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/")),
         headers,
+        forwarded,
         trailers,
     }
 }
@@ -215,8 +216,11 @@ struct Prepared {
     method: http::Method,
     /// Origin-form: the client's path and query (sharing its bytes).
     target: http::uri::PathAndQuery,
-    /// Headers for the origin: hop-by-hop ones gone, `X-Forwarded-*` and `Host` set.
+    /// Headers for the origin: hop-by-hop ones and the client's `X-Forwarded-*` gone, `Host`
+    /// set.
     headers: http::HeaderMap,
+    /// This hop's `X-Forwarded-*`, written after them.
+    forwarded: Forwarded,
     /// The client takes trailer fields, so the origin is asked for them.
     trailers: bool,
 }
@@ -539,9 +543,15 @@ mod tests {
         assert_eq!(hosts, ["www.example.test"]);
         assert_eq!(p.target.as_str(), "/a?b");
         assert!(!p.headers.contains_key(header::CONNECTION));
-        assert_eq!(p.headers["x-forwarded-for"], "192.0.2.7");
-        assert_eq!(p.headers["x-forwarded-proto"], "http");
-        assert_eq!(p.headers["x-forwarded-host"], "www.example.test");
+        let forwarded: Vec<(&[u8], &[u8])> = p.forwarded.fields().collect();
+        assert_eq!(
+            forwarded,
+            [
+                (&b"x-forwarded-for"[..], &b"192.0.2.7"[..]),
+                (b"x-forwarded-proto", b"http"),
+                (b"x-forwarded-host", b"www.example.test")
+            ]
+        );
         // Two: the request was routed by the first, so the origin sees only that one.
         let p = prepared(
             Request::get("/")
@@ -572,7 +582,10 @@ mod tests {
         );
         let hosts: Vec<_> = p.headers.get_all(header::HOST).iter().collect();
         assert_eq!(hosts, ["www.example.test"]);
-        assert_eq!(p.headers["x-forwarded-host"], "www.example.test");
+        assert_eq!(
+            p.forwarded.host.as_ref().map(|h| h.as_bytes()),
+            Some(&b"www.example.test"[..])
+        );
         // None (HTTP/2): the URI's authority becomes the Host.
         let p = prepared(
             Request::get("https://www.example.test:8443/x")

@@ -29,6 +29,7 @@ use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
 use super::body::ProxyBody;
+use super::headers::Forwarded;
 use super::origin_fields::OriginFields;
 
 /// Largest response head (and chunked trailer section) accepted from an origin.
@@ -71,8 +72,10 @@ pub struct RequestHead<'a> {
     pub method: &'a Method,
     /// Origin-form target: path and query.
     pub target: &'a str,
-    /// Hop-by-hop headers already removed, `X-Forwarded-*` and `Host` set.
+    /// Hop-by-hop headers already removed, `Host` set.
     pub headers: &'a HeaderMap,
+    /// `X-Forwarded-*`, written after `headers`.
+    pub forwarded: Option<&'a Forwarded>,
     /// Replaces the `Host` in `headers` (the endpoint's host header override).
     pub host: Option<&'a HeaderValue>,
     /// The client takes trailer fields (HTTP/2, or `TE: trailers`): this hop asks the origin
@@ -190,6 +193,9 @@ impl Conn {
                 continue;
             }
             write_header(&mut out, name.as_str().as_bytes(), value.as_bytes());
+        }
+        for (name, value) in req.forwarded.iter().flat_map(|f| f.fields()) {
+            write_header(&mut out, name, value);
         }
         let result = match body {
             ProxyBody::Empty | ProxyBody::Bytes(None) => {

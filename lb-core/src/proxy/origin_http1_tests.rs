@@ -143,6 +143,7 @@ async fn send(
         method: &method,
         target: "/path?q=1",
         headers,
+        forwarded: None,
         host: None,
         trailers: false,
     };
@@ -416,6 +417,7 @@ async fn requests_are_framed_by_this_hop() {
         method: &Method::GET,
         target: "/",
         headers: &host_only(),
+        forwarded: None,
         host: Some(&over),
         trailers: true,
     };

@@ -27,6 +27,7 @@ async fn get(
         method: &Method::GET,
         target: "/",
         headers: &headers,
+        forwarded: None,
         host: None,
         trailers: false,
     };

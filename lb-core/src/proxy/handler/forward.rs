@@ -112,6 +112,7 @@ impl Proxy {
                             method: &p.method,
                             target: p.target.as_str(),
                             headers: &p.headers,
+                            forwarded: Some(&p.forwarded),
                             host: route.host.as_ref(),
                             trailers: p.trailers,
                         };
