@@ -543,14 +543,12 @@ mod tests {
         assert_eq!(hosts, ["www.example.test"]);
         assert_eq!(p.target.as_str(), "/a?b");
         assert!(!p.headers.contains_key(header::CONNECTION));
-        let forwarded: Vec<(&[u8], &[u8])> = p.forwarded.fields().collect();
+        let mut forwarded = Vec::new();
+        p.forwarded.write_to(&mut forwarded);
         assert_eq!(
-            forwarded,
-            [
-                (&b"x-forwarded-for"[..], &b"192.0.2.7"[..]),
-                (b"x-forwarded-proto", b"http"),
-                (b"x-forwarded-host", b"www.example.test")
-            ]
+            String::from_utf8_lossy(&forwarded),
+            "x-forwarded-for: 192.0.2.7\r\nx-forwarded-proto: http\r\n\
+             x-forwarded-host: www.example.test\r\n"
         );
         // Two: the request was routed by the first, so the origin sees only that one.
         let p = prepared(

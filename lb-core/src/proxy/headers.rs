@@ -116,8 +116,8 @@ fn connection_names_nothing(headers: &HeaderMap) -> bool {
 pub struct Forwarded {
     /// The client's `X-Forwarded-For` list (all its fields, joined) with the client appended.
     pub for_list: Option<HeaderValue>,
-    /// `https` when the client connected over TLS, else `http`.
-    pub proto: &'static str,
+    /// Whether the client connected over TLS (`https`, else `http`).
+    pub tls: bool,
     /// The host the request was routed by.
     pub host: Option<HeaderValue>,
 }
@@ -159,23 +159,28 @@ impl Forwarded {
         };
         Forwarded {
             for_list,
-            proto: if tls { "https" } else { "http" },
+            tls,
             host,
         }
     }
 
-    /// The fields, name and value.
-    pub fn fields(&self) -> impl Iterator<Item = (&'static [u8], &[u8])> {
-        let for_list = self
-            .for_list
-            .as_ref()
-            .map(|v| (&b"x-forwarded-for"[..], v.as_bytes()));
-        let proto = Some((&b"x-forwarded-proto"[..], self.proto.as_bytes()));
-        let host = self
-            .host
-            .as_ref()
-            .map(|v| (&b"x-forwarded-host"[..], v.as_bytes()));
-        [for_list, proto, host].into_iter().flatten()
+    /// Writes the fields as header lines.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        if let Some(v) = &self.for_list {
+            out.extend_from_slice(b"x-forwarded-for: ");
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(if self.tls {
+            b"x-forwarded-proto: https\r\n"
+        } else {
+            b"x-forwarded-proto: http\r\n"
+        });
+        if let Some(v) = &self.host {
+            out.extend_from_slice(b"x-forwarded-host: ");
+            out.extend_from_slice(v.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
     }
 }
 
@@ -274,7 +279,7 @@ mod tests {
         assert_eq!(h["upgrade"], "websocket");
     }
 
-    fn forwarded(h: &mut HeaderMap) -> Vec<(String, String)> {
+    fn forwarded(h: &mut HeaderMap) -> String {
         let f = Forwarded::take(
             h,
             "198.51.100.7".parse().unwrap(),
@@ -282,14 +287,9 @@ mod tests {
             true,
             Some(HeaderValue::from_static("www.example.test")),
         );
-        f.fields()
-            .map(|(n, v)| {
-                (
-                    String::from_utf8_lossy(n).into_owned(),
-                    String::from_utf8_lossy(v).into_owned(),
-                )
-            })
-            .collect()
+        let mut out = Vec::new();
+        f.write_to(&mut out);
+        String::from_utf8(out).expect("utf-8")
     }
 
     #[test]
@@ -303,22 +303,16 @@ mod tests {
         h.insert("x-forwarded-proto", HeaderValue::from_static("gopher"));
         h.insert("x-forwarded-host", HeaderValue::from_static("evil.test"));
         h.insert("accept", HeaderValue::from_static("*/*"));
-        let fields = forwarded(&mut h);
-        let want = [
-            (
-                "x-forwarded-for",
-                "192.0.2.1, 192.0.2.2, 192.0.2.3, 198.51.100.7",
-            ),
-            ("x-forwarded-proto", "https"),
-            ("x-forwarded-host", "www.example.test"),
-        ];
-        assert_eq!(fields, want.map(|(n, v)| (n.to_string(), v.to_string())));
+        assert_eq!(
+            forwarded(&mut h),
+            "x-forwarded-for: 192.0.2.1, 192.0.2.2, 192.0.2.3, 198.51.100.7\r\n\
+             x-forwarded-proto: https\r\nx-forwarded-host: www.example.test\r\n"
+        );
         // Taken out of the request's own fields; the others stay.
         assert_eq!(h.len(), 1);
         assert_eq!(h["accept"], "*/*");
         // Without a list of its own, the client starts one.
-        let fields = forwarded(&mut HeaderMap::new());
-        assert_eq!(fields[0].1, "198.51.100.7");
+        assert!(forwarded(&mut HeaderMap::new()).starts_with("x-forwarded-for: 198.51.100.7\r\n"));
     }
 
     #[test]

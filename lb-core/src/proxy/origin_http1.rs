@@ -194,8 +194,8 @@ impl Conn {
             }
             write_header(&mut out, name.as_str().as_bytes(), value.as_bytes());
         }
-        for (name, value) in req.forwarded.iter().flat_map(|f| f.fields()) {
-            write_header(&mut out, name, value);
+        if let Some(forwarded) = req.forwarded {
+            forwarded.write_to(&mut out);
         }
         let result = match body {
             ProxyBody::Empty | ProxyBody::Bytes(None) => {

@@ -101,12 +101,12 @@ impl Proxy {
             // The first try, then perhaps one retry.
             let (mut target, mut body) = (first_target, first_body);
             let mut used_retry = false;
-            let (result, in_flight) = loop {
+            // An answer leaves the loop at once, as the client's: the response is a few hundred
+            // bytes, copied at every step it is handed on.
+            let failure = loop {
                 let in_flight = self.live.start(target);
-                let result = match self.origin_route(lb_index, target, &p) {
-                    None => Err(Failure::Connect(UpstreamError::Connect {
-                        timed_out: false,
-                    })),
+                let failure = match self.origin_route(lb_index, target, &p) {
+                    None => Failure::Connect(UpstreamError::Connect { timed_out: false }),
                     Some(route) => {
                         let head = RequestHead {
                             method: &p.method,
@@ -128,21 +128,32 @@ impl Proxy {
                         match poll_fn(|cx| answer_timer.poll_within(send.as_mut(), deadline, cx))
                             .await
                         {
-                            Some(Ok(sent)) => Ok(sent),
-                            Some(Err(UpstreamError::Exchange)) => {
-                                Err(Failure::Exchange { timed_out: false })
+                            Some(Ok((resp, reply))) => {
+                                let cookie = affinity_cookie(&decision, used_retry, lb);
+                                break 'answer for_client(
+                                    resp,
+                                    reply,
+                                    cookie,
+                                    in_flight,
+                                    client_upgrade,
+                                    lb,
+                                );
                             }
-                            Some(Err(UpstreamError::BrokenAnswer)) => Err(Failure::BrokenAnswer),
-                            Some(Err(e)) => Err(Failure::Connect(e)),
-                            None => Err(Failure::Exchange { timed_out: true }),
+                            Some(Err(UpstreamError::Exchange)) => {
+                                Failure::Exchange { timed_out: false }
+                            }
+                            Some(Err(UpstreamError::BrokenAnswer)) => Failure::BrokenAnswer,
+                            Some(Err(e)) => Failure::Connect(e),
+                            None => Failure::Exchange { timed_out: true },
                         }
                     }
                 };
+                drop(in_flight);
                 // Safe to send again: nothing reached the origin, or the connection broke
                 // before any response byte on an idempotent request (RFC 9110 section 9.2.2).
-                let retryable = match &result {
-                    Err(Failure::Connect(_)) => true,
-                    Err(Failure::Exchange { timed_out: false }) => p.method.is_idempotent(),
+                let retryable = match &failure {
+                    Failure::Connect(_) => true,
+                    Failure::Exchange { timed_out: false } => p.method.is_idempotent(),
                     _ => false,
                 };
                 if let (false, true, Some(retry), Some(bytes)) =
@@ -155,15 +166,9 @@ impl Proxy {
                     used_retry = true;
                     continue;
                 }
-                break (result, in_flight);
+                break failure;
             };
-            match result {
-                Ok((resp, reply)) => {
-                    let cookie = affinity_cookie(&decision, used_retry, lb);
-                    for_client(resp, reply, cookie, in_flight, client_upgrade, lb)
-                }
-                Err(failure) => Answer::Made(failure_response(&failure, lb)),
-            }
+            Answer::Made(failure_response(&failure, lb))
         };
         self.record(
             start,
