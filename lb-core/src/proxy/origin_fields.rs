@@ -147,6 +147,9 @@ impl OriginFields {
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         let head = &self.head;
         self.spans.retain(|s| keep(slice(head, s.name, s.name_len)));
+        let names = || self.spans.iter().map(|s| slice(head, s.name, s.name_len));
+        self.has_date = names().any(|n| is_named(n, b"date"));
+        self.has_length = names().any(|n| is_named(n, b"content-length"));
     }
 
     /// Adds the affinity cookie after the origin's fields.
@@ -311,6 +314,11 @@ mod tests {
         fields.retain(|n| !n.eq_ignore_ascii_case(b"a"));
         let names: Vec<&[u8]> = fields.iter().map(|(n, _)| n).collect();
         assert_eq!(names, vec![&b"B"[..], b"C"]);
+        // What is known of the fields follows them.
+        let mut fields = fields_of(b"Date: x\nContent-Length: 1\nB: 2\n");
+        assert!(fields.has_date() && fields.has_length());
+        fields.retain(|n| n == b"B");
+        assert!(!fields.has_date() && !fields.has_length());
     }
 
     #[test]
