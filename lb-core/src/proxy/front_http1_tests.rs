@@ -348,6 +348,32 @@ async fn what_this_server_does_not_take_hyper_answers() {
 }
 
 #[tokio::test]
+async fn a_request_whose_host_is_missing_doubled_or_malformed_is_a_bad_request() {
+    let p = proxy(ProxySettings::default()).await;
+    // RFC 9112 section 3.2: 400, whichever server read the head (HTTP/1.0 is hyper's).
+    for head in [
+        &b"GET / HTTP/1.1\r\nHost: www.example.test\r\nHost: other.test\r\n\r\n"[..],
+        b"GET / HTTP/1.0\r\nHost: www.example.test\r\nHost: other.test\r\n\r\n",
+        b"GET / HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: www example test\r\n\r\n",
+    ] {
+        let mut s = connect(&p).await;
+        send(&mut s, head).await;
+        let (status, _, body) = response(&mut s, false).await;
+        assert_eq!(status, 400, "{}", String::from_utf8_lossy(head));
+        assert!(
+            body.starts_with(b"meshlb: "),
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+    // A well-formed name that no load balancer has is unknown, not bad.
+    let mut s = connect(&p).await;
+    send(&mut s, b"GET / HTTP/1.1\r\nHost: other.test\r\n\r\n").await;
+    assert_eq!(response(&mut s, false).await.0, 404);
+}
+
+#[tokio::test]
 async fn an_idle_or_slow_head_is_cut_off_at_the_header_timeout() {
     let limit = Duration::from_millis(400);
     let p = proxy(ProxySettings {

@@ -94,8 +94,7 @@ pub fn parse_head(buf: &[u8], spans: &mut Spans) -> Head {
 pub fn build_request(head: &Bytes, spans: &Spans) -> Option<Request<ProxyBody>> {
     let method = Method::from_bytes(head.get(spans.method.clone())?).ok()?;
     let uri = Uri::from_maybe_shared(head.slice(spans.path.clone())).ok()?;
-    // Room for the `X-Forwarded-*` the proxy adds, so the map does not grow for them.
-    let mut headers = super::header_maps::take(spans.headers.len() + 3);
+    let mut headers = super::header_maps::take(spans.headers.len());
     for (name, value) in &spans.headers {
         let name = HeaderName::from_bytes(head.get(name.clone())?).ok()?;
         let value = HeaderValue::from_maybe_shared(head.slice(value.clone())).ok()?;

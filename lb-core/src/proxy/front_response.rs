@@ -139,19 +139,22 @@ pub fn encode_head<'a>(
     end_head(out, framing, had_length, had_date, close);
 }
 
-/// `encode_head` for an origin's answer, its lines copied as they lie in its head. The
-/// origin's fields hold no `Transfer-Encoding`, and a `Content-Length` only where the client
-/// gets it (an answer to HEAD, 204, 304: `origin_http1::interpret`); should a length be
-/// there while this server frames the body, the fields go through `encode_head`'s filter.
+/// `encode_head` for an origin's answer, its lines copied as they lie in its head (which
+/// hold neither `Transfer-Encoding` nor `Content-Length`: `origin_http1::interpret`). An
+/// answer without a body announces the length the origin did, as one field (HEAD's, 304's;
+/// never a 204's, RFC 9110 section 8.6, as hyper's server); one with a body, this hop's.
 pub fn encode_origin_head(out: &mut Vec<u8>, head: &OriginHead, framing: Framing, close: bool) {
-    let keep_length = matches!(framing, Framing::None | Framing::HeadOf(_));
     let fields = &head.fields;
-    if fields.has_length() && !keep_length {
-        return encode_head(out, head.status, fields.iter(), framing, close);
-    }
     status_line(out, head.status);
     fields.write_lines(out);
-    end_head(out, framing, fields.has_length(), fields.has_date(), close);
+    let bodiless = matches!(framing, Framing::None | Framing::HeadOf(_));
+    let announced = fields
+        .length()
+        .filter(|_| bodiless && head.status != StatusCode::NO_CONTENT);
+    if let Some(n) = announced {
+        write_content_length(out, n);
+    }
+    end_head(out, framing, announced.is_some(), fields.has_date(), close);
 }
 
 /// The fields of a header map as `encode_head` takes them.
@@ -310,8 +313,8 @@ mod tests {
         assert!(head.contains("transfer-encoding: chunked\r\n"), "{head}");
     }
 
-    /// An origin head of these lines (`name: value`, or `name:value`).
-    fn origin_head(status: u16, lines: &'static [u8]) -> OriginHead {
+    /// An origin head of these lines (`name: value`, or `name:value`) announcing `length`.
+    fn origin_head(status: u16, lines: &'static [u8], length: Option<u64>) -> OriginHead {
         let head = Bytes::from_static(lines);
         let mut fields = crate::proxy::origin_fields::OriginFields::new(head.clone(), 4);
         for line in head
@@ -321,6 +324,7 @@ mod tests {
             let colon = line.iter().position(|&b| b == b':').expect("a colon");
             fields.push(&line[..colon], line[colon + 1..].trim_ascii());
         }
+        fields.set_length(length);
         OriginHead {
             status: StatusCode::from_u16(status).expect("status"),
             fields,
@@ -338,6 +342,7 @@ mod tests {
         let head = origin_head(
             200,
             b"Date: Sun, 06 Nov 1994 08:49:37 GMT\r\nX-A:1\r\nServer: o\r\n",
+            Some(2),
         );
         assert_eq!(
             encoded_origin(&head, Framing::Length(2)),
@@ -345,19 +350,22 @@ mod tests {
              Server: o\r\ncontent-length: 2\r\n\r\n"
         );
         // A HEAD answer keeps the origin's length; no date of its own gets one.
-        let head = origin_head(200, b"Content-Length: 5\r\n");
+        let head = origin_head(200, b"X-A: 1\r\n", Some(5));
         let out = encoded_origin(&head, Framing::None);
         assert!(
-            out.starts_with("HTTP/1.1 200 OK\r\nContent-Length: 5\r\ndate: "),
+            out.starts_with("HTTP/1.1 200 OK\r\nX-A: 1\r\ncontent-length: 5\r\ndate: "),
             "{out}"
         );
-        assert_eq!(out.matches("ength").count(), 1, "{out}");
-        // A length where this hop frames the body is not passed on beside its own.
+        // With a body, the body's length, once; chunked, none.
         let out = encoded_origin(&head, Framing::Length(5));
-        assert_eq!(out.matches("ength").count(), 1, "{out}");
-        assert!(out.contains("content-length: 5\r\n"), "{out}");
+        assert_eq!(out.matches("length").count(), 1, "{out}");
         let out = encoded_origin(&head, Framing::Chunked);
-        assert!(!out.contains("ength"), "{out}");
+        assert!(!out.contains("length"), "{out}");
+        // A 204 has no length to announce; a 304 announces the origin's.
+        let out = encoded_origin(&origin_head(204, b"", Some(10)), Framing::None);
+        assert!(!out.contains("length"), "{out}");
+        let out = encoded_origin(&origin_head(304, b"", Some(10)), Framing::None);
+        assert!(out.contains("content-length: 10\r\n"), "{out}");
     }
 
     #[tokio::test]

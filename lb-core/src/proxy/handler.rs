@@ -121,19 +121,47 @@ fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
 /// The host a request names: the URI's authority (HTTP/2, absolute form) or `Host`, without
 /// a port (minding IPv6 literals). As bytes: the names it is matched against are ASCII, and
 /// checking the field's text first cost more than the match (bench/proxy-instructions.sh).
-fn request_host<B>(req: &Request<B>) -> Option<&[u8]> {
-    if let Some(h) = req.uri().host() {
-        return Some(h.as_bytes());
+/// `Err` names what makes an HTTP/1 head one that RFC 9112 section 3.2 answers with 400: more
+/// than one `Host` field, or none in HTTP/1.1.
+fn request_host<B>(req: &Request<B>) -> Result<Option<&[u8]>, &'static str> {
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    let (first, second) = (hosts.next(), hosts.next());
+    if req.version() < http::Version::HTTP_2 {
+        if second.is_some() {
+            return Err("the request has more than one Host field");
+        }
+        if first.is_none() && req.version() == http::Version::HTTP_11 {
+            return Err("an HTTP/1.1 request needs a Host field");
+        }
     }
-    let h = req.headers().get(header::HOST)?.as_bytes();
+    if let Some(h) = req.uri().host() {
+        return Ok(Some(h.as_bytes()));
+    }
+    let Some(h) = first.map(HeaderValue::as_bytes) else {
+        return Ok(None);
+    };
     let Some(colon) = h.iter().rposition(|&b| b == b':') else {
-        return Some(h);
+        return Ok(Some(h));
     };
     let (name, port) = (&h[..colon], &h[colon + 1..]);
     let port_follows_name = (!name.ends_with(b"]") || h.starts_with(b"["))
         && !port.is_empty()
         && port.iter().all(u8::is_ascii_digit);
-    Some(if port_follows_name { name } else { h })
+    Ok(Some(if port_follows_name { name } else { h }))
+}
+
+/// Whether `host` (its port taken off) is an RFC 3986 host: an IP literal in brackets, or a
+/// registered name or IPv4 address (unreserved characters, percent-encodings, sub-delims).
+/// Empty counts: a request without a host is unknown, not bad.
+fn is_host_syntax(host: &[u8]) -> bool {
+    if let Some(literal) = host.strip_prefix(b"[").and_then(|h| h.strip_suffix(b"]")) {
+        return !literal.is_empty()
+            && literal
+                .iter()
+                .all(|b| b.is_ascii_hexdigit() || b":.vV".contains(b));
+    }
+    host.iter()
+        .all(|b| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b))
 }
 
 /// Turns the client's request head into what every attempt sends: origin-form URI (the
@@ -155,7 +183,8 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
             && lists_token(&headers, header::TE, "trailers"));
     // The origin gets one `Host`, the host the request was routed by: the URI's authority
     // when it has one (HTTP/2, or an absolute-form target, which RFC 9112 section 3.2.2 puts
-    // before the field), else the first `Host` field (a second must not reach the origin).
+    // before the field), else the first `Host` field (HTTP/1 requests with two were refused
+    // with 400; an HTTP/2 request may carry several, and a second must not reach the origin).
     let authority = uri
         .authority()
         .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
@@ -343,12 +372,27 @@ impl Proxy {
     /// goes through is a future copied into place for every request.
     pub fn begin(&self, mut req: Request<ProxyBody>, client: &Peer) -> Begun {
         let start = Instant::now();
-        let Some(lb_index) = self.route(&req) else {
+        let host = match request_host(&req) {
+            Ok(host) => host,
+            Err(why) => {
+                return Begun::Answered(text(StatusCode::BAD_REQUEST, format!("meshlb: {why}\n")))
+            }
+        };
+        let Some(lb_index) = host.and_then(|h| self.load_balancer_named(h)) else {
+            let host = host.unwrap_or_default();
+            // Looked at only here, off the path of requests that route: a host that is not
+            // one by its syntax is a bad request (RFC 9112 section 3.2), not an unknown name.
+            if !is_host_syntax(host) {
+                return Begun::Answered(text(
+                    StatusCode::BAD_REQUEST,
+                    "meshlb: the request's host is not a host name or address\n".into(),
+                ));
+            }
             return Begun::Answered(text(
                 StatusCode::NOT_FOUND,
                 format!(
                     "meshlb: no load balancer is named {}\n",
-                    String::from_utf8_lossy(request_host(&req).unwrap_or_default())
+                    String::from_utf8_lossy(host)
                 ),
             ));
         };
@@ -419,9 +463,8 @@ impl Proxy {
         }
     }
 
-    /// The load balancer the request's host names (case-insensitive, a final dot allowed).
-    fn route<B>(&self, req: &Request<B>) -> Option<usize> {
-        let host = request_host(req)?;
+    /// The load balancer a request's host names (case-insensitive, a final dot allowed).
+    fn load_balancer_named(&self, host: &[u8]) -> Option<usize> {
         let host = host.strip_suffix(b".").unwrap_or(host);
         self.config
             .load_balancers
@@ -505,28 +548,60 @@ mod tests {
                 .header("host", host)
                 .body(())
                 .expect("request");
-            request_host(&req).map(|h| String::from_utf8_lossy(h).into_owned())
+            request_host(&req).map(|h| h.map(|h| String::from_utf8_lossy(h).into_owned()))
         };
-        assert_eq!(
-            host_of("www.example.test").as_deref(),
-            Some("www.example.test")
-        );
-        assert_eq!(
-            host_of("www.example.test:8080").as_deref(),
-            Some("www.example.test")
-        );
-        assert_eq!(
-            host_of("[2001:db8::1]:443").as_deref(),
-            Some("[2001:db8::1]")
-        );
-        assert_eq!(host_of("[2001:db8::1]").as_deref(), Some("[2001:db8::1]"));
-        assert_eq!(host_of("a.test:").as_deref(), Some("a.test:"));
-        assert_eq!(host_of("a.test:8x").as_deref(), Some("a.test:8x"));
+        let named = |h: &str| Ok(Some(h.to_string()));
+        assert_eq!(host_of("www.example.test"), named("www.example.test"));
+        assert_eq!(host_of("www.example.test:8080"), named("www.example.test"));
+        assert_eq!(host_of("[2001:db8::1]:443"), named("[2001:db8::1]"));
+        assert_eq!(host_of("[2001:db8::1]"), named("[2001:db8::1]"));
+        assert_eq!(host_of("a.test:"), named("a.test:"));
+        assert_eq!(host_of("a.test:8x"), named("a.test:8x"));
         let absolute = Request::get("http://b.test:81/x")
             .header("host", "a.test")
             .body(())
             .expect("request");
-        assert_eq!(request_host(&absolute), Some(&b"b.test"[..]));
+        assert_eq!(request_host(&absolute), Ok(Some(&b"b.test"[..])));
+    }
+
+    #[test]
+    fn a_host_is_a_name_or_an_address() {
+        for good in [
+            "www.example.test",
+            "192.0.2.1",
+            "[2001:db8::1]",
+            "a-b_c~%41",
+            "",
+        ] {
+            assert!(is_host_syntax(good.as_bytes()), "{good}");
+        }
+        for bad in ["a b", "a/b", "[]", "[zz::1]", "a\\b", "\u{e9}.test", "a@b"] {
+            assert!(!is_host_syntax(bad.as_bytes()), "{bad}");
+        }
+    }
+
+    #[test]
+    fn an_http1_request_with_two_hosts_or_none_is_refused() {
+        let two = Request::get("/")
+            .header("host", "a.test")
+            .header("host", "b.test")
+            .body(())
+            .expect("request");
+        assert!(request_host(&two).is_err());
+        let none = Request::get("/").body(()).expect("request");
+        assert!(request_host(&none).is_err());
+        // HTTP/1.0 may leave it out (and then names no load balancer); HTTP/2 carries the
+        // authority instead.
+        let old = Request::get("/")
+            .version(http::Version::HTTP_10)
+            .body(())
+            .expect("request");
+        assert_eq!(request_host(&old), Ok(None));
+        let h2 = Request::get("https://a.test/")
+            .version(http::Version::HTTP_2)
+            .body(())
+            .expect("request");
+        assert_eq!(request_host(&h2), Ok(Some(&b"a.test"[..])));
     }
 
     #[test]
@@ -550,9 +625,11 @@ mod tests {
             "x-forwarded-for: 192.0.2.7\r\nx-forwarded-proto: http\r\n\
              x-forwarded-host: www.example.test\r\n"
         );
-        // Two: the request was routed by the first, so the origin sees only that one.
+        // Two (HTTP/2; HTTP/1 ones are refused): the request was routed by the first, so the
+        // origin sees only that one.
         let p = prepared(
             Request::get("/")
+                .version(http::Version::HTTP_2)
                 .header("host", "www.example.test")
                 .header("host", "other.test")
                 .body(())

@@ -47,7 +47,9 @@ pub struct OriginFields {
     /// The affinity cookie the proxy sets.
     set_cookie: Option<HeaderValue>,
     has_date: bool,
-    has_length: bool,
+    /// The body's length as the origin announced it (`Content-Length` is not among the
+    /// fields: the client's hop announces its own).
+    length: Option<u64>,
 }
 
 impl OriginFields {
@@ -61,7 +63,7 @@ impl OriginFields {
             spans,
             set_cookie: None,
             has_date: false,
-            has_length: false,
+            length: None,
         }
     }
 
@@ -91,7 +93,6 @@ impl OriginFields {
             && self.head.get(value_at as usize - 2..value_at as usize) == Some(b": ")
             && self.head.get(line_end..line_end + 2) == Some(b"\r\n");
         self.has_date |= is_named(name, b"date");
-        self.has_length |= is_named(name, b"content-length");
         self.spans.push(Span {
             name: at,
             name_len,
@@ -106,9 +107,13 @@ impl OriginFields {
         self.has_date
     }
 
-    /// Whether a `Content-Length` field is among them.
-    pub fn has_length(&self) -> bool {
-        self.has_length
+    /// The body's length as the origin announced it.
+    pub fn length(&self) -> Option<u64> {
+        self.length
+    }
+
+    pub fn set_length(&mut self, length: Option<u64>) {
+        self.length = length;
     }
 
     /// Writes the fields as header lines, each ending in CRLF. Lines the origin wrote as this
@@ -147,9 +152,10 @@ impl OriginFields {
     pub fn retain(&mut self, mut keep: impl FnMut(&[u8]) -> bool) {
         let head = &self.head;
         self.spans.retain(|s| keep(slice(head, s.name, s.name_len)));
-        let names = || self.spans.iter().map(|s| slice(head, s.name, s.name_len));
-        self.has_date = names().any(|n| is_named(n, b"date"));
-        self.has_length = names().any(|n| is_named(n, b"content-length"));
+        self.has_date = self
+            .spans
+            .iter()
+            .any(|s| is_named(slice(head, s.name, s.name_len), b"date"));
     }
 
     /// Adds the affinity cookie after the origin's fields.
@@ -182,7 +188,8 @@ impl OriginFields {
             .map(|(_, v)| v)
     }
 
-    /// The fields as a map, for hyper's servers.
+    /// The fields as a map, for hyper's servers, the origin's length included (hyper's
+    /// HTTP/2 server announces none for a body that has already ended).
     pub fn to_map(&self) -> HeaderMap {
         let mut map = HeaderMap::with_capacity(self.spans.len() + 1);
         for s in &self.spans {
@@ -193,6 +200,9 @@ impl OriginFields {
             if let (Ok(name), Ok(value)) = (name, value) {
                 map.append(name, value);
             }
+        }
+        if let Some(n) = self.length {
+            map.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
         }
         if let Some(c) = &self.set_cookie {
             map.append(header::SET_COOKIE, c.clone());
@@ -267,8 +277,10 @@ mod tests {
             ]
         );
         assert_eq!(fields.get("x-two"), Some(&b"2"[..]));
+        fields.set_length(Some(7));
         let map = fields.to_map();
-        assert_eq!(map.len(), 4);
+        assert_eq!(map.len(), 5);
+        assert_eq!(map[header::CONTENT_LENGTH], "7");
         let cookies: Vec<_> = map.get_all(header::SET_COOKIE).iter().collect();
         assert_eq!(cookies, ["a=1", "meshlb=e"]);
     }
@@ -315,10 +327,10 @@ mod tests {
         let names: Vec<&[u8]> = fields.iter().map(|(n, _)| n).collect();
         assert_eq!(names, vec![&b"B"[..], b"C"]);
         // What is known of the fields follows them.
-        let mut fields = fields_of(b"Date: x\nContent-Length: 1\nB: 2\n");
-        assert!(fields.has_date() && fields.has_length());
+        let mut fields = fields_of(b"Date: x\nB: 2\n");
+        assert!(fields.has_date());
         fields.retain(|n| n == b"B");
-        assert!(!fields.has_date() && !fields.has_length());
+        assert!(!fields.has_date());
     }
 
     #[test]

@@ -538,11 +538,10 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
                     }
                     length = Some(n);
                 }
-                // The length of a body is the client's hop's to announce, from the body
-                // itself; an answer without one (HEAD, 204, 304) passes the origin's on.
-                if !bodiless {
-                    continue;
-                }
+                // Noted, not passed on as written: the client's hop announces a length of its
+                // own (one field, one number), the body's or, for an answer without a body,
+                // the origin's (`encode_origin_head`).
+                continue;
             }
             FieldRole::Connection => {
                 for token in super::headers::tokens(field.value) {
@@ -569,6 +568,10 @@ fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, Head
     if !named.is_empty() {
         fields.retain(|name| !named.iter().any(|n| n.eq_ignore_ascii_case(name)));
     }
+    let length_named = named
+        .iter()
+        .any(|n| n.eq_ignore_ascii_case(b"content-length"));
+    fields.set_length(length.filter(|_| !coded && !length_named));
     let framing = if switching {
         Framing::Upgrade
     } else if bodiless {
