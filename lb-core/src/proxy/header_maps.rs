@@ -20,8 +20,7 @@ thread_local! {
 
 /// An empty map with room for `fields` fields.
 pub fn take(fields: usize) -> HeaderMap {
-    let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
-    match spare {
+    match super::spares::take(&SPARE) {
         Some(mut map) => {
             // Bounded: heads carry at most 128 fields (the head readers' limit).
             map.reserve(fields);
@@ -37,12 +36,7 @@ pub fn give_back(mut map: HeaderMap) {
         return;
     }
     map.clear();
-    let _ = SPARE.try_with(|s| {
-        let mut spare = s.borrow_mut();
-        if spare.len() < KEEP {
-            spare.push(map);
-        }
-    });
+    super::spares::keep(&SPARE, map, KEEP);
 }
 
 #[cfg(test)]

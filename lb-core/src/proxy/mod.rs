@@ -18,6 +18,7 @@ mod origin_http1;
 mod prefixed;
 mod server;
 mod sessions;
+mod spares;
 mod tls;
 mod upstream;
 

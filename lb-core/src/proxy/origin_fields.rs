@@ -55,8 +55,7 @@ pub struct OriginFields {
 impl OriginFields {
     /// No fields yet, from `head`, with room for `fields`.
     pub fn new(head: Bytes, fields: usize) -> Self {
-        let spare = SPARE.try_with(|s| s.borrow_mut().pop()).ok().flatten();
-        let mut spans = spare.unwrap_or_default();
+        let mut spans = super::spares::take(&SPARE).unwrap_or_default();
         spans.reserve(fields);
         OriginFields {
             head,
@@ -218,12 +217,7 @@ impl Drop for OriginFields {
             return;
         }
         spans.clear();
-        let _ = SPARE.try_with(|s| {
-            let mut spare = s.borrow_mut();
-            if spare.len() < KEEP {
-                spare.push(spans);
-            }
-        });
+        super::spares::keep(&SPARE, spans, KEEP);
     }
 }
 
