@@ -118,26 +118,44 @@ fn fixed(f: &FixedResponse) -> Response<ProxyBody> {
     r
 }
 
+/// A request's `Host` fields, looked up once for routing and for the origin's head: the
+/// first, and whether another follows.
+struct HostFields {
+    first: Option<HeaderValue>,
+    more: bool,
+}
+
+impl HostFields {
+    fn of(headers: &http::HeaderMap) -> HostFields {
+        let mut hosts = headers.get_all(header::HOST).iter();
+        HostFields {
+            first: hosts.next().cloned(),
+            more: hosts.next().is_some(),
+        }
+    }
+}
+
 /// The host a request names: the URI's authority (HTTP/2, absolute form) or `Host`, without
 /// a port (minding IPv6 literals). As bytes: the names it is matched against are ASCII, and
 /// checking the field's text first cost more than the match (bench/proxy-instructions.sh).
 /// `Err` names what makes an HTTP/1 head one that RFC 9112 section 3.2 answers with 400: more
 /// than one `Host` field, or none in HTTP/1.1.
-fn request_host<B>(req: &Request<B>) -> Result<Option<&[u8]>, &'static str> {
-    let mut hosts = req.headers().get_all(header::HOST).iter();
-    let (first, second) = (hosts.next(), hosts.next());
+fn request_host<'a, B>(
+    req: &'a Request<B>,
+    hosts: &'a HostFields,
+) -> Result<Option<&'a [u8]>, &'static str> {
     if req.version() < http::Version::HTTP_2 {
-        if second.is_some() {
+        if hosts.more {
             return Err("the request has more than one Host field");
         }
-        if first.is_none() && req.version() == http::Version::HTTP_11 {
+        if hosts.first.is_none() && req.version() == http::Version::HTTP_11 {
             return Err("an HTTP/1.1 request needs a Host field");
         }
     }
     if let Some(h) = req.uri().host() {
         return Ok(Some(h.as_bytes()));
     }
-    let Some(h) = first.map(HeaderValue::as_bytes) else {
+    let Some(h) = hosts.first.as_ref().map(HeaderValue::as_bytes) else {
         return Ok(None);
     };
     let Some(colon) = h.iter().rposition(|&b| b == b':') else {
@@ -167,7 +185,12 @@ fn is_host_syntax(host: &[u8]) -> bool {
 /// Turns the client's request head into what every attempt sends: origin-form URI (the
 /// connection names the origin), hop-by-hop headers removed, `X-Forwarded-*` added, and a
 /// `Host` even when the client spoke HTTP/2 (which carries it in the URI).
-fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepared {
+fn prepare(
+    parts: http::request::Parts,
+    client: &Peer,
+    upgrade: bool,
+    hosts: HostFields,
+) -> Prepared {
     let http::request::Parts {
         method,
         uri,
@@ -190,11 +213,7 @@ fn prepare(parts: http::request::Parts, client: &Peer, upgrade: bool) -> Prepare
         .and_then(|a| HeaderValue::from_str(a.as_str()).ok());
     let (host, rewrite_host) = match authority {
         Some(a) => (Some(a), true),
-        None => {
-            let mut hosts = headers.get_all(header::HOST).iter();
-            let first = hosts.next().cloned();
-            (first, hosts.next().is_some())
-        }
+        None => (hosts.first, hosts.more),
     };
     strip_hop_by_hop(&mut headers, upgrade);
     if let (Some(h), true) = (&host, rewrite_host) {
@@ -372,7 +391,8 @@ impl Proxy {
     /// goes through is a future copied into place for every request.
     pub fn begin(&self, mut req: Request<ProxyBody>, client: &Peer) -> Begun {
         let start = Instant::now();
-        let host = match request_host(&req) {
+        let hosts = HostFields::of(req.headers());
+        let host = match request_host(&req, &hosts) {
             Ok(host) => host,
             Err(why) => {
                 return Begun::Answered(text(StatusCode::BAD_REQUEST, format!("meshlb: {why}\n")))
@@ -413,7 +433,7 @@ impl Proxy {
                 let (target, retry) = (*target, *retry);
                 self.remember(&decision);
                 let (parts, body) = req.into_parts();
-                let prepared = prepare(parts, client, upgrade);
+                let prepared = prepare(parts, client, upgrade, hosts);
                 return Begun::Forward(Forwarding {
                     start,
                     lb_index,
@@ -533,35 +553,46 @@ mod tests {
     use super::*;
 
     fn prepared(req: Request<()>) -> Prepared {
+        let hosts = HostFields::of(req.headers());
         let (parts, ()) = req.into_parts();
         prepare(
             parts,
             &Peer::new("192.0.2.7:5000".parse().expect("addr"), false),
             false,
+            hosts,
         )
+    }
+
+    /// The host `req` names, or why it is refused.
+    fn host_of<B>(req: &Request<B>) -> Result<Option<String>, &'static str> {
+        let hosts = HostFields::of(req.headers());
+        request_host(req, &hosts).map(|h| h.map(|h| String::from_utf8_lossy(h).into_owned()))
     }
 
     #[test]
     fn the_host_a_request_names_is_without_its_port() {
-        let host_of = |host: &str| {
+        let host_field = |host: &str| {
             let req = Request::get("/")
                 .header("host", host)
                 .body(())
                 .expect("request");
-            request_host(&req).map(|h| h.map(|h| String::from_utf8_lossy(h).into_owned()))
+            host_of(&req)
         };
         let named = |h: &str| Ok(Some(h.to_string()));
-        assert_eq!(host_of("www.example.test"), named("www.example.test"));
-        assert_eq!(host_of("www.example.test:8080"), named("www.example.test"));
-        assert_eq!(host_of("[2001:db8::1]:443"), named("[2001:db8::1]"));
-        assert_eq!(host_of("[2001:db8::1]"), named("[2001:db8::1]"));
-        assert_eq!(host_of("a.test:"), named("a.test:"));
-        assert_eq!(host_of("a.test:8x"), named("a.test:8x"));
+        assert_eq!(host_field("www.example.test"), named("www.example.test"));
+        assert_eq!(
+            host_field("www.example.test:8080"),
+            named("www.example.test")
+        );
+        assert_eq!(host_field("[2001:db8::1]:443"), named("[2001:db8::1]"));
+        assert_eq!(host_field("[2001:db8::1]"), named("[2001:db8::1]"));
+        assert_eq!(host_field("a.test:"), named("a.test:"));
+        assert_eq!(host_field("a.test:8x"), named("a.test:8x"));
         let absolute = Request::get("http://b.test:81/x")
             .header("host", "a.test")
             .body(())
             .expect("request");
-        assert_eq!(request_host(&absolute), Ok(Some(&b"b.test"[..])));
+        assert_eq!(host_of(&absolute), Ok(Some("b.test".into())));
     }
 
     #[test]
@@ -587,21 +618,21 @@ mod tests {
             .header("host", "b.test")
             .body(())
             .expect("request");
-        assert!(request_host(&two).is_err());
+        assert!(host_of(&two).is_err());
         let none = Request::get("/").body(()).expect("request");
-        assert!(request_host(&none).is_err());
+        assert!(host_of(&none).is_err());
         // HTTP/1.0 may leave it out (and then names no load balancer); HTTP/2 carries the
         // authority instead.
         let old = Request::get("/")
             .version(http::Version::HTTP_10)
             .body(())
             .expect("request");
-        assert_eq!(request_host(&old), Ok(None));
+        assert_eq!(host_of(&old), Ok(None));
         let h2 = Request::get("https://a.test/")
             .version(http::Version::HTTP_2)
             .body(())
             .expect("request");
-        assert_eq!(request_host(&h2), Ok(Some(&b"a.test"[..])));
+        assert_eq!(host_of(&h2), Ok(Some("a.test".into())));
     }
 
     #[test]
