@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-31}
 SHAPES=${SHAPES:-"39:100:10 39:100:100 100:200:10 100:300:100"}
-cargo build --release -q -p prober --example propagation
+cargo build --release -q -p mesh --example propagation
 for shape in $SHAPES; do
   IFS=: read -r nodes interval keys <<<"$shape"
   target/release/examples/propagation --nodes "$nodes" --interval-ms "$interval" --rounds "$ROUNDS" --keys "$keys"

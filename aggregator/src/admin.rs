@@ -446,10 +446,10 @@ fn drain(shared: &Shared, method: &http::Method, query: &str) -> Response<Full<B
     let since = drains
         .get(&(p, e))
         .copied()
-        .unwrap_or_else(lb_core::frontend::unix_now);
+        .unwrap_or_else(lb_edge::unix_now);
     decisions.insert(
         (p, e),
-        prober::mesh::keys::DrainDecision {
+        mesh::keys::DrainDecision {
             pool,
             endpoint,
             draining,

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use lb_core::config::Config;
-use prober::mesh::keys::DrainDecision;
+use mesh::keys::DrainDecision;
 use serde::{Deserialize, Serialize};
 
 use crate::drains::{newest, Decisions};

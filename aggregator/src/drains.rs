@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use lb_core::config::{Config, EndpointId, PoolId};
-use prober::mesh::keys::DrainDecision;
+use mesh::keys::DrainDecision;
 
 pub type Decisions = BTreeMap<(PoolId, EndpointId), DrainDecision>;
 
@@ -140,7 +140,7 @@ default_pools = ["web"]
 
     #[test]
     fn decisions_survive_the_gossip_encoding() {
-        use prober::mesh::keys::{decode_drains, encode_drains};
+        use mesh::keys::{decode_drains, encode_drains};
         let v = vec![d("a", true, 100, 1_000), d("b", false, 0, 2_000)];
         assert_eq!(decode_drains(&encode_drains(&v)), v);
         assert!(decode_drains("web\ta\tx\n\nweb\tb\t1\t2\n").is_empty());

@@ -9,7 +9,7 @@ use std::time::Instant;
 use chitchat::Chitchat;
 use lb_core::config::Config;
 use lb_core::Region;
-use prober::mesh::keys::{self, EndpointResult};
+use mesh::keys::{self, EndpointResult};
 use serde::Serialize;
 
 use crate::tally::{Ballot, ProberId, Vote};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lb_core::config::{Config, EndpointId, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use lb_core::Region;
-use prober::mesh::TransportStats;
+use mesh::TransportStats;
 
 use crate::mesh_view::Member;
 use crate::tally::{HealthChange, LbState};

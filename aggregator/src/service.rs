@@ -35,7 +35,7 @@ pub struct Shared {
     /// The drain decisions this aggregator publishes in gossip: its admin API's and the newer
     /// ones it adopted from other aggregators (`drains::adopt`).
     pub drain_decisions:
-        Mutex<std::collections::BTreeMap<(PoolId, EndpointId), prober::mesh::keys::DrainDecision>>,
+        Mutex<std::collections::BTreeMap<(PoolId, EndpointId), mesh::keys::DrainDecision>>,
     /// Where the drain decisions are kept across restarts (`--state-dir`), when set.
     pub drain_state: std::sync::OnceLock<crate::drain_state::DrainState>,
     /// When this aggregator started (its warm-up counts from here).
@@ -43,7 +43,7 @@ pub struct Shared {
 }
 
 /// The DNS server and the proxy read the latest tally from here.
-impl lb_core::dns::HealthSource for Shared {
+impl lb_edge::HealthSource for Shared {
     fn current(&self) -> arc_swap::Guard<Arc<HealthSnapshot>> {
         self.snapshot.load()
     }
@@ -163,7 +163,7 @@ fn unix_ms() -> u64 {
 pub async fn run(
     shared: Arc<Shared>,
     chitchat: Arc<tokio::sync::Mutex<Chitchat>>,
-    gossip: Option<Arc<prober::mesh::TransportStats>>,
+    gossip: Option<Arc<mesh::TransportStats>>,
     poll: Duration,
 ) {
     let config = Arc::clone(&shared.config);
@@ -175,17 +175,16 @@ pub async fn run(
     loop {
         ticker.tick().await;
         let now = Instant::now();
-        let mine: Vec<prober::mesh::keys::DrainDecision> = shared
+        let mine: Vec<mesh::keys::DrainDecision> = shared
             .drain_decisions
             .lock()
             .map(|d| d.values().cloned().collect())
             .unwrap_or_default();
         let changed = {
             let mut c = chitchat.lock().await;
-            let value = prober::mesh::keys::encode_drains(&mine);
+            let value = mesh::keys::encode_drains(&mine);
             if value != published_drains {
-                c.self_node_state()
-                    .set(prober::mesh::keys::DRAINS, value.clone());
+                c.self_node_state().set(mesh::keys::DRAINS, value.clone());
                 published_drains = value;
                 if let Some(Err(e)) = shared.drain_state.get().map(|st| st.save(&mine)) {
                     tracing::error!(error = %e, "drain decisions not saved");

@@ -1,25 +1,24 @@
-//! lb-core: meshlb's domain. The configuration model and its validation, the regions table,
-//! the health snapshot, and the pure steering engine that turns them into decisions for the
-//! DNS server and the HTTP proxy.
+//! lb-core: meshlb's pure domain. The configuration model and its validation, the regions
+//! table and geolocation, the health snapshot, custom rules, and the steering engine that
+//! turns them into decisions for the DNS frontend (`lb-dns`) and the HTTP proxy (`lb-proxy`).
 //!
 //! Everything here is plain data and pure functions: the same config, snapshot, request,
-//! RNG seed and clock give the same decision, which carries its own explanation.
+//! RNG seed and clock give the same decision, which carries its own explanation. This crate
+//! has no async runtime, socket, TLS or server dependency; `tests/architecture.rs` of the
+//! workspace checks that with `cargo metadata`.
 
 pub mod affinity;
 pub mod config;
-pub mod dns;
 pub mod error;
-pub mod frontend;
 pub mod geo;
+pub mod geolocation;
 pub mod health;
-pub mod proxy;
 pub mod region;
 pub mod regions_table;
 pub mod request;
 pub mod rules;
 pub mod simulate;
 pub mod steering;
-pub mod tls_client;
 
 pub use error::{ConfigError, ConfigErrors};
 pub use region::Region;

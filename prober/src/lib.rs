@@ -5,10 +5,11 @@
 //! - [`monitors`]: the seven monitor types behind one trait, with retries.
 //! - [`threshold`]: the anti-flap state machines (consecutive, window, counter).
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
+//! - [`publisher`]: the sink that gossips results through the `mesh` crate.
 
-pub mod mesh;
 pub mod monitors;
 pub mod outcome;
+pub mod publisher;
 pub mod scheduler;
 pub mod sink;
 pub mod target;
@@ -16,6 +17,7 @@ pub mod threshold;
 
 pub use lb_core::config::{Monitor, MonitorKind};
 pub use outcome::{Attempt, HttpTimings, ProbeResult};
+pub use publisher::GossipPublisher;
 pub use scheduler::{Scheduler, SchedulerSettings, SchedulerStats};
 pub use sink::{ChannelSink, JsonLinesSink, ProbeReport, ResultSink};
 pub use target::{targets, ProbeTarget, TargetKey};

@@ -11,7 +11,7 @@ use aggregator::tally::TallySettings;
 use anyhow::{anyhow, Context};
 use lb_core::config::Config;
 use lb_core::{Region, RegionsTable};
-use prober::mesh::{self, node::config_hash, NodeIdentity};
+use mesh::{node::config_hash, NodeIdentity};
 
 use super::mesh_args::{stopped, MeshArgs};
 
@@ -133,38 +133,37 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let dns = if args.dns.is_empty() {
             None
         } else {
-            let pop = lb_core::dns::PopInfo::new(regions, args.region, Some(&args.dc));
+            let pop = lb_edge::PopInfo::new(regions, args.region, Some(&args.dc));
             let serial = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
-            let responder = lb_core::dns::Responder::new(
+            let responder = lb_dns::Responder::new(
                 Arc::clone(&shared.config),
                 Arc::new(regions.clone()),
                 args.mesh.affinity_key()?,
                 pop,
-                Arc::clone(&shared) as Arc<dyn lb_core::dns::HealthSource>,
+                Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,
                 serial,
             )
             .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
             let sockets = args.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
             });
-            let server =
-                lb_core::dns::DnsServer::start(Arc::new(responder), &args.dns, sockets).await?;
+            let server = lb_dns::DnsServer::start(Arc::new(responder), &args.dns, sockets).await?;
             eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
             Some(server)
         };
         let mut proxies = Vec::new();
         if !args.proxy.is_empty() || !args.proxy_tls.is_empty() {
-            let defaults = lb_core::proxy::ProxySettings::default();
+            let defaults = lb_proxy::ProxySettings::default();
             let proxy = Arc::new(
-                lb_core::proxy::Proxy::new(
+                lb_proxy::Proxy::new(
                     Arc::clone(&shared.config),
                     Arc::new(regions.clone()),
                     args.mesh.affinity_key()?,
-                    lb_core::dns::PopInfo::new(regions, args.region, Some(&args.dc)),
-                    Arc::clone(&shared) as Arc<dyn lb_core::dns::HealthSource>,
-                    lb_core::proxy::ProxySettings {
+                    lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+                    Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,
+                    lb_proxy::ProxySettings {
                         workers: args.proxy_workers.unwrap_or(defaults.workers).max(1),
                         ..defaults
                     },
@@ -172,7 +171,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 .map_err(|e| anyhow!("{}: {e}", args.config.display()))?,
             );
             for &addr in &args.proxy {
-                proxies.push(lb_core::proxy::listen(Arc::clone(&proxy), addr, None)?);
+                proxies.push(lb_proxy::listen(Arc::clone(&proxy), addr, None)?);
             }
             if !args.proxy_tls.is_empty() {
                 if args.tls_cert.len() != args.tls_key.len() || args.tls_cert.is_empty() {
@@ -186,11 +185,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     .cloned()
                     .zip(args.tls_key.iter().cloned())
                     .collect();
-                let tls = lb_core::proxy::Certificates::load(&pairs)
-                    .and_then(lb_core::proxy::Certificates::server_config)
+                let tls = lb_proxy::Certificates::load(&pairs)
+                    .and_then(lb_proxy::Certificates::server_config)
                     .map_err(|e| anyhow!("TLS: {e}"))?;
                 for &addr in &args.proxy_tls {
-                    proxies.push(lb_core::proxy::listen(
+                    proxies.push(lb_proxy::listen(
                         Arc::clone(&proxy),
                         addr,
                         Some(Arc::clone(&tls)),

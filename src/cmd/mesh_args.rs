@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use prober::mesh::{KeyRing, MeshSettings};
+use mesh::{KeyRing, MeshSettings};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct MeshArgs {
@@ -66,7 +66,7 @@ impl MeshArgs {
             seeds: self.seeds.clone(),
             gossip_interval: Duration::from_millis(self.gossip_interval_ms),
             keys,
-            dead_node_grace: prober::mesh::DEAD_NODE_GRACE,
+            dead_node_grace: mesh::DEAD_NODE_GRACE,
         })
     }
 

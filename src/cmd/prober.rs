@@ -8,7 +8,8 @@ use std::sync::Arc;
 use anyhow::{anyhow, Context};
 use lb_core::config::Config;
 use lb_core::{Region, RegionsTable};
-use prober::mesh::{self, node::config_hash, GossipPublisher, NodeIdentity};
+use mesh::{node::config_hash, NodeIdentity};
+use prober::GossipPublisher;
 use prober::{Scheduler, SchedulerSettings};
 
 use super::mesh_args::{stopped, MeshArgs};
@@ -94,7 +95,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                         eprintln!("config reloaded: {} targets", targets.len());
                         publisher.retain(keep(&targets));
                         scheduler.replace_targets(targets);
-                        node.handle.with_chitchat(|c| c.self_node_state().set(prober::mesh::keys::CONFIG_HASH, &hash)).await;
+                        node.handle.with_chitchat(|c| c.self_node_state().set(mesh::keys::CONFIG_HASH, &hash)).await;
                     }
                     Err(e) => eprintln!("config reload refused, keeping the running config: {e:#}"),
                 },

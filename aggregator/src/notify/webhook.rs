@@ -29,7 +29,7 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 
 impl WebhookSender {
     pub fn new(channel: &WebhookChannel) -> Result<WebhookSender, String> {
-        let tls = lb_core::tls_client::client_config(false, None)?;
+        let tls = lb_tls::client_config(false, None).map_err(|e| e.to_string())?;
         let client = reqwest::Client::builder()
             .use_preconfigured_tls((*tls).clone())
             .timeout(Duration::from_secs(10))

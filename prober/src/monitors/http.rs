@@ -42,7 +42,8 @@ pub(super) struct HttpMonitor {
 
 impl HttpMonitor {
     pub(super) fn new(check: &HttpCheck, https: bool) -> Result<Self, String> {
-        let config = tls::client_config(check.allow_insecure, check.ca_file.as_deref())?;
+        let config = tls::client_config(check.allow_insecure, check.ca_file.as_deref())
+            .map_err(|e| e.to_string())?;
         let connector = TlsConnector::from(config);
         let mut extra_headers = Vec::new();
         for (name, values) in &check.headers {
@@ -168,7 +169,7 @@ impl HttpMonitor {
             Some(connector) => {
                 let name = match tls::server_name(&hop.host) {
                     Ok(n) => n,
-                    Err(e) => return (fail(&timings, None, e), None),
+                    Err(e) => return (fail(&timings, None, e.to_string()), None),
                 };
                 let tls_stream =
                     match tokio::time::timeout_at(deadline.into(), connector.connect(name, stream))

@@ -21,10 +21,10 @@ pub(super) struct LdapMonitor {
 impl LdapMonitor {
     pub(super) fn new(check: &LdapCheck) -> Result<Self, String> {
         let tls = if check.tls {
-            Some(tls::client_config(
-                check.allow_insecure,
-                check.ca_file.as_deref(),
-            )?)
+            Some(
+                tls::client_config(check.allow_insecure, check.ca_file.as_deref())
+                    .map_err(|e| e.to_string())?,
+            )
         } else {
             None
         };

@@ -1,7 +1,7 @@
 //! TLS for https and ldaps monitors: the client settings live in lb-core (the proxy uses them
 //! too); here, the words for a failed handshake.
 
-pub(crate) use lb_core::tls_client::{client_config, host_without_port, server_name};
+pub(crate) use lb_tls::{client_config, host_without_port, server_name};
 
 /// Words for a handshake failure, in the shape of Cloudflare's reasons.
 pub(crate) fn reason(e: &std::io::Error) -> String {

@@ -1,0 +1,17 @@
+//! meshlb's authoritative DNS frontend (docs/dns.md): SOA and NS at each zone's apex,
+//! load-balanced names answered by the steering engine over the current health snapshot
+//! (`respond.rs` builds every answer), NXDOMAIN/NODATA with the SOA, REFUSED outside our
+//! zones; EDNS Client Subnet per `location_strategy`; UDP (batched, `batch.rs`) and TCP on
+//! hickory-server (`server.rs`).
+
+mod batch;
+mod metrics;
+mod respond;
+mod server;
+mod zones;
+
+pub use respond::{Responder, EDNS_PAYLOAD};
+pub use server::DnsServer;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,78 @@
+//! Per-query metrics with handles registered up front, so a query costs a few atomic adds and
+//! no label lookup: `meshlb_dns_queries_total{load_balancer, qtype, rcode}` and
+//! `meshlb_dns_answer_duration_seconds`.
+
+use hickory_proto::op::ResponseCode;
+use hickory_proto::rr::RecordType;
+use metrics::{counter, histogram, Counter, Histogram};
+
+use lb_core::config::Config;
+
+const QTYPES: [&str; 8] = ["A", "AAAA", "CNAME", "SOA", "NS", "ANY", "TXT", "other"];
+const RCODES: [&str; 6] = [
+    "NOERROR", "NXDOMAIN", "REFUSED", "FORMERR", "SERVFAIL", "NOTIMP",
+];
+
+pub(crate) fn qtype_index(t: RecordType) -> usize {
+    match t {
+        RecordType::A => 0,
+        RecordType::AAAA => 1,
+        RecordType::CNAME => 2,
+        RecordType::SOA => 3,
+        RecordType::NS => 4,
+        RecordType::ANY => 5,
+        RecordType::TXT => 6,
+        _ => 7,
+    }
+}
+
+pub(crate) fn rcode_index(r: ResponseCode) -> usize {
+    match r {
+        ResponseCode::NoError => 0,
+        ResponseCode::NXDomain => 1,
+        ResponseCode::Refused => 2,
+        ResponseCode::FormErr => 3,
+        ResponseCode::NotImp => 5,
+        _ => 4,
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct DnsMetrics {
+    /// `[lb + 1][qtype][rcode]`; index 0 is "no load balancer" (apex, other names, refused).
+    queries: Vec<Counter>,
+    duration: Histogram,
+}
+
+impl DnsMetrics {
+    pub fn new(config: &Config) -> Self {
+        let names: Vec<&str> = std::iter::once("")
+            .chain(config.load_balancers.iter().map(|lb| lb.name.as_str()))
+            .collect();
+        let mut queries = Vec::with_capacity(names.len() * QTYPES.len() * RCODES.len());
+        for lb in &names {
+            for q in QTYPES {
+                for r in RCODES {
+                    queries.push(counter!(
+                        "meshlb_dns_queries_total",
+                        "load_balancer" => lb.to_string(),
+                        "qtype" => q,
+                        "rcode" => r
+                    ));
+                }
+            }
+        }
+        DnsMetrics {
+            queries,
+            duration: histogram!("meshlb_dns_answer_duration_seconds"),
+        }
+    }
+
+    pub fn record(&self, lb: Option<usize>, qtype: usize, rcode: usize, seconds: f64) {
+        let i = (lb.map_or(0, |l| l + 1) * QTYPES.len() + qtype) * RCODES.len() + rcode;
+        if let Some(c) = self.queries.get(i) {
+            c.increment(1);
+        }
+        self.duration.record(seconds);
+    }
+}

@@ -1,0 +1,353 @@
+//! The answer to one query, as pure as a server can be: the question, the resolver's address
+//! and its EDNS Client Subnet go in; a reply made of pre-built records comes out. Both the UDP
+//! fast path and hickory's `RequestHandler` (TCP) call `reply` and `build`.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use hickory_proto::op::{Edns, Header, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME};
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponseBuilder};
+use ipnet::IpNet;
+
+use super::metrics::{qtype_index, DnsMetrics};
+use super::zones::{name, Place, ZoneSet};
+use lb_core::affinity::AffinityKey;
+use lb_core::config::{
+    Address, Config, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
+};
+use lb_core::geolocation::Geolocator;
+use lb_core::regions_table::RegionsTable;
+use lb_core::request::{DnsQuestion, Mode, RequestContext};
+use lb_core::steering::{Engine, Outcome};
+use lb_edge::{decide_live, unix_now, HealthSource, PopInfo};
+
+/// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
+pub const EDNS_PAYLOAD: u16 = 1232;
+
+/// Everything needed to answer, built once per configuration.
+pub struct Responder {
+    config: Arc<Config>,
+    regions: Arc<RegionsTable>,
+    key: AffinityKey,
+    pop: PopInfo,
+    health: Arc<dyn HealthSource>,
+    zones: ZoneSet,
+    /// `records[lb][pool]`: one record per endpoint, owned by the load balancer's name with its
+    /// TTL, for the pools the load balancer can answer with.
+    records: Vec<Vec<Option<Box<[Record]>>>>,
+    lb_names: Vec<Name>,
+    geo: Geolocator,
+    pub(crate) metrics: DnsMetrics,
+}
+
+impl std::fmt::Debug for Responder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Responder")
+            .field("pop", &self.pop)
+            .field("zones", &self.zones)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One reply, borrowing the pre-built records.
+#[derive(Debug)]
+pub(crate) struct Reply<'a> {
+    pub rcode: ResponseCode,
+    pub authoritative: bool,
+    pub answers: Vec<Cow<'a, Record>>,
+    pub ns: &'a [Record],
+    pub soa: Option<&'a Record>,
+    /// The ECS option to echo, with its scope (RFC 7871 section 7.2.1).
+    pub ecs: Option<ClientSubnet>,
+    pub lb: Option<usize>,
+    pub qtype: usize,
+    pub truncated: bool,
+}
+
+impl<'a> Reply<'a> {
+    fn new(rcode: ResponseCode) -> Self {
+        Reply {
+            rcode,
+            authoritative: false,
+            answers: Vec::new(),
+            ns: &[],
+            soa: None,
+            ecs: None,
+            lb: None,
+            qtype: qtype_index(RecordType::Unknown(0)),
+            truncated: false,
+        }
+    }
+}
+
+impl Reply<'_> {
+    /// The same reply with no records and TC set: what fits when the full one does not.
+    pub(crate) fn truncated<'b>(full: &Reply<'_>) -> Reply<'b> {
+        Reply {
+            rcode: full.rcode,
+            authoritative: full.authoritative,
+            answers: Vec::new(),
+            ns: &[],
+            soa: None,
+            ecs: full.ecs,
+            lb: full.lb,
+            qtype: full.qtype,
+            truncated: true,
+        }
+    }
+}
+
+fn endpoint_record(owner: &Name, ttl: u32, address: &Address) -> Option<Record> {
+    let rdata = match address {
+        Address::Ip(IpAddr::V4(v4)) => RData::A(A(*v4)),
+        Address::Ip(IpAddr::V6(v6)) => RData::AAAA(AAAA(*v6)),
+        Address::Hostname(h) => RData::CNAME(CNAME(name(h).ok()?)),
+    };
+    Some(Record::from_rdata(owner.clone(), ttl, rdata))
+}
+
+/// Whether the answer can depend on the client's location, so the ECS scope matters.
+fn ecs_scope_applies(lb: &LoadBalancer) -> bool {
+    let policy = lb.settings.steering_policy;
+    let consulted = match lb.settings.location_strategy.prefer_ecs {
+        PreferEcs::Always => true,
+        PreferEcs::Never => false,
+        PreferEcs::Proximity => policy == SteeringPolicy::Proximity,
+        PreferEcs::Geo => policy == SteeringPolicy::Geo,
+    };
+    consulted
+        && (matches!(policy, SteeringPolicy::Geo | SteeringPolicy::Proximity)
+            || !lb.rules.is_empty())
+}
+
+impl Responder {
+    /// `serial` is the SOA serial of zones that do not set one.
+    pub fn new(
+        config: Arc<Config>,
+        regions: Arc<RegionsTable>,
+        key: AffinityKey,
+        pop: PopInfo,
+        health: Arc<dyn HealthSource>,
+        serial: u32,
+    ) -> Result<Responder, String> {
+        let zones = ZoneSet::build(&config, serial)?;
+        let geo = Geolocator::new(&config.geolocation)?;
+        let mut records = Vec::with_capacity(config.load_balancers.len());
+        let mut lb_names = Vec::with_capacity(config.load_balancers.len());
+        for lb in &config.load_balancers {
+            let owner = name(&lb.name)?;
+            let mut per_pool: Vec<Option<Box<[Record]>>> = vec![None; config.pools.len()];
+            for pool in lb.settings.all_pools() {
+                let p = config.pool(pool);
+                per_pool[pool.0] = Some(
+                    p.endpoints
+                        .iter()
+                        .map(|e| {
+                            endpoint_record(&owner, lb.settings.ttl, &e.address)
+                                .ok_or_else(|| format!("pool {}: endpoint {}", p.name, e.name))
+                        })
+                        .collect::<Result<Vec<_>, String>>()?
+                        .into_boxed_slice(),
+                );
+            }
+            records.push(per_pool);
+            lb_names.push(owner);
+        }
+        let metrics = DnsMetrics::new(&config);
+        Ok(Responder {
+            config,
+            regions,
+            key,
+            pop,
+            health,
+            zones,
+            records,
+            lb_names,
+            geo,
+            metrics,
+        })
+    }
+
+    fn record(
+        &self,
+        lb: usize,
+        pool: PoolId,
+        endpoint: usize,
+        ttl: u32,
+    ) -> Option<Cow<'_, Record>> {
+        let prebuilt = self.records[lb][pool.0]
+            .as_ref()
+            .and_then(|r| r.get(endpoint));
+        let record = match prebuilt {
+            Some(r) => Cow::Borrowed(r),
+            // A rule sent this load balancer to a pool it does not list: build the record.
+            None => {
+                let e = self.config.pool(pool).endpoints.get(endpoint)?;
+                Cow::Owned(endpoint_record(&self.lb_names[lb], ttl, &e.address)?)
+            }
+        };
+        if record.ttl() == ttl {
+            Some(record)
+        } else {
+            let mut owned = record.into_owned();
+            owned.set_ttl(ttl);
+            Some(Cow::Owned(owned))
+        }
+    }
+
+    /// Answers one parsed query from `src` (the resolver).
+    pub(crate) fn reply(&self, req: &MessageRequest, src: IpAddr) -> Reply<'_> {
+        if req.op_code() != OpCode::Query {
+            return Reply::new(ResponseCode::NotImp);
+        }
+        let [query] = req.queries() else {
+            return Reply::new(ResponseCode::FormErr);
+        };
+        let qtype = query.query_type();
+        if query.query_class() != DNSClass::IN {
+            return Reply::new(ResponseCode::Refused);
+        }
+        let Place::Inside {
+            zone,
+            apex,
+            lb,
+            exists,
+        } = self.zones.place(query.name())
+        else {
+            let mut r = Reply::new(ResponseCode::Refused);
+            r.qtype = qtype_index(qtype);
+            return r;
+        };
+        let z = self.zones.zone(zone);
+        let mut r = Reply::new(ResponseCode::NoError);
+        r.authoritative = true;
+        r.qtype = qtype_index(qtype);
+        r.lb = lb;
+        match (apex, lb, qtype) {
+            (true, _, RecordType::SOA) => {
+                r.answers.push(Cow::Borrowed(&z.soa));
+                r.ns = &z.ns;
+            }
+            (true, _, RecordType::NS) => r.answers.extend(z.ns.iter().map(Cow::Borrowed)),
+            (
+                _,
+                Some(lb),
+                RecordType::A | RecordType::AAAA | RecordType::CNAME | RecordType::ANY,
+            ) => {
+                self.steer(&mut r, lb, qtype, req, src);
+            }
+            _ => {}
+        }
+        if r.answers.is_empty() {
+            // NODATA or NXDOMAIN, with the SOA so resolvers cache the negative answer.
+            if !exists {
+                r.rcode = ResponseCode::NXDomain;
+            }
+            r.soa = Some(&z.negative_soa);
+        }
+        r
+    }
+
+    fn steer<'a>(
+        &'a self,
+        r: &mut Reply<'a>,
+        lb: usize,
+        qtype: RecordType,
+        req: &MessageRequest,
+        src: IpAddr,
+    ) {
+        let lbc = &self.config.load_balancers[lb];
+        let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_now());
+        ctx.client_ip = Some(src);
+        if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {
+            ctx.client_location = self.geo.locate(src).map(|(l, _)| l);
+        }
+        let subnet = req
+            .edns()
+            .and_then(|e| e.option(EdnsCode::Subnet))
+            .and_then(|o| match o {
+                EdnsOption::Subnet(s) => Some(*s),
+                _ => None,
+            });
+        if let Some(s) = subnet {
+            let mut scope = 0;
+            // Source prefix 0 asks us not to use the client's address (RFC 7871 section 7.1.2).
+            if s.source_prefix() > 0 {
+                if let Ok(net) = IpNet::new(s.addr(), s.source_prefix()) {
+                    let found = self.geo.locate(net.addr());
+                    if ecs_scope_applies(lbc) {
+                        // The network that decided, or (unknown) the whole source prefix.
+                        scope = found.map_or(s.source_prefix(), |(_, p)| p);
+                    }
+                    ctx.ecs = Some((net.trunc(), found.map(|(l, _)| l).unwrap_or_default()));
+                }
+            }
+            r.ecs = Some(ClientSubnet::new(s.addr(), s.source_prefix(), scope));
+        }
+        let qtype_name = match qtype {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            RecordType::CNAME => "CNAME",
+            _ => "ANY",
+        };
+        ctx.dns = Some(DnsQuestion {
+            qname: &lbc.name,
+            qtype: qtype_name,
+        });
+        let engine = Engine::new(&self.config, &self.regions, &self.key);
+        let decision = decide_live(&engine, lbc, &*self.health, &ctx);
+        if let Outcome::Answer { pool, endpoints } = decision.outcome {
+            for e in endpoints {
+                let Some(rec) = self.record(lb, pool, e.0, decision.ttl) else {
+                    continue;
+                };
+                let fits = match (qtype, rec.record_type()) {
+                    (_, RecordType::CNAME) | (RecordType::ANY, _) => true,
+                    (q, t) => q == t,
+                };
+                if fits {
+                    r.answers.push(rec);
+                }
+            }
+        }
+    }
+
+    /// The wire response for `reply`; `udp_max` bounds a UDP answer (a TC answer otherwise).
+    pub(crate) fn build<'q, 'a>(
+        req: &'q MessageRequest,
+        reply: &'a Reply<'a>,
+    ) -> MessageResponse<
+        'q,
+        'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+        impl Iterator<Item = &'a Record> + Send + 'a,
+    > {
+        let mut header = Header::response_from_request(req.header());
+        header.set_authoritative(reply.authoritative);
+        header.set_response_code(reply.rcode);
+        header.set_truncated(reply.truncated);
+        let mut builder = MessageResponseBuilder::from_message_request(req);
+        if req.edns().is_some() {
+            let mut edns = Edns::new();
+            edns.set_max_payload(EDNS_PAYLOAD);
+            edns.set_version(0);
+            if let Some(ecs) = reply.ecs {
+                edns.options_mut().insert(EdnsOption::Subnet(ecs));
+            }
+            builder.edns(edns);
+        }
+        builder.build(
+            header,
+            reply.answers.iter().map(|r| &**r),
+            reply.ns.iter(),
+            reply.soa,
+            std::iter::empty(),
+        )
+    }
+}

@@ -1,0 +1,260 @@
+//! The responder on its own: wire bytes in, wire bytes out, no sockets. Truncation, error
+//! codes and ECS scope here; arbitrary bytes never panic (the `cargo fuzz` target in `fuzz/`
+//! runs the same entry point without bounds).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{Name, RecordType};
+use proptest::prelude::*;
+
+use super::Responder;
+use lb_core::affinity::AffinityKey;
+use lb_core::config::Config;
+use lb_core::health::{HealthSnapshot, Verdict};
+use lb_core::region::Region;
+use lb_core::regions_table::RegionsTable;
+use lb_edge::{HealthSource, PopInfo};
+
+fn responder() -> Responder {
+    let regions = RegionsTable::embedded().expect("regions");
+    let origins: Vec<String> = (0..50)
+        .map(|i| format!("{{ name = \"e{i}\", address = \"192.0.2.{i}\" }}"))
+        .collect();
+    let text = format!(
+        r#"
+[[pools]]
+name = "big"
+origins = [{}]
+[[pools]]
+name = "eu"
+origins = [{{ name = "eu", address = "198.51.100.1" }}]
+[[pools]]
+name = "us"
+origins = [{{ name = "us", address = "198.51.100.2" }}]
+[[zones]]
+name = "example.test"
+[geolocation]
+networks = [{{ cidr = "10.2.0.0/16", region = "ENAM" }}]
+[[load_balancers]]
+name = "big.example.test"
+default_pools = ["big"]
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+region_pools = {{ ENAM = ["us"] }}
+location_strategy = {{ prefer_ecs = "always" }}
+[[load_balancers]]
+name = "plain.example.test"
+default_pools = ["eu"]
+"#,
+        origins.join(", ")
+    );
+    let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
+    let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(snapshot));
+    let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
+    Responder::new(
+        config,
+        Arc::new(regions),
+        AffinityKey::derive(b"t"),
+        pop,
+        health,
+        7,
+    )
+    .expect("responder")
+}
+
+fn query(name: &str, qtype: RecordType, edns: Option<Edns>) -> Vec<u8> {
+    let mut m = Message::new();
+    m.set_id(4242)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .add_query(Query::query(Name::from_ascii(name).unwrap(), qtype));
+    if let Some(e) = edns {
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+fn ask(r: &Responder, bytes: &[u8]) -> Option<Message> {
+    ask_from(r, bytes, "127.0.0.1:5300")
+}
+
+fn ask_from(r: &Responder, bytes: &[u8], src: &str) -> Option<Message> {
+    let mut out = Vec::new();
+    let src: SocketAddr = src.parse().unwrap();
+    r.answer_datagram(bytes, src, &mut out)
+        .then(|| Message::from_vec(&out).expect("our answer parses"))
+}
+
+fn edns(payload: u16) -> Edns {
+    let mut e = Edns::new();
+    e.set_max_payload(payload);
+    e
+}
+
+#[test]
+fn a_large_answer_is_truncated_over_udp_and_fits_with_edns() {
+    let r = responder();
+    let plain = ask(&r, &query("big.example.test.", RecordType::A, None)).unwrap();
+    assert!(plain.truncated(), "50 A records do not fit in 512 bytes");
+    assert!(plain.answers().len() < 50, "what fits, with TC set");
+    assert_eq!(plain.id(), 4242);
+    let with_edns = ask(
+        &r,
+        &query("big.example.test.", RecordType::A, Some(edns(4096))),
+    )
+    .unwrap();
+    assert!(!with_edns.truncated());
+    assert_eq!(with_edns.answers().len(), 50, "1232 bytes hold them all");
+    assert_eq!(
+        with_edns.extensions().as_ref().map(|e| e.max_payload()),
+        Some(super::EDNS_PAYLOAD)
+    );
+}
+
+#[test]
+fn error_codes() {
+    let r = responder();
+    // A header that parses, then garbage: FORMERR with the same id.
+    let mut broken = query("plain.example.test.", RecordType::A, None);
+    broken.truncate(16);
+    let m = ask(&r, &broken).unwrap();
+    assert_eq!((m.id(), m.response_code()), (4242, ResponseCode::FormErr));
+    // Too short for a header: dropped.
+    assert!(ask(&r, &[1, 2, 3]).is_none());
+    // A response is never answered (no reflection loops).
+    let mut resp = Message::from_vec(&query("plain.example.test.", RecordType::A, None)).unwrap();
+    resp.set_message_type(MessageType::Response);
+    assert!(ask(&r, &resp.to_vec().unwrap()).is_none());
+    // Another opcode: NOTIMP.
+    let mut notify = Message::from_vec(&query("plain.example.test.", RecordType::A, None)).unwrap();
+    notify.set_op_code(OpCode::Notify);
+    let m = ask(&r, &notify.to_vec().unwrap()).unwrap();
+    assert_eq!(m.response_code(), ResponseCode::NotImp);
+    // Outside the zones: REFUSED, not authoritative.
+    let m = ask(&r, &query("www.example.org.", RecordType::A, None)).unwrap();
+    assert_eq!(m.response_code(), ResponseCode::Refused);
+    assert!(!m.authoritative());
+}
+
+fn subnet(m: &Message) -> Option<ClientSubnet> {
+    m.extensions()
+        .as_ref()
+        .and_then(|e| e.option(hickory_proto::rr::rdata::opt::EdnsCode::Subnet))
+        .and_then(|o| match o {
+            EdnsOption::Subnet(s) => Some(*s),
+            _ => None,
+        })
+}
+
+#[test]
+fn ecs_steers_geo_and_carries_the_scope() {
+    let r = responder();
+    let with = |net: &str, prefix: u8, lb: &str| {
+        let mut e = edns(1232);
+        e.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+            net.parse().unwrap(),
+            prefix,
+            0,
+        )));
+        ask(&r, &query(lb, RecordType::A, Some(e))).unwrap()
+    };
+    let us = with("10.2.3.0", 24, "geo.example.test.");
+    assert_eq!(us.answers()[0].data().to_string(), "198.51.100.2");
+    assert_eq!(subnet(&us).map(|s| s.scope_prefix()), Some(16));
+    // Unknown network: the PoP (WEU) answers, valid for the whole source prefix.
+    let eu = with("172.16.0.0", 24, "geo.example.test.");
+    assert_eq!(eu.answers()[0].data().to_string(), "198.51.100.1");
+    assert_eq!(subnet(&eu).map(|s| s.scope_prefix()), Some(24));
+    // A failover-only load balancer does not depend on location: scope 0.
+    let plain = with("10.2.3.0", 24, "plain.example.test.");
+    assert_eq!(subnet(&plain).map(|s| s.scope_prefix()), Some(0));
+}
+
+/// `location_strategy.mode = "resolver_ip"`: the resolver's address, located by the MaxMind
+/// database, picks the country's pools; an unknown resolver gets the PoP's answer.
+#[test]
+fn resolver_ip_is_located_by_the_database() {
+    let regions = RegionsTable::embedded().expect("regions");
+    let text = format!(
+        r#"
+[[pools]]
+name = "eu"
+origins = [{{ name = "eu", address = "198.51.100.1" }}]
+[[pools]]
+name = "jp"
+origins = [{{ name = "jp", address = "198.51.100.3" }}]
+[geolocation]
+database = "{}/../tests/data/geo-test.mmdb"
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+country_pools = {{ JP = ["jp"] }}
+location_strategy = {{ mode = "resolver_ip", prefer_ecs = "never" }}
+"#,
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
+    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(HealthSnapshot::uniform(
+        &config,
+        Verdict::Healthy,
+    )));
+    let pop = PopInfo::new(&regions, Region::Weu, None);
+    let r = Responder::new(
+        config,
+        Arc::new(regions),
+        AffinityKey::derive(b"t"),
+        pop,
+        health,
+        1,
+    )
+    .expect("responder");
+    let q = query("geo.example.test.", RecordType::A, None);
+    let tokyo = ask_from(&r, &q, "203.0.113.77:5300").unwrap();
+    assert_eq!(tokyo.answers()[0].data().to_string(), "198.51.100.3");
+    let unknown = ask_from(&r, &q, "192.0.2.1:5300").unwrap();
+    assert_eq!(unknown.answers()[0].data().to_string(), "198.51.100.1");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Whatever arrives, the responder returns (answer or silence) and never panics; what it
+    /// sends parses.
+    #[test]
+    fn arbitrary_datagrams_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let r = responder_once();
+        let mut out = Vec::new();
+        if r.answer_datagram(&bytes, "127.0.0.1:1".parse().unwrap(), &mut out) {
+            prop_assert!(Message::from_vec(&out).is_ok());
+        }
+    }
+
+    /// Valid queries with bytes flipped after the header.
+    #[test]
+    fn mutated_queries_never_panic(flips in proptest::collection::vec((12usize..60, any::<u8>()), 1..8)) {
+        let r = responder_once();
+        let mut e = edns(1232);
+        e.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new("10.2.3.0".parse().unwrap(), 24, 0)));
+        let mut bytes = query("geo.example.test.", RecordType::A, Some(e));
+        for (i, b) in flips {
+            if i < bytes.len() {
+                bytes[i] ^= b;
+            }
+        }
+        let mut out = Vec::new();
+        if r.answer_datagram(&bytes, "127.0.0.1:1".parse().unwrap(), &mut out) {
+            prop_assert!(Message::from_vec(&out).is_ok());
+        }
+    }
+}
+
+fn responder_once() -> &'static Responder {
+    static R: std::sync::OnceLock<Responder> = std::sync::OnceLock::new();
+    R.get_or_init(responder)
+}

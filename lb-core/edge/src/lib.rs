@@ -1,0 +1,85 @@
+//! What meshlb's frontends (`lb-dns`, `lb-proxy`) share: where the health snapshot comes from,
+//! the serving PoP, the clock, and one steering decision on the live snapshot with a
+//! per-thread RNG (no lock on the hot path). The decision itself is `lb-core`'s.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use arc_swap::{ArcSwap, Guard};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+
+use lb_core::config::LoadBalancer;
+use lb_core::geo::Coordinates;
+use lb_core::health::HealthSnapshot;
+use lb_core::region::Region;
+use lb_core::regions_table::{CountryCode, RegionsTable};
+use lb_core::request::{Pop, RequestContext};
+use lb_core::steering::{Decision, Engine};
+
+/// Where the current health snapshot comes from (the aggregator's tally publishes it).
+pub trait HealthSource: Send + Sync + 'static {
+    fn current(&self) -> Guard<Arc<HealthSnapshot>>;
+}
+
+impl HealthSource for ArcSwap<HealthSnapshot> {
+    fn current(&self) -> Guard<Arc<HealthSnapshot>> {
+        self.load()
+    }
+}
+
+/// The serving node: a client located by the PoP is here.
+#[derive(Debug, Clone)]
+pub struct PopInfo {
+    pub region: Region,
+    pub datacenter: Option<String>,
+    pub country: Option<CountryCode>,
+    pub coordinates: Coordinates,
+}
+
+impl PopInfo {
+    /// The PoP of a node in `region`, at datacenter `dc` when regions.toml knows it.
+    pub fn new(regions: &RegionsTable, region: Region, dc: Option<&str>) -> PopInfo {
+        let known = dc.and_then(|d| regions.datacenter(d));
+        PopInfo {
+            region,
+            datacenter: dc.map(str::to_ascii_lowercase),
+            country: known.map(|d| d.country),
+            coordinates: known.map_or(regions.region(region).coordinates, |d| d.coordinates),
+        }
+    }
+}
+
+impl PopInfo {
+    /// The PoP as a request sees it.
+    pub fn pop(&self) -> Pop<'_> {
+        Pop {
+            region: self.region,
+            datacenter: self.datacenter.as_deref(),
+            country: self.country,
+            coordinates: self.coordinates,
+        }
+    }
+}
+
+/// Unix seconds, the engine's clock.
+pub fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+thread_local! {
+    static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
+}
+
+/// One decision on the current snapshot.
+pub fn decide_live(
+    engine: &Engine<'_>,
+    lb: &LoadBalancer,
+    health: &dyn HealthSource,
+    ctx: &RequestContext<'_>,
+) -> Decision {
+    let snapshot = health.current();
+    RNG.with(|rng| engine.decide(lb, &snapshot, ctx, &mut *rng.borrow_mut()))
+}

@@ -1,0 +1,183 @@
+//! Live load: outstanding requests per endpoint and pool, counted as requests start and
+//! their responses finish streaming (WebSockets while open), read by
+//! `least_outstanding_requests`; open connections to each origin (kept by `upstream.rs`), read
+//! by `least_connections`.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use hyper::body::{Body, Frame, SizeHint};
+
+use lb_core::config::{Address, Config, Endpoint, EndpointId, PoolId};
+use lb_core::request::LoadCounts;
+use lb_core::steering::Target;
+
+/// Open-connection counters by `host:port`.
+pub type ByAuthority = Arc<HashMap<String, Arc<AtomicU32>>>;
+
+/// `host:port` of an endpoint (port 0 is 80, or 443 when the proxy speaks TLS to origins).
+pub fn origin_authority(e: &Endpoint, tls: bool) -> String {
+    let port = match (e.port, tls) {
+        (0, false) => 80,
+        (0, true) => 443,
+        (p, _) => p,
+    };
+    match &e.address {
+        Address::Ip(ip) => std::net::SocketAddr::new(*ip, port).to_string(),
+        Address::Hostname(h) => format!("{h}:{port}"),
+    }
+}
+
+#[derive(Debug)]
+pub struct LiveLoad {
+    /// `endpoints[pool][endpoint]`.
+    endpoints: Vec<Vec<AtomicU32>>,
+    pools: Vec<AtomicU32>,
+    /// Open connections, `[pool][endpoint]`; endpoints at the same address share a counter.
+    connections: Vec<Vec<Arc<AtomicU32>>>,
+    by_authority: ByAuthority,
+}
+
+impl LiveLoad {
+    pub fn new(config: &Config) -> Self {
+        let mut by_authority: HashMap<String, Arc<AtomicU32>> = HashMap::new();
+        let connections = config
+            .pools
+            .iter()
+            .map(|p| {
+                p.endpoints
+                    .iter()
+                    .map(|e| {
+                        // Port 0 means 80 or 443 by the load balancer; both names count here.
+                        let c =
+                            Arc::clone(by_authority.entry(origin_authority(e, false)).or_default());
+                        by_authority
+                            .entry(origin_authority(e, true))
+                            .or_insert_with(|| Arc::clone(&c));
+                        c
+                    })
+                    .collect()
+            })
+            .collect();
+        LiveLoad {
+            connections,
+            by_authority: Arc::new(by_authority),
+            endpoints: config
+                .pools
+                .iter()
+                .map(|p| p.endpoints.iter().map(|_| AtomicU32::new(0)).collect())
+                .collect(),
+            pools: config.pools.iter().map(|_| AtomicU32::new(0)).collect(),
+        }
+    }
+
+    /// Counts one request in flight until the guard drops.
+    pub fn start(self: &Arc<Self>, target: Target) -> InFlight {
+        if let Some(c) = self.counter(target) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(c) = self.pools.get(target.pool.0) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        InFlight {
+            load: Arc::clone(self),
+            target,
+        }
+    }
+
+    fn counter(&self, t: Target) -> Option<&AtomicU32> {
+        self.endpoints.get(t.pool.0)?.get(t.endpoint.0)
+    }
+
+    /// The counters the workers' upstream pools keep.
+    pub fn by_authority(&self) -> ByAuthority {
+        Arc::clone(&self.by_authority)
+    }
+
+    fn open_connections(&self, t: Target) -> u32 {
+        self.connections
+            .get(t.pool.0)
+            .and_then(|p| p.get(t.endpoint.0))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
+    pub fn outstanding(&self, t: Target) -> u32 {
+        self.counter(t).map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+impl LoadCounts for LiveLoad {
+    fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> (u32, u32) {
+        let t = Target { pool, endpoint };
+        (self.outstanding(t), self.open_connections(t))
+    }
+
+    fn pool(&self, pool: PoolId) -> (u32, u32) {
+        let outstanding = self
+            .pools
+            .get(pool.0)
+            .map_or(0, |c| c.load(Ordering::Relaxed));
+        let connections = self
+            .connections
+            .get(pool.0)
+            .map_or(0, |p| p.iter().map(|c| c.load(Ordering::Relaxed)).sum());
+        (outstanding, connections)
+    }
+}
+
+/// One request in flight.
+#[derive(Debug)]
+pub struct InFlight {
+    load: Arc<LiveLoad>,
+    target: Target,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Some(c) = self.load.counter(self.target) {
+            c.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(c) = self.load.pools.get(self.target.pool.0) {
+            c.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A response body that keeps its request counted until it has been streamed (or dropped).
+pub struct Counted<B> {
+    inner: B,
+    _in_flight: Option<InFlight>,
+}
+
+impl<B> Counted<B> {
+    pub fn new(inner: B, in_flight: Option<InFlight>) -> Self {
+        Counted {
+            inner,
+            _in_flight: in_flight,
+        }
+    }
+}
+
+impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

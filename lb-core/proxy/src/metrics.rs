@@ -1,0 +1,84 @@
+//! Per-request metrics with handles registered at start, so a request costs one hash lookup
+//! and a few atomic adds instead of building label sets:
+//! `meshlb_proxy_requests_total{load_balancer, pool, endpoint, status_class}`,
+//! `meshlb_proxy_request_duration_seconds{load_balancer}`, `meshlb_proxy_retries_total` and
+//! `meshlb_proxy_affinity_hits_total` (by load balancer).
+
+use metrics::{counter, histogram, Counter, Histogram};
+
+use lb_core::config::Config;
+use lb_core::steering::Target;
+
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+type Classes = [Counter; 5];
+
+fn classes(lb: &str, pool: &str, endpoint: &str) -> Classes {
+    CLASSES.map(|c| {
+        counter!("meshlb_proxy_requests_total",
+            "load_balancer" => lb.to_string(), "pool" => pool.to_string(),
+            "endpoint" => endpoint.to_string(), "status_class" => c)
+    })
+}
+
+#[derive(Debug)]
+pub(crate) struct LbMetrics {
+    /// Requests answered without an endpoint (no pool, fixed responses, unknown pools).
+    no_target: Classes,
+    /// (pool, endpoint) -> counters, for every endpoint this load balancer can reach.
+    targets: foldhash::HashMap<(usize, usize), Classes>,
+    pub duration: Histogram,
+    pub retries: Counter,
+    pub affinity_hits: Counter,
+}
+
+#[derive(Debug)]
+pub(crate) struct ProxyMetrics {
+    pub lbs: Vec<LbMetrics>,
+}
+
+impl ProxyMetrics {
+    pub fn new(config: &Config) -> Self {
+        let lbs = config
+            .load_balancers
+            .iter()
+            .map(|lb| {
+                let mut targets = foldhash::HashMap::default();
+                for pool in lb.settings.all_pools() {
+                    let p = config.pool(pool);
+                    for (i, e) in p.endpoints.iter().enumerate() {
+                        targets.insert((pool.0, i), classes(&lb.name, &p.name, &e.name));
+                    }
+                }
+                LbMetrics {
+                    no_target: classes(&lb.name, "", ""),
+                    targets,
+                    duration: histogram!("meshlb_proxy_request_duration_seconds", "load_balancer" => lb.name.clone()),
+                    retries: counter!("meshlb_proxy_retries_total", "load_balancer" => lb.name.clone()),
+                    affinity_hits: counter!("meshlb_proxy_affinity_hits_total", "load_balancer" => lb.name.clone()),
+                }
+            })
+            .collect();
+        ProxyMetrics { lbs }
+    }
+
+    pub fn request(&self, config: &Config, lb: usize, target: Option<Target>, status: u16) {
+        let Some(m) = self.lbs.get(lb) else { return };
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        match target.and_then(|t| m.targets.get(&(t.pool.0, t.endpoint.0)).map(|c| (t, c))) {
+            Some((_, c)) => c[class].increment(1),
+            None => match target {
+                // A rule sent the request to a pool the load balancer does not list.
+                Some(t) => {
+                    let p = config.pool(t.pool);
+                    let e = p
+                        .endpoints
+                        .get(t.endpoint.0)
+                        .map_or("", |e| e.name.as_str());
+                    classes(&config.load_balancers[lb].name, &p.name, e)[class].increment(1);
+                }
+                None => m.no_target[class].increment(1),
+            },
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! Connections to origins, one pool per proxy worker: HTTP/1.1 keep-alive over plain TCP or
+//! TLS (the load balancer's `origin_tls`), each open connection counted under its origin's
+//! address for least_connections.
+//!
+//! A worker's requests never leave its thread, so the pool is a plain list per origin and a
+//! request drives its connection itself (`origin_http1`); a sweep every second closes idle
+//! connections the origin ended or that idled out, so they stop counting as open.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rustls::pki_types::ServerName;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::body::ProxyBody;
+use crate::live::ByAuthority;
+use crate::origin::body::OriginBody;
+use crate::origin::head::{Framing, HeadError, OriginHead};
+use crate::origin::http1::{Conn, Io, RequestHead};
+
+/// Idle connections kept per origin; more are closed when released.
+const MAX_IDLE_PER_ORIGIN: usize = 256;
+/// How often idle connections are checked for the origin's close and the idle timeout.
+const SWEEP_EVERY: Duration = Duration::from_secs(1);
+
+/// Where and how to connect.
+#[derive(Clone, Copy)]
+pub struct Origin<'a> {
+    /// `ip:port` or `host:port`.
+    pub authority: &'a str,
+    /// TLS settings and the name to send as SNI and verify, when the origin speaks HTTPS.
+    pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
+}
+
+/// TLS settings of a connection: their identity (the config's address) and the server name.
+type TlsKey = Option<(usize, Box<str>)>;
+
+fn same_tls(key: &TlsKey, origin: &Origin<'_>) -> bool {
+    match (key, origin.tls) {
+        (None, None) => true,
+        (Some((id, name)), Some((config, want))) => {
+            *id == Arc::as_ptr(config) as usize && **name == *want
+        }
+        _ => false,
+    }
+}
+
+/// Where a connection's idle list is: `(slot, variant)` in `Pools::idle`.
+type Place = (usize, usize);
+
+/// Idle connections, found without allocating on the request path: a slot per origin
+/// address, and in it a list per TLS settings (plain first, usually the only one).
+#[derive(Default)]
+struct Pools {
+    slots: foldhash::HashMap<String, usize>,
+    idle: Vec<Vec<(TlsKey, Vec<Idle>)>>,
+}
+
+impl Pools {
+    fn find(&self, origin: &Origin<'_>) -> Option<Place> {
+        let slot = *self.slots.get(origin.authority)?;
+        let variant = self.idle[slot]
+            .iter()
+            .position(|(tls, _)| same_tls(tls, origin))?;
+        Some((slot, variant))
+    }
+
+    /// Finds or makes the place for `origin`'s connections (allocates only the first time).
+    fn place(&mut self, origin: &Origin<'_>) -> Place {
+        if let Some(place) = self.find(origin) {
+            return place;
+        }
+        let slot = match self.slots.get(origin.authority) {
+            Some(&slot) => slot,
+            None => {
+                self.idle.push(Vec::new());
+                let slot = self.idle.len() - 1;
+                self.slots.insert(origin.authority.to_string(), slot);
+                slot
+            }
+        };
+        let tls = origin
+            .tls
+            .map(|(c, name)| (Arc::as_ptr(c) as usize, Box::from(name)));
+        self.idle[slot].push((tls, Vec::new()));
+        (slot, self.idle[slot].len() - 1)
+    }
+
+    fn list(&mut self, (slot, variant): Place) -> Option<&mut Vec<Idle>> {
+        Some(&mut self.idle.get_mut(slot)?.get_mut(variant)?.1)
+    }
+}
+
+/// How reaching the origin failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamError {
+    /// Nothing reached the origin: refused, unreachable, or the connect timed out.
+    Connect { timed_out: bool },
+    /// The TLS handshake failed (Cloudflare's 525).
+    TlsHandshake,
+    /// The origin's certificate is not valid for the name (Cloudflare's 526).
+    TlsCertificate,
+    /// The connection broke after the request was sent, before the response head.
+    Exchange,
+    /// The origin's answer broke off after its head (a short body read whole).
+    BrokenAnswer,
+}
+
+/// The response's body as `send` leaves it.
+pub enum Reply {
+    /// Read whole (small, of known length, or none); the connection is back in the pool.
+    Whole(Bytes),
+    /// Streaming from the origin; the connection goes back when it has been read.
+    Streamed(OriginBody),
+    /// The origin switched protocols (101): the connection, and what it already sent.
+    Upgraded(Io, Bytes),
+}
+
+struct Idle {
+    conn: Conn,
+    since: Instant,
+}
+
+/// One worker's connections to origins.
+pub struct Upstream {
+    pools: Mutex<Pools>,
+    counters: ByAuthority,
+    connect_timeout: Duration,
+    idle_timeout: Duration,
+    /// The longest an origin may go silent in the middle of a streamed body.
+    read_timeout: Duration,
+    sent: SentCounters,
+}
+
+/// `meshlb_proxy_origin_requests_total{connection}`: requests sent to origins by the kind of
+/// connection they went on — how well keep-alive works, and how often origins drop reused
+/// connections under a request.
+struct SentCounters {
+    reused: metrics::Counter,
+    new: metrics::Counter,
+    resent: metrics::Counter,
+}
+
+impl SentCounters {
+    fn register() -> Self {
+        let by = |kind: &'static str| metrics::counter!("meshlb_proxy_origin_requests_total", "connection" => kind);
+        SentCounters {
+            reused: by("reused"),
+            new: by("new"),
+            resent: by("resent"),
+        }
+    }
+}
+
+fn is_certificate_error(e: &std::io::Error) -> bool {
+    e.get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+        .is_some_and(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
+}
+
+/// Why one exchange on one connection failed.
+enum ExchangeFailure {
+    /// Nothing came back and the request may not have been read: a reused connection the
+    /// origin was closing.
+    NothingBack,
+    /// Broken before the response head was complete.
+    Broken,
+    /// Broken after the head, reading a body to buffer: too late to send the request again.
+    AfterHead,
+}
+
+impl Upstream {
+    /// A pool; within a tokio runtime it sweeps its idle connections until dropped.
+    pub fn new(
+        counters: ByAuthority,
+        connect_timeout: Duration,
+        idle_timeout: Duration,
+        read_timeout: Duration,
+    ) -> Arc<Self> {
+        let upstream = Arc::new(Upstream {
+            pools: Mutex::new(Pools::default()),
+            counters,
+            connect_timeout,
+            idle_timeout,
+            read_timeout,
+            sent: SentCounters::register(),
+        });
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(sweep(Arc::downgrade(&upstream)));
+        }
+        upstream
+    }
+
+    /// Sends the request on an idle connection to `origin` or a new one and reads the
+    /// response head; a body of known length up to `buffer_up_to` bytes is read whole.
+    pub async fn send(
+        self: &Arc<Self>,
+        origin: Origin<'_>,
+        req: &RequestHead<'_>,
+        body: ProxyBody,
+        buffer_up_to: u64,
+    ) -> Result<(OriginHead, Reply), UpstreamError> {
+        let mut body = Some(body);
+        let mut pooled = self.checkout(&origin);
+        let mut resending = false;
+        // A pooled connection first (if any), then a new one; at most two turns. One place
+        // that awaits the exchange keeps this future small: every request's future is moved
+        // into place, so its size is copied each time (bench/proxy.sh).
+        loop {
+            let reused = pooled.is_some();
+            let (conn, place, this_try, replayable) = match pooled.take() {
+                Some((conn, place)) => {
+                    self.sent.reused.increment(1);
+                    // A body in hand is sent as a copy, so that it is still there for another
+                    // try.
+                    let (this_try, replayable) = match body.as_ref().and_then(ProxyBody::replayable)
+                    {
+                        Some(copy) => (copy, true),
+                        None => (body.take().unwrap_or(ProxyBody::Empty), false),
+                    };
+                    (conn, place, this_try, replayable)
+                }
+                None => {
+                    let this_try = body.take().ok_or(UpstreamError::Exchange)?;
+                    // Boxed: connecting (a TLS handshake's state above all) would make every
+                    // request's future over a kilobyte larger.
+                    let conn = Box::pin(self.connect(origin)).await?;
+                    if resending {
+                        self.sent.resent.increment(1);
+                    } else {
+                        self.sent.new.increment(1);
+                    }
+                    let place = match self.pools.lock() {
+                        Ok(mut pools) => pools.place(&origin),
+                        Err(_) => return Err(UpstreamError::Exchange),
+                    };
+                    (conn, place, this_try, false)
+                }
+            };
+            match self
+                .exchange(conn, place, req, this_try, buffer_up_to)
+                .await
+            {
+                Ok(done) => return Ok(done),
+                // The origin closed the idle connection as the request went out. Sending it
+                // once more, on a new connection, is safe when the request is idempotent
+                // (RFC 9110 section 9.2.2) and its body is still in hand.
+                Err(ExchangeFailure::NothingBack)
+                    if reused && replayable && req.method.is_idempotent() =>
+                {
+                    resending = true;
+                }
+                Err(ExchangeFailure::AfterHead) => return Err(UpstreamError::BrokenAnswer),
+                Err(_) => return Err(UpstreamError::Exchange),
+            }
+        }
+    }
+
+    async fn exchange(
+        self: &Arc<Self>,
+        mut conn: Conn,
+        place: Place,
+        req: &RequestHead<'_>,
+        body: ProxyBody,
+        buffer_up_to: u64,
+    ) -> Result<(OriginHead, Reply), ExchangeFailure> {
+        // Let the worker's other ready tasks run first, so requests to origins go out in a
+        // burst after each turn of the event loop rather than one by one: on the benchmark's
+        // two cores that wakes the origin's core once per burst, and costs ~10 % less CPU per
+        // request (bench/proxy.sh).
+        tokio::task::yield_now().await;
+        let head = match conn.write_request(req, body).await {
+            Err(_) => return Err(ExchangeFailure::NothingBack),
+            Ok(None) => conn.read_head(req.method).await,
+            Ok(Some((streamed, chunked))) => conn
+                .upload_and_read_head(streamed, chunked, req.method)
+                .await
+                .map(|(mut head, whole_body_sent)| {
+                    head.keep_alive &= whole_body_sent;
+                    head
+                }),
+        };
+        let head = match head {
+            Ok(head) => head,
+            Err(HeadError::NothingBack) => return Err(ExchangeFailure::NothingBack),
+            Err(HeadError::Broken) => return Err(ExchangeFailure::Broken),
+        };
+        let reply = match head.framing {
+            Framing::Upgrade => {
+                let (io, early) = conn.into_tunnel();
+                Reply::Upgraded(io, early)
+            }
+            Framing::Empty => {
+                if head.keep_alive {
+                    self.release(conn, place);
+                }
+                Reply::Whole(Bytes::new())
+            }
+            Framing::Length(n) if n <= buffer_up_to => {
+                let n = usize::try_from(n).map_err(|_| ExchangeFailure::Broken)?;
+                let body = conn
+                    .read_body(n)
+                    .await
+                    .map_err(|_| ExchangeFailure::AfterHead)?;
+                if head.keep_alive {
+                    self.release(conn, place);
+                }
+                Reply::Whole(body)
+            }
+            framing => {
+                let me = Arc::clone(self);
+                let release = Box::new(move |conn| me.release(conn, place));
+                Reply::Streamed(OriginBody::new(
+                    conn,
+                    framing,
+                    head.keep_alive,
+                    release,
+                    self.read_timeout,
+                ))
+            }
+        };
+        Ok((head.answer, reply))
+    }
+
+    /// Puts a connection whose response has been read to the end back in the pool.
+    fn release(&self, conn: Conn, place: Place) {
+        let Ok(mut pools) = self.pools.lock() else {
+            return;
+        };
+        if let Some(list) = pools.list(place) {
+            if list.len() < MAX_IDLE_PER_ORIGIN {
+                list.push(Idle {
+                    conn,
+                    since: Instant::now(),
+                });
+            }
+        }
+    }
+
+    /// The most recently used live idle connection (LIFO keeps few connections hot and lets
+    /// the rest time out).
+    fn checkout(&self, origin: &Origin<'_>) -> Option<(Conn, Place)> {
+        let mut pools = self.pools.lock().ok()?;
+        let place = pools.find(origin)?;
+        let list = pools.list(place)?;
+        while let Some(mut idle) = list.pop() {
+            if idle.since.elapsed() < self.idle_timeout && idle.conn.is_idle_and_open() {
+                return Some((idle.conn, place));
+            }
+        }
+        None
+    }
+
+    /// Closes idle connections that timed out or that the origin ended.
+    fn sweep_idle(&self) {
+        let Ok(mut pools) = self.pools.lock() else {
+            return;
+        };
+        for slot in &mut pools.idle {
+            for (_, list) in slot.iter_mut() {
+                list.retain_mut(|idle| {
+                    idle.since.elapsed() < self.idle_timeout && idle.conn.is_idle_and_open()
+                });
+            }
+        }
+    }
+
+    /// Idle connections in the pool (for tests).
+    #[cfg(test)]
+    fn idle_count(&self) -> usize {
+        self.pools.lock().map_or(0, |p| {
+            p.idle
+                .iter()
+                .flat_map(|slot| slot.iter().map(|(_, l)| l.len()))
+                .sum()
+        })
+    }
+
+    async fn connect(&self, origin: Origin<'_>) -> Result<Conn, UpstreamError> {
+        let refused = UpstreamError::Connect { timed_out: false };
+        let timed_out = UpstreamError::Connect { timed_out: true };
+        let tcp =
+            match tokio::time::timeout(self.connect_timeout, tcp_connect(origin.authority)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(_)) => return Err(refused),
+                Err(_) => return Err(timed_out),
+            };
+        let _ = tcp.set_nodelay(true);
+        let counter = self.counters.get(origin.authority).cloned();
+        let Some((config, name)) = origin.tls else {
+            return Ok(Conn::new(Io::Left(tcp), counter));
+        };
+        let server_name =
+            ServerName::try_from(name.to_string()).map_err(|_| UpstreamError::TlsHandshake)?;
+        let handshake = TlsConnector::from(Arc::clone(config)).connect(server_name, tcp);
+        match tokio::time::timeout(self.connect_timeout, handshake).await {
+            Ok(Ok(tls)) => Ok(Conn::new(Io::Right(Box::new(tls)), counter)),
+            Ok(Err(e)) if is_certificate_error(&e) => Err(UpstreamError::TlsCertificate),
+            Ok(Err(_)) | Err(_) => Err(UpstreamError::TlsHandshake),
+        }
+    }
+}
+
+/// Sweeps a pool's idle connections every second for as long as the pool exists.
+async fn sweep(upstream: Weak<Upstream>) {
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        match upstream.upgrade() {
+            Some(u) => u.sweep_idle(),
+            None => return,
+        }
+    }
+}
+
+async fn tcp_connect(authority: &str) -> std::io::Result<TcpStream> {
+    if let Ok(addr) = authority.parse::<SocketAddr>() {
+        return TcpStream::connect(addr).await;
+    }
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("{authority}: no address"),
+    );
+    for addr in tokio::net::lookup_host(authority).await? {
+        match TcpStream::connect(addr).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,294 @@
+//! The origin pool against real origins on loopback: plain HTTP (reuse, counting, a closed
+//! idle connection), TLS with any certificate, with verified certificates (525/526 cases),
+//! and connect failures.
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicUsize;
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use http::{HeaderMap, Method};
+use http_body_util::BodyExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::*;
+use crate::origin::head::OriginHead;
+
+/// Sends `GET /` with `Host: origin.test`; bodies above `buffer_up_to` bytes stream.
+async fn get(
+    up: &Arc<Upstream>,
+    o: Origin<'_>,
+    buffer_up_to: u64,
+) -> Result<(OriginHead, Reply), UpstreamError> {
+    let mut headers = HeaderMap::new();
+    headers.insert(http::header::HOST, "origin.test".parse().expect("host"));
+    let head = RequestHead {
+        method: &Method::GET,
+        target: "/",
+        headers: &headers,
+        forwarded: None,
+        host: None,
+        trailers: false,
+    };
+    up.send(o, &head, ProxyBody::Empty, buffer_up_to).await
+}
+
+/// An origin answering "ok" with keep-alive (or closing after each answer), counting the
+/// connections it accepts; with TLS when a server config is given.
+async fn origin(
+    close_after_answer: bool,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            count.fetch_add(1, Ordering::SeqCst);
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                match tls {
+                    Some(config) => {
+                        if let Ok(s) = tokio_rustls::TlsAcceptor::from(config).accept(tcp).await {
+                            answer(s, close_after_answer).await;
+                        }
+                    }
+                    None => answer(tcp, close_after_answer).await,
+                }
+            });
+        }
+    });
+    (addr, accepted)
+}
+
+async fn answer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S, close: bool) {
+    let mut buf = vec![0u8; 4096];
+    let mut have = Vec::new();
+    loop {
+        match s.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => have.extend_from_slice(&buf[..n]),
+        }
+        while let Some(end) = have.windows(4).position(|w| w == b"\r\n\r\n") {
+            have.drain(..end + 4);
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await
+                .is_err()
+            {
+                return;
+            }
+            if close {
+                // Ends the connection without saying so, as an origin's idle timeout does.
+                return;
+            }
+        }
+    }
+}
+
+fn counters(addr: SocketAddr) -> (ByAuthority, Arc<AtomicU32>) {
+    let c = Arc::new(AtomicU32::new(0));
+    (
+        Arc::new(HashMap::from([(addr.to_string(), Arc::clone(&c))])),
+        c,
+    )
+}
+
+fn pool(by: ByAuthority) -> Arc<Upstream> {
+    Upstream::new(
+        by,
+        Duration::from_secs(2),
+        Duration::from_secs(90),
+        Duration::from_secs(10),
+    )
+}
+
+async fn body(reply: Reply) -> Bytes {
+    match reply {
+        Reply::Whole(b) => b,
+        Reply::Streamed(s) => s.collect().await.expect("body").to_bytes(),
+        Reply::Upgraded(..) => panic!("an upgrade"),
+    }
+}
+
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+#[tokio::test]
+async fn idle_connections_are_reused_and_counted_while_open() {
+    let (addr, accepted) = origin(false, None).await;
+    let (by, open) = counters(addr);
+    let up = pool(by);
+    let authority = addr.to_string();
+    let o = Origin {
+        authority: &authority,
+        tls: None,
+    };
+    for _ in 0..3 {
+        let (_, reply) = get(&up, o, 1024).await.expect("sent");
+        assert_eq!(body(reply).await, "ok");
+    }
+    assert_eq!(
+        accepted.load(Ordering::SeqCst),
+        1,
+        "one connection for all three"
+    );
+    assert_eq!(open.load(Ordering::Relaxed), 1);
+    // Two at once need two connections (bodies left streaming hold theirs).
+    let (_, a) = get(&up, o, 0).await.expect("a");
+    let (_, b) = get(&up, o, 0).await.expect("b");
+    assert!(matches!((&a, &b), (Reply::Streamed(_), Reply::Streamed(_))));
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+    assert_eq!(open.load(Ordering::Relaxed), 2);
+    // A streamed body read to its end gives its connection back; one dropped unread
+    // closes it.
+    assert_eq!(body(a).await, "ok");
+    assert_eq!(up.idle_count(), 1);
+    drop(b);
+    assert_eq!(open.load(Ordering::Relaxed), 1);
+    drop(up);
+    until("both connections to close", || {
+        open.load(Ordering::Relaxed) == 0
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_connection_the_origin_closed_is_not_used_again() {
+    let (addr, accepted) = origin(true, None).await;
+    let (by, open) = counters(addr);
+    let up = pool(by);
+    let authority = addr.to_string();
+    let o = Origin {
+        authority: &authority,
+        tls: None,
+    };
+    let (_, reply) = get(&up, o, 1024).await.expect("first");
+    assert_eq!(body(reply).await, "ok");
+    assert_eq!(up.idle_count(), 1);
+    // The sweep notices the origin's close and stops counting the connection.
+    until("the origin's close to be seen", || {
+        open.load(Ordering::Relaxed) == 0 && up.idle_count() == 0
+    })
+    .await;
+    let (_, reply) = get(&up, o, 1024).await.expect("second");
+    assert_eq!(body(reply).await, "ok");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn refused_connections_are_connect_failures() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let up = pool(Arc::new(HashMap::new()));
+    let authority = addr.to_string();
+    let o = Origin {
+        authority: &authority,
+        tls: None,
+    };
+    let e = get(&up, o, 1024).await.err();
+    assert_eq!(e, Some(UpstreamError::Connect { timed_out: false }));
+}
+
+struct Pki {
+    ca_pem: String,
+    server: Arc<rustls::ServerConfig>,
+}
+
+/// A CA and a certificate it signed for `origin.test`.
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("ca key")).expect("ca");
+    let leaf_key = KeyPair::generate().expect("leaf key");
+    let leaf = CertificateParams::new(vec!["origin.test".to_string()])
+        .expect("leaf params")
+        .signed_by(&leaf_key, &ca)
+        .expect("leaf");
+    let key = rustls::pki_types::PrivateKeyDer::try_from(leaf_key.serialize_der()).expect("key");
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![leaf.der().clone()], key)
+        .expect("server config");
+    Pki {
+        ca_pem: ca.pem(),
+        server: Arc::new(server),
+    }
+}
+
+#[tokio::test]
+async fn tls_origins_full_strict_and_their_failures() {
+    let pki = pki();
+    let (addr, _) = origin(false, Some(Arc::clone(&pki.server))).await;
+    let up = pool(Arc::new(HashMap::new()));
+    let authority = addr.to_string();
+    let dir = tempfile::Builder::new()
+        .prefix("meshlb-upstream-")
+        .tempdir()
+        .expect("dir");
+    let ca_file = dir.path().join("ca.pem");
+    std::fs::write(&ca_file, &pki.ca_pem).expect("ca file");
+
+    // full: any certificate, the handshake still happens.
+    let any = lb_tls::client_config(true, None).expect("full");
+    let o = Origin {
+        authority: &authority,
+        tls: Some((&any, "origin.test")),
+    };
+    let (_, reply) = get(&up, o, 1024).await.expect("full");
+    assert_eq!(body(reply).await, "ok");
+
+    // strict with the CA: valid for origin.test, not for another name.
+    let verified = lb_tls::client_config(false, Some(&ca_file)).expect("strict");
+    let o = Origin {
+        authority: &authority,
+        tls: Some((&verified, "origin.test")),
+    };
+    let (_, reply) = get(&up, o, 1024).await.expect("strict");
+    assert_eq!(body(reply).await, "ok");
+    let o = Origin {
+        authority: &authority,
+        tls: Some((&verified, "elsewhere.test")),
+    };
+    assert_eq!(
+        get(&up, o, 1024).await.err(),
+        Some(UpstreamError::TlsCertificate)
+    );
+
+    // strict with only the public roots: an unknown issuer is a 526 too.
+    let public = lb_tls::client_config(false, None).expect("public");
+    let o = Origin {
+        authority: &authority,
+        tls: Some((&public, "origin.test")),
+    };
+    assert_eq!(
+        get(&up, o, 1024).await.err(),
+        Some(UpstreamError::TlsCertificate)
+    );
+
+    // TLS to an origin that speaks plain HTTP: the handshake fails (525).
+    let (plain, _) = origin(false, None).await;
+    let plain = plain.to_string();
+    let o = Origin {
+        authority: &plain,
+        tls: Some((&any, "origin.test")),
+    };
+    assert_eq!(
+        get(&up, o, 1024).await.err(),
+        Some(UpstreamError::TlsHandshake)
+    );
+}

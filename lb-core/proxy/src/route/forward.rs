@@ -1,0 +1,334 @@
+//! Forwarding a steered request: its body buffered when it can be replayed, one try at the
+//! endpoint and perhaps one retry elsewhere (zero-downtime failover), the origin's answer
+//! bounded by the response timeout, and the response shaped for the client.
+//!
+//! All of it is one async function on purpose: every async layer a request goes through is
+//! a future built and then copied into its parent's state, for every request, and the copies
+//! showed in profiles (bench/proxy.sh). What needs no waiting is in plain functions.
+
+use std::future::poll_fn;
+use std::pin::pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{self, HeaderValue};
+use http::{Response, StatusCode};
+use http_body_util::BodyExt;
+use hyper::body::Body;
+use hyper_util::rt::TokioIo;
+use tokio::io::AsyncWriteExt;
+
+use super::proxy::{status, text, Forwarding, Prepared, Proxy};
+use crate::answer::Answer;
+use crate::body::ProxyBody;
+use crate::lazy_timer::LazyTimer;
+use crate::live::{Counted, InFlight};
+use crate::origin::head::OriginHead;
+use crate::origin::http1::{Io, RequestHead};
+use crate::origin::pool::{Origin, Reply, Upstream, UpstreamError};
+use lb_core::affinity::SetCookie;
+use lb_core::config::{LoadBalancer, ZeroDowntimeFailover};
+use lb_core::steering::{AffinityUpdate, Decision, Target};
+
+/// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
+const BUFFER_RESPONSE_UP_TO: u64 = 16 << 10;
+
+/// How an attempt at an origin failed.
+enum Failure {
+    /// Nothing reached the origin (refused, unreachable, connect timeout, TLS handshake
+    /// failed or certificate refused): a retry is safe.
+    Connect(UpstreamError),
+    /// The connection broke after the request was sent but before any response byte, or
+    /// the origin took too long.
+    Exchange { timed_out: bool },
+    /// The answer broke off after its head: never sent again.
+    BrokenAnswer,
+}
+
+/// Where and how one attempt reaches its endpoint.
+struct OriginRoute<'a> {
+    /// `host:port`, for plain HTTP or TLS as the load balancer speaks to its origins.
+    authority: &'a str,
+    /// The endpoint's `Host` override.
+    host: Option<HeaderValue>,
+    tls: Option<&'a Arc<rustls::ClientConfig>>,
+    /// The TLS server name: the Host the origin gets.
+    tls_name: Option<String>,
+}
+
+impl Proxy {
+    /// Forwards a request `begin` steered to an origin, and records its metrics.
+    pub async fn forward(
+        &self,
+        upstream: &Arc<Upstream>,
+        f: Forwarding,
+        answer_timer: &mut LazyTimer,
+    ) -> Answer {
+        let Forwarding {
+            start,
+            lb_index,
+            decision,
+            had_binding,
+            target: first_target,
+            retry,
+            prepared: p,
+            body,
+            client_upgrade,
+        } = f;
+        let lb = &self.config.load_balancers[lb_index];
+        let response = 'answer: {
+            // A body that fits the replay limit is buffered so that a retry can send it again.
+            let buffer = body.is_end_stream()
+                || body
+                    .size_hint()
+                    .exact()
+                    .is_some_and(|n| n <= self.settings.replay_limit);
+            let (first_body, body_for_retry) = if buffer {
+                match body.collect().await {
+                    Ok(c) => {
+                        let bytes = c.to_bytes();
+                        (ProxyBody::bytes(bytes.clone()), Some(bytes))
+                    }
+                    Err(_) => {
+                        break 'answer Answer::Made(text(
+                            StatusCode::BAD_REQUEST,
+                            "meshlb: the request body broke off\n".into(),
+                        ))
+                    }
+                }
+            } else {
+                (body, None)
+            };
+            // The first try, then perhaps one retry.
+            let (mut target, mut body) = (first_target, first_body);
+            let mut used_retry = false;
+            // An answer leaves the loop at once, as the client's: the response is a few hundred
+            // bytes, copied at every step it is handed on.
+            let failure = loop {
+                let in_flight = self.live.start(target);
+                let failure = match self.origin_route(lb_index, target, &p) {
+                    None => Failure::Connect(UpstreamError::Connect { timed_out: false }),
+                    Some(route) => {
+                        let head = RequestHead {
+                            method: &p.method,
+                            target: p.target.as_str(),
+                            headers: &p.headers,
+                            forwarded: Some(&p.forwarded),
+                            host: route.host.as_ref(),
+                            trailers: p.trailers,
+                        };
+                        let origin = Origin {
+                            authority: route.authority,
+                            tls: route.tls.zip(route.tls_name.as_deref()),
+                        };
+                        let deadline =
+                            crate::lazy_timer::deadline_after(self.settings.response_timeout);
+                        let mut send =
+                            pin!(upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO));
+                        match poll_fn(|cx| answer_timer.poll_within(send.as_mut(), deadline, cx))
+                            .await
+                        {
+                            Some(Ok((resp, reply))) => {
+                                let cookie = affinity_cookie(&decision, used_retry, lb);
+                                break 'answer for_client(
+                                    resp,
+                                    reply,
+                                    cookie,
+                                    in_flight,
+                                    client_upgrade,
+                                    lb,
+                                );
+                            }
+                            Some(Err(UpstreamError::Exchange)) => {
+                                Failure::Exchange { timed_out: false }
+                            }
+                            Some(Err(UpstreamError::BrokenAnswer)) => Failure::BrokenAnswer,
+                            Some(Err(e)) => Failure::Connect(e),
+                            None => Failure::Exchange { timed_out: true },
+                        }
+                    }
+                };
+                drop(in_flight);
+                // Safe to send again: nothing reached the origin, or the connection broke
+                // before any response byte on an idempotent request (RFC 9110 section 9.2.2).
+                let retryable = match &failure {
+                    Failure::Connect(_) => true,
+                    Failure::Exchange { timed_out: false } => p.method.is_idempotent(),
+                    _ => false,
+                };
+                if let (false, true, Some(retry), Some(bytes)) =
+                    (used_retry, retryable, retry, &body_for_retry)
+                {
+                    if let Some(m) = self.metrics.lbs.get(lb_index) {
+                        m.retries.increment(1);
+                    }
+                    (target, body) = (retry, ProxyBody::bytes(bytes.clone()));
+                    used_retry = true;
+                    continue;
+                }
+                break failure;
+            };
+            Answer::Made(failure_response(&failure, lb))
+        };
+        self.record(
+            start,
+            lb_index,
+            Some(first_target),
+            response.status(),
+            had_binding,
+            &decision,
+        );
+        response
+    }
+
+    /// How to reach `target` for this load balancer; `None` for an endpoint the config does
+    /// not have (a rule's stale target), which counts as refused.
+    fn origin_route(
+        &self,
+        lb_index: usize,
+        target: Target,
+        p: &Prepared,
+    ) -> Option<OriginRoute<'_>> {
+        let endpoint = self
+            .config
+            .pool(target.pool)
+            .endpoints
+            .get(target.endpoint.0)?;
+        let authorities = self
+            .authorities
+            .get(target.pool.0)
+            .and_then(|p| p.get(target.endpoint.0))?;
+        let host = endpoint
+            .host_header
+            .as_deref()
+            .and_then(|h| HeaderValue::from_str(h).ok());
+        let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
+        let tls_name = tls.map(|_| {
+            host.as_ref()
+                .or_else(|| p.headers.get(header::HOST))
+                .and_then(|h| h.to_str().ok())
+                .map(|h| lb_tls::host_without_port(h).to_string())
+                .unwrap_or_default()
+        });
+        Some(OriginRoute {
+            authority: &authorities[usize::from(tls.is_some())],
+            host,
+            tls,
+            tls_name,
+        })
+    }
+}
+
+/// The affinity cookie to send with the answer: the retry's when the retry answered and
+/// `zero_downtime_failover` is sticky, none when it is temporary, else the decision's.
+fn affinity_cookie(decision: &Decision, used_retry: bool, lb: &LoadBalancer) -> Option<SetCookie> {
+    match (&decision.affinity, used_retry) {
+        (_, true) if decision.retry_cookie.is_some() => decision.retry_cookie.clone(),
+        (_, true)
+            if lb.settings.session_affinity.zero_downtime_failover
+                == ZeroDowntimeFailover::Temporary =>
+        {
+            None
+        }
+        (AffinityUpdate::SetCookie(c), _) => Some(c.clone()),
+        _ => None,
+    }
+}
+
+/// The origin's answer as the client gets it: the affinity cookie added (its hop-by-hop
+/// fields stayed on the origin's hop, `interpret`), the body whole, streamed (counted as
+/// outstanding until it ends) or tunnelled.
+fn for_client(
+    mut head: OriginHead,
+    reply: Reply,
+    cookie: Option<SetCookie>,
+    in_flight: InFlight,
+    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    lb: &LoadBalancer,
+) -> Answer {
+    if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
+        head.fields.set_cookie(c);
+    }
+    match reply {
+        // A small response of known length was read whole, so the client gets head and
+        // body in one write (what nginx's proxy buffering does).
+        Reply::Whole(bytes) => {
+            drop(in_flight);
+            Answer::Origin(head, ProxyBody::bytes(bytes))
+        }
+        Reply::Streamed(body) => Answer::Origin(
+            head,
+            ProxyBody::Counted(Box::new(Counted::new(body, Some(in_flight)))),
+        ),
+        Reply::Upgraded(origin_io, early) => match client_upgrade {
+            Some(client_side) => {
+                tokio::spawn(tunnel(client_side, origin_io, early, in_flight));
+                let mut response = Answer::Origin(head, ProxyBody::Empty).into_response();
+                // The client switches protocols with this hop's `Connection: upgrade`.
+                response
+                    .headers_mut()
+                    .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                Answer::Made(response)
+            }
+            None => Answer::Made(text(
+                StatusCode::BAD_GATEWAY,
+                format!(
+                    "meshlb: the origin of {} switched protocols unasked\n",
+                    lb.name
+                ),
+            )),
+        },
+    }
+}
+
+/// What the client gets when no attempt brought an answer (Cloudflare's codes where they
+/// have one).
+fn failure_response(failure: &Failure, lb: &LoadBalancer) -> Response<ProxyBody> {
+    match failure {
+        Failure::Connect(UpstreamError::Connect { timed_out: true })
+        | Failure::Exchange { timed_out: true } => text(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("meshlb: the origin of {} did not answer in time\n", lb.name),
+        ),
+        Failure::Connect(UpstreamError::TlsHandshake) => text(
+            status(525),
+            format!(
+                "meshlb: the TLS handshake with the origin of {} failed (error 525)\n",
+                lb.name
+            ),
+        ),
+        Failure::Connect(UpstreamError::TlsCertificate) => text(
+            status(526),
+            format!(
+                "meshlb: the origin of {} has an invalid certificate (error 526)\n",
+                lb.name
+            ),
+        ),
+        Failure::BrokenAnswer => text(
+            StatusCode::BAD_GATEWAY,
+            format!("meshlb: the origin of {} broke off its answer\n", lb.name),
+        ),
+        _ => text(
+            StatusCode::BAD_GATEWAY,
+            format!("meshlb: the origin of {} could not be reached\n", lb.name),
+        ),
+    }
+}
+
+/// Carries a WebSocket (or any upgraded protocol) both ways until either side closes; it
+/// counts as outstanding all along, and its origin connection is never pooled again.
+async fn tunnel(
+    client_side: hyper::upgrade::OnUpgrade,
+    mut origin: Io,
+    early: Bytes,
+    _in_flight: InFlight,
+) {
+    let Ok(client) = client_side.await else {
+        return;
+    };
+    let mut client = TokioIo::new(client);
+    if !early.is_empty() && client.write_all(&early).await.is_err() {
+        return;
+    }
+    let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
+}

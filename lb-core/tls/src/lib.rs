@@ -1,0 +1,145 @@
+//! TLS client settings for https/ldaps monitors and for the proxy's connections to origins:
+//! the public web PKI plus an optional CA file, or — with `allow_insecure` (a monitor's
+//! `allow_insecure`, a load balancer's `origin_tls = "full"`) — any certificate at all (the
+//! handshake and its signatures are still checked).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+
+/// Why TLS client settings could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("tls: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("ca_file {}: {source}", path.display())]
+    CaFileUnreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("ca_file {}: {source}", path.display())]
+    CaFileCertificate {
+        path: PathBuf,
+        source: rustls::Error,
+    },
+    #[error("ca_file {}: no PEM certificate in it", path.display())]
+    CaFileEmpty { path: PathBuf },
+    #[error("tls: `{0}` is not a valid server name")]
+    ServerName(String),
+}
+
+pub fn client_config(
+    allow_insecure: bool,
+    ca_file: Option<&Path>,
+) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()?;
+    let config = if allow_insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = ca_file {
+            for cert in read_pem_certs(path)? {
+                roots
+                    .add(cert)
+                    .map_err(|source| TlsError::CaFileCertificate {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+            }
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    Ok(Arc::new(config))
+}
+
+fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let unreadable = |source| TlsError::CaFileUnreadable {
+        path: path.to_path_buf(),
+        source,
+    };
+    let data = std::fs::read(path).map_err(unreadable)?;
+    let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut data.as_slice()).collect();
+    let certs = certs.map_err(unreadable)?;
+    if certs.is_empty() {
+        return Err(TlsError::CaFileEmpty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The server name to verify and send as SNI: the Host without a port (a DNS name or an IP).
+pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
+    ServerName::try_from(host_without_port(host).to_string())
+        .map_err(|_| TlsError::ServerName(host.to_string()))
+}
+
+/// `a.example:8443` -> `a.example`, `[2001:db8::1]:443` -> `2001:db8::1`, `2001:db8::1` as is.
+pub fn host_without_port(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or(rest);
+    }
+    match host.rsplit_once(':') {
+        Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => h,
+        _ => host,
+    }
+}
+
+/// `allow_insecure`: accept any certificate, but still check handshake signatures so the
+/// connection is a real TLS one.
+#[derive(Debug)]
+struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AcceptAny {
+    fn verify_server_cert(
+        &self,
+        _: &CertificateDer<'_>,
+        _: &[CertificateDer<'_>],
+        _: &ServerName<'_>,
+        _: &[u8],
+        _: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

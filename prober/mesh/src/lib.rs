@@ -1,0 +1,17 @@
+//! The gossip mesh that probers and aggregators share: chitchat over a sealed transport
+//! (every datagram authenticated and encrypted with the cluster key), the namespace of the keys
+//! nodes gossip, and the start of a mesh node.
+//!
+//! - [`seal`]: the key ring and the XChaCha20-Poly1305 frame of one datagram.
+//! - [`transport`]: chitchat's `Transport` over UDP, sealing and opening every message.
+//! - [`keys`]: what a node gossips and how each value is encoded.
+//! - [`node`]: a chitchat node with meshlb's identity and settings.
+
+pub mod keys;
+pub mod node;
+pub mod seal;
+pub mod transport;
+
+pub use node::{start, MeshNode, MeshSettings, NodeIdentity, DEAD_NODE_GRACE};
+pub use seal::{KeyError, KeyRing};
+pub use transport::{SealedTransport, TransportStats};

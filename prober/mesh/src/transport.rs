@@ -1,0 +1,314 @@
+//! A chitchat `Transport` over UDP that seals every datagram (see `seal.rs`), drops and counts
+//! whatever does not open, and asks for a large socket receive buffer (the default 212 KB
+//! overflowed when gossiping nodes stalled, DESIGN section 4).
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use async_trait::async_trait;
+use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
+use chitchat::ChitchatEnvelope;
+
+use super::seal::{frame, parse_frame, KeyRing, MAX_DATAGRAM};
+
+/// Receive buffer asked of the kernel (it caps the request at net.core.rmem_max).
+const RECV_BUFFER: usize = 8 << 20;
+/// Reassembly is bounded: this many half-received messages, for this long.
+const MAX_PARTIAL: usize = 64;
+const PARTIAL_TTL: Duration = Duration::from_secs(2);
+
+/// Counters of one transport, for metrics and tests.
+#[derive(Debug, Default)]
+pub struct TransportStats {
+    pub datagrams_sent: AtomicU64,
+    pub bytes_sent: AtomicU64,
+    pub datagrams_received: AtomicU64,
+    pub bytes_received: AtomicU64,
+    /// Datagrams or messages dropped: not ours, forged, wrong key or cluster, replayed, garbage.
+    pub rejected: AtomicU64,
+    /// Messages that needed two datagrams.
+    pub fragmented: AtomicU64,
+}
+
+/// The sealed UDP transport.
+pub struct SealedTransport {
+    ring: KeyRing,
+    cluster_id: String,
+    stats: Arc<TransportStats>,
+}
+
+impl SealedTransport {
+    pub fn new(ring: KeyRing, cluster_id: impl Into<String>) -> Self {
+        SealedTransport {
+            ring,
+            cluster_id: cluster_id.into(),
+            stats: Arc::default(),
+        }
+    }
+
+    pub fn stats(&self) -> Arc<TransportStats> {
+        Arc::clone(&self.stats)
+    }
+}
+
+fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::UdpSocket> {
+    use socket2::{Domain, Protocol, Socket as RawSocket, Type};
+    let socket = RawSocket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Best effort: a smaller buffer still works, it only drops more under bursts.
+    let _ = socket.set_recv_buffer_size(RECV_BUFFER);
+    socket.set_nonblocking(true)?;
+    socket
+        .bind(&addr.into())
+        .with_context(|| format!("failed to bind {addr}/UDP for gossip"))?;
+    Ok(tokio::net::UdpSocket::from_std(socket.into())?)
+}
+
+#[async_trait]
+impl Transport for SealedTransport {
+    async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
+        Ok(Box::new(SealedSocket {
+            socket: bind(listen_addr)?,
+            ring: self.ring.clone(),
+            cluster_id: self.cluster_id.clone(),
+            stats: Arc::clone(&self.stats),
+            buf: vec![0u8; MAX_DATAGRAM + 1].into_boxed_slice(),
+            partial: HashMap::new(),
+        }))
+    }
+}
+
+struct Partial {
+    first_seen: Instant,
+    parts: Vec<Option<Vec<u8>>>,
+}
+
+struct SealedSocket {
+    socket: tokio::net::UdpSocket,
+    ring: KeyRing,
+    cluster_id: String,
+    stats: Arc<TransportStats>,
+    buf: Box<[u8]>,
+    partial: HashMap<(SocketAddr, u32), Partial>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+#[async_trait]
+impl Socket for SealedSocket {
+    fn local_addr(&self) -> anyhow::Result<SocketAddr> {
+        self.socket.local_addr().context("gossip socket address")
+    }
+
+    async fn send(
+        &mut self,
+        to: SocketAddr,
+        envelope: ChitchatEnvelope,
+    ) -> anyhow::Result<SendOutcome> {
+        let bytes = envelope.serialize_to_vec();
+        let body = self.ring.seal(&self.cluster_id, now_ms(), &bytes);
+        let frames = frame(&body, rand::random());
+        if frames.len() > 1 {
+            self.stats.fragmented.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut sent = 0;
+        for f in &frames {
+            match self.socket.send_to(f, to).await {
+                Ok(n) => {
+                    sent += n;
+                    self.stats.datagrams_sent.fetch_add(1, Ordering::Relaxed);
+                }
+                // A peer that is gone or a full buffer is not a broken transport: gossip retries.
+                Err(e) => tracing::debug!(to = %to, error = %e, "gossip send failed"),
+            }
+        }
+        self.stats
+            .bytes_sent
+            .fetch_add(sent as u64, Ordering::Relaxed);
+        Ok(SendOutcome {
+            num_bytes_sent: sent,
+        })
+    }
+
+    async fn recv(&mut self) -> anyhow::Result<RecvOutcome> {
+        loop {
+            let (n, from) = match self.socket.recv_from(&mut self.buf).await {
+                Ok(r) => r,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::ConnectionReset
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e).context("gossip socket broken"),
+            };
+            self.stats
+                .datagrams_received
+                .fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .bytes_received
+                .fetch_add(n as u64, Ordering::Relaxed);
+            if let Some(plain) = self.accept(from, n) {
+                match ChitchatEnvelope::deserialize(&mut plain.as_slice()) {
+                    Ok(envelope) => {
+                        return Ok(RecvOutcome {
+                            from_addr: from,
+                            envelope,
+                            num_bytes_received: n,
+                        })
+                    }
+                    // Sealed by a member, yet not a chitchat message (another version?).
+                    Err(e) => {
+                        tracing::debug!(from = %from, error = %e, "undecodable gossip message");
+                        self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl SealedSocket {
+    /// Frames, reassembles and opens one datagram into envelope bytes; `None` (counted when it
+    /// is a rejection) while a message is incomplete or when it does not open.
+    fn accept(&mut self, from: SocketAddr, n: usize) -> Option<Vec<u8>> {
+        let reject = |stats: &TransportStats| {
+            stats.rejected.fetch_add(1, Ordering::Relaxed);
+            None
+        };
+        let Some(f) = parse_frame(&self.buf[..n]) else {
+            return reject(&self.stats);
+        };
+        let body = if f.count == 1 {
+            f.chunk.to_vec()
+        } else {
+            let now = Instant::now();
+            self.partial
+                .retain(|_, p| now.duration_since(p.first_seen) < PARTIAL_TTL);
+            if self.partial.len() >= MAX_PARTIAL
+                && !self.partial.contains_key(&(from, f.message_id))
+            {
+                return reject(&self.stats);
+            }
+            let entry = self
+                .partial
+                .entry((from, f.message_id))
+                .or_insert_with(|| Partial {
+                    first_seen: now,
+                    parts: vec![None; usize::from(f.count)],
+                });
+            if entry.parts.len() != usize::from(f.count) {
+                self.partial.remove(&(from, f.message_id));
+                return reject(&self.stats);
+            }
+            entry.parts[usize::from(f.index)] = Some(f.chunk.to_vec());
+            if entry.parts.iter().any(Option::is_none) {
+                return None;
+            }
+            let parts = self.partial.remove(&(from, f.message_id))?.parts;
+            parts.into_iter().flatten().flatten().collect()
+        };
+        match self.ring.open(&self.cluster_id, now_ms(), &body) {
+            Some(plain) => Some(plain),
+            None => reject(&self.stats),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seal::frame_within;
+    use chitchat::{ChitchatMessage, ProtocolVersion};
+
+    /// A sealed socket of cluster "c" on loopback: its key ring, counters, socket and address.
+    async fn open_socket() -> (KeyRing, Arc<TransportStats>, Box<dyn Socket>, SocketAddr) {
+        let ring = KeyRing::new("meshlb unit test passphrase", None).unwrap();
+        let transport = SealedTransport::new(ring.clone(), "c");
+        let socket = transport
+            .open("127.0.0.1:0".parse().unwrap())
+            .await
+            .unwrap();
+        let to = socket.local_addr().unwrap();
+        (ring, transport.stats(), socket, to)
+    }
+
+    /// Fragments arriving out of order are reassembled, opened and decoded; a lone stray
+    /// fragment or garbage is counted as rejected and never surfaces.
+    #[tokio::test]
+    async fn fragments_are_reassembled_in_any_order() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let envelope = || ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        };
+        let bytes = envelope().serialize_to_vec();
+        let body = ring.seal("c", now_ms(), &bytes);
+        let frames = frame_within(&body, 7, 20);
+        assert!(frames.len() >= 3);
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        sender.send_to(b"not a meshlb datagram", to).await.unwrap();
+        // A stray fragment of another message, never completed.
+        sender
+            .send_to(&frame_within(&body, 8, 20)[0], to)
+            .await
+            .unwrap();
+        for f in frames.iter().rev() {
+            sender.send_to(f, to).await.unwrap();
+        }
+        let got = tokio::time::timeout(Duration::from_secs(5), socket.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.envelope, envelope());
+        assert_eq!(got.from_addr, sender.local_addr().unwrap());
+        assert_eq!(
+            stats.rejected.load(Ordering::Relaxed),
+            1,
+            "the garbage datagram"
+        );
+    }
+
+    /// A message sealed with the cluster's key that is not a chitchat envelope is counted and
+    /// dropped; the next message still comes through.
+    #[tokio::test]
+    async fn sealed_garbage_is_rejected_not_fatal() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let sealed = |bytes: &[u8]| frame(&ring.seal("c", now_ms(), bytes), rand::random());
+        // A chitchat magic number and version, then a truncated delta; then no magic at all.
+        let mut truncated = ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        }
+        .serialize_to_vec();
+        truncated[3] = 2; // claims an Ack, carries no delta
+        for bytes in [truncated.as_slice(), b"\x00\x01 definitely not gossip"] {
+            for f in sealed(bytes) {
+                sender.send_to(&f, to).await.unwrap();
+            }
+        }
+        let good = ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        };
+        for f in sealed(&good.serialize_to_vec()) {
+            sender.send_to(&f, to).await.unwrap();
+        }
+        let got = tokio::time::timeout(Duration::from_secs(5), socket.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.envelope, good);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 2);
+    }
+}

@@ -1,0 +1,117 @@
+//! The gossip sink: turns probe reports into the prober's gossiped keys (see `mesh::keys`).
+//!
+//! `publish` is called from the scheduler and must not block, so reports go down a channel to
+//! a task that folds them into per-pool values and writes the changed ones to chitchat in
+//! batches. A ticker advances the `progress` key once per probe round.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chitchat::ChitchatHandle;
+use tokio::sync::mpsc;
+
+use crate::sink::{ProbeReport, ResultSink};
+use crate::threshold::DebouncedState;
+use mesh::keys::{self, EndpointResult};
+
+enum Msg {
+    Report(Box<ProbeReport>),
+    /// The (pool, endpoint) pairs still probed after a config reload.
+    Retain(BTreeSet<(String, String)>),
+}
+
+/// The sink half; clone-free, shareable as `Arc<dyn ResultSink>`.
+pub struct GossipPublisher {
+    tx: mpsc::UnboundedSender<Msg>,
+}
+
+impl ResultSink for GossipPublisher {
+    fn publish(&self, report: ProbeReport) {
+        let _ = self.tx.send(Msg::Report(Box::new(report)));
+    }
+}
+
+impl GossipPublisher {
+    /// Starts the publishing task on `node`; `round` is how often `progress` advances (the
+    /// shortest monitor interval).
+    pub fn start(node: &ChitchatHandle, round: Duration) -> Arc<GossipPublisher> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        tokio::spawn(run(node.chitchat(), rx, round));
+        Arc::new(GossipPublisher { tx })
+    }
+
+    /// After a config reload: forget endpoints and pools no longer probed (their keys are
+    /// deleted from gossip).
+    pub fn retain(&self, targets: BTreeSet<(String, String)>) {
+        let _ = self.tx.send(Msg::Retain(targets));
+    }
+}
+
+async fn run(
+    chitchat: Arc<tokio::sync::Mutex<chitchat::Chitchat>>,
+    mut rx: mpsc::UnboundedReceiver<Msg>,
+    round: Duration,
+) {
+    let mut published: HashMap<String, BTreeMap<String, EndpointResult>> = HashMap::new();
+    let mut dirty: BTreeSet<String> = BTreeSet::new();
+    let mut deleted: Vec<String> = Vec::new();
+    let mut progress: u64 = 0;
+    let mut ticker = tokio::time::interval(round.max(Duration::from_millis(100)));
+    // Batch: write at most every 20 ms, so a burst of reports is one lock and one version bump.
+    let mut flush = tokio::time::interval(Duration::from_millis(20));
+    loop {
+        tokio::select! {
+            msg = rx.recv() => match msg {
+                None => return,
+                Some(Msg::Report(r)) => {
+                    if r.state == DebouncedState::Unknown {
+                        continue;
+                    }
+                    let healthy = r.state == DebouncedState::Healthy;
+                    let a = &r.result.attempt;
+                    let result = EndpointResult {
+                        healthy,
+                        rtt_ms: a.passed.then_some(a.rtt.as_secs_f64() * 1000.0),
+                        code: a.code,
+                        reason: if healthy { None } else { a.reason.clone() },
+                    };
+                    let pool = published.entry(r.pool.clone()).or_default();
+                    let changed = pool.get(&r.endpoint).is_none_or(|old| old.differs(&result));
+                    if changed {
+                        pool.insert(r.endpoint.clone(), result);
+                        dirty.insert(r.pool.clone());
+                    }
+                }
+                Some(Msg::Retain(keep)) => {
+                    published.retain(|pool, endpoints| {
+                        endpoints.retain(|e, _| keep.contains(&(pool.clone(), e.clone())));
+                        if endpoints.is_empty() {
+                            deleted.push(pool.clone());
+                            false
+                        } else {
+                            dirty.insert(pool.clone());
+                            true
+                        }
+                    });
+                }
+            },
+            _ = ticker.tick() => {
+                progress += 1;
+                chitchat.lock().await.self_node_state().set(keys::PROGRESS, progress);
+            }
+            _ = flush.tick(), if !dirty.is_empty() || !deleted.is_empty() => {
+                let mut c = chitchat.lock().await;
+                let state = c.self_node_state();
+                for pool in std::mem::take(&mut dirty) {
+                    if let Some(endpoints) = published.get(&pool) {
+                        state.set(keys::pool_key(&pool), keys::encode_pool(endpoints));
+                    }
+                }
+                for pool in deleted.drain(..) {
+                    state.delete(&keys::pool_key(&pool));
+                }
+            }
+        }
+    }
+}
