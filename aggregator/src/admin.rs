@@ -492,10 +492,17 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Str
     }
 }
 
+/// The admin listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} for the admin API: {source}")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    source: std::io::Error,
+}
+
 /// Binds the admin listener (an error names the address).
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
-    use anyhow::Context;
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::bind(addr)
         .await
-        .with_context(|| format!("cannot listen on {addr} for the admin API"))
+        .map_err(|source| BindError { addr, source })
 }

@@ -30,11 +30,40 @@ pub struct Loaded {
     pub ignored: Vec<String>,
 }
 
+/// The drain state file cannot be used; each names the file (or `--state-dir`).
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    #[error("--state-dir {}: cannot create it: {source}", dir.display())]
+    Dir {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: line {line} column {column}: {reason} (fix or remove the file)", path.display())]
+    Parse {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        reason: String,
+    },
+    #[error("{}: cannot write: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
 impl DrainState {
     /// The state file in `dir` (created when missing).
-    pub fn in_dir(dir: &Path) -> Result<DrainState, String> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("--state-dir {}: cannot create it: {e}", dir.display()))?;
+    pub fn in_dir(dir: &Path) -> Result<DrainState, StateFileError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateFileError::Dir {
+            dir: dir.to_path_buf(),
+            source,
+        })?;
         Ok(DrainState {
             path: dir.join("drains.json"),
         })
@@ -46,19 +75,22 @@ impl DrainState {
 
     /// The saved decisions; none when there is no file yet. A file that cannot be read or
     /// parsed is an error naming it, so that drains are never dropped without a word.
-    pub fn load(&self, config: &Config) -> Result<Loaded, String> {
+    pub fn load(&self, config: &Config) -> Result<Loaded, StateFileError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
-            Err(e) => return Err(format!("{}: cannot read: {e}", self.path.display())),
+            Err(source) => {
+                return Err(StateFileError::Read {
+                    path: self.path.clone(),
+                    source,
+                })
+            }
         };
-        let file: StateFile = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}: line {} column {}: {e} (fix or remove the file)",
-                self.path.display(),
-                e.line(),
-                e.column()
-            )
+        let file: StateFile = serde_json::from_str(&text).map_err(|e| StateFileError::Parse {
+            path: self.path.clone(),
+            line: e.line(),
+            column: e.column(),
+            reason: e.to_string(),
         })?;
         let decisions = newest(config, file.drains.iter());
         let ignored = file
@@ -83,15 +115,19 @@ impl DrainState {
 
     /// Writes the decisions (to a temporary file renamed over the old one, so a crash
     /// mid-write leaves the previous state).
-    pub fn save(&self, decisions: &[DrainDecision]) -> Result<(), String> {
+    pub fn save(&self, decisions: &[DrainDecision]) -> Result<(), StateFileError> {
         let file = StateFile {
             drains: decisions.to_vec(),
         };
-        let text = serde_json::to_string_pretty(&file).map_err(|e| e.to_string())?;
+        let write = |source| StateFileError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let text = serde_json::to_string_pretty(&file).map_err(|e| write(e.into()))?;
         let tmp = self.path.with_extension("json.tmp");
         std::fs::write(&tmp, text + "\n")
             .and_then(|()| std::fs::rename(&tmp, &self.path))
-            .map_err(|e| format!("{}: cannot write: {e}", self.path.display()))
+            .map_err(write)
     }
 }
 
@@ -141,7 +177,7 @@ mod tests {
         let d0 = dir("damaged");
         let st = DrainState::in_dir(&d0).expect("dir");
         std::fs::write(st.path(), "{\"drains\": [{\"pool\": 1}]}").expect("write");
-        let e = st.load(&config()).expect_err("damaged");
+        let e = st.load(&config()).expect_err("damaged").to_string();
         assert!(e.contains("drains.json") && e.contains("line 1"), "{e}");
         let _ = std::fs::remove_dir_all(&d0);
     }

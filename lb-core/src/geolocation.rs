@@ -3,6 +3,7 @@
 //! of the network that decided, which becomes the EDNS Client Subnet scope (RFC 7871).
 
 use std::net::IpAddr;
+use std::path::PathBuf;
 
 use maxminddb::{geoip2, Reader};
 
@@ -25,13 +26,24 @@ impl std::fmt::Debug for Geolocator {
     }
 }
 
+/// The configured database could not be opened.
+#[derive(Debug, thiserror::Error)]
+#[error("geolocation.database: cannot open {}: {source}", path.display())]
+pub struct GeolocationError {
+    pub path: PathBuf,
+    source: maxminddb::MaxMindDbError,
+}
+
 impl Geolocator {
     /// Opens the configured database, if any.
-    pub fn new(table: &Geolocation) -> Result<Geolocator, String> {
+    pub fn new(table: &Geolocation) -> Result<Geolocator, GeolocationError> {
         let database = match &table.database {
-            Some(path) => Some(Reader::open_readfile(path).map_err(|e| {
-                format!("geolocation.database: cannot open {}: {e}", path.display())
-            })?),
+            Some(path) => Some(
+                Reader::open_readfile(path).map_err(|source| GeolocationError {
+                    path: path.clone(),
+                    source,
+                })?,
+            ),
             None => None,
         };
         Ok(Geolocator {
@@ -126,7 +138,7 @@ mod tests {
     fn a_missing_database_is_a_clear_error() {
         let mut bad = fixture();
         bad.database = Some("/nonexistent/GeoLite2-City.mmdb".into());
-        let e = Geolocator::new(&bad).unwrap_err();
+        let e = Geolocator::new(&bad).unwrap_err().to_string();
         assert!(
             e.starts_with("geolocation.database: cannot open /nonexistent/GeoLite2-City.mmdb"),
             "{e}"

@@ -59,15 +59,31 @@ pub struct PoolStateEntry {
     pub connections: Option<u32>,
 }
 
-fn region_map(path: &str, raw: &BTreeMap<String, f64>) -> Result<RegionMap<f64>, String> {
+/// A state file's entry that does not fit the config: the field's path and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {reason}")]
+pub struct StateError {
+    pub path: String,
+    pub reason: String,
+}
+
+fn state_error(path: impl Into<String>, reason: impl Into<String>) -> StateError {
+    StateError {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+fn region_map(path: &str, raw: &BTreeMap<String, f64>) -> Result<RegionMap<f64>, StateError> {
     raw.iter()
         .map(|(r, &v)| {
             let region = r
                 .parse::<Region>()
-                .map_err(|e| format!("{path}.{r}: {e}"))?;
+                .map_err(|e| state_error(format!("{path}.{r}"), e.to_string()))?;
             if !v.is_finite() || v < 0.0 {
-                return Err(format!(
-                    "{path}.{r}: RTT must be a non-negative number of ms"
+                return Err(state_error(
+                    format!("{path}.{r}"),
+                    "RTT must be a non-negative number of ms",
                 ));
             }
             Ok((region, v))
@@ -77,23 +93,29 @@ fn region_map(path: &str, raw: &BTreeMap<String, f64>) -> Result<RegionMap<f64>,
 
 impl StateFile {
     /// Builds the snapshot; names that are not in the config are errors.
-    pub fn to_snapshot(&self, config: &Config) -> Result<HealthSnapshot, String> {
+    pub fn to_snapshot(&self, config: &Config) -> Result<HealthSnapshot, StateError> {
         let mut snap = HealthSnapshot::uniform(config, Verdict::Healthy);
         for (key, st) in &self.endpoints {
-            let (pool_name, ep_name) = key
-                .split_once('/')
-                .ok_or_else(|| format!("endpoints.{key}: expected \"<pool>/<endpoint>\""))?;
-            let pool = config
-                .pool_by_name(pool_name)
-                .ok_or_else(|| format!("endpoints.{key}: no pool is named `{pool_name}`"))?;
+            let (pool_name, ep_name) = key.split_once('/').ok_or_else(|| {
+                state_error(format!("endpoints.{key}"), "expected \"<pool>/<endpoint>\"")
+            })?;
+            let pool = config.pool_by_name(pool_name).ok_or_else(|| {
+                state_error(
+                    format!("endpoints.{key}"),
+                    format!("no pool is named `{pool_name}`"),
+                )
+            })?;
             let ep = config.pool(pool).endpoint_by_name(ep_name).ok_or_else(|| {
-                format!("endpoints.{key}: pool `{pool_name}` has no endpoint `{ep_name}`")
+                state_error(
+                    format!("endpoints.{key}"),
+                    format!("pool `{pool_name}` has no endpoint `{ep_name}`"),
+                )
             })?;
             let mut regional = RegionMap::default();
             for (r, &v) in &st.regional {
-                let region = r
-                    .parse::<Region>()
-                    .map_err(|e| format!("endpoints.{key}.regional.{r}: {e}"))?;
+                let region = r.parse::<Region>().map_err(|e| {
+                    state_error(format!("endpoints.{key}.regional.{r}"), e.to_string())
+                })?;
                 regional.set(region, Some(v));
             }
             snap.endpoints[pool.0][ep.0] = EndpointHealth {
@@ -121,9 +143,12 @@ impl StateFile {
             };
         }
         for (name, st) in &self.pools {
-            let pool = config
-                .pool_by_name(name)
-                .ok_or_else(|| format!("pools.{name}: no pool is named `{name}`"))?;
+            let pool = config.pool_by_name(name).ok_or_else(|| {
+                state_error(
+                    format!("pools.{name}"),
+                    format!("no pool is named `{name}`"),
+                )
+            })?;
             let entry = &mut snap.pools[pool.0];
             entry.rtt_ms = region_map(&format!("pools.{name}.rtt_ms"), &st.rtt_ms)?;
             if let Some(o) = st.outstanding {

@@ -7,6 +7,7 @@
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
 
+pub mod failure;
 pub mod monitors;
 pub mod outcome;
 pub mod publisher;
@@ -15,6 +16,7 @@ pub mod sink;
 pub mod target;
 pub mod threshold;
 
+pub use failure::{Failure, Phase, SetupError};
 pub use lb_core::config::{Monitor, MonitorKind};
 pub use outcome::{Attempt, HttpTimings, ProbeResult};
 pub use publisher::GossipPublisher;

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::failure::Failure;
+
 /// One attempt at one endpoint.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attempt {
@@ -14,7 +16,7 @@ pub struct Attempt {
     /// HTTP status, SMTP reply code or LDAP result code, when there is one.
     pub code: Option<u32>,
     /// Why it failed (`timeout`, `connection refused`, `unexpected code 503`, ...).
-    pub reason: Option<String>,
+    pub reason: Option<Failure>,
     /// HTTP(S) phase timings, kept apart so a slow TLS handshake is told from a slow app.
     pub timings: Option<HttpTimings>,
 }
@@ -30,12 +32,12 @@ impl Attempt {
         }
     }
 
-    pub fn fail(rtt: Duration, code: Option<u32>, reason: impl Into<String>) -> Self {
+    pub fn fail(rtt: Duration, code: Option<u32>, reason: Failure) -> Self {
         Attempt {
             passed: false,
             rtt,
             code,
-            reason: Some(reason.into()),
+            reason: Some(reason),
             timings: None,
         }
     }

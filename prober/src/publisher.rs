@@ -74,7 +74,11 @@ async fn run(
                         healthy,
                         rtt_ms: a.passed.then_some(a.rtt.as_secs_f64() * 1000.0),
                         code: a.code,
-                        reason: if healthy { None } else { a.reason.clone() },
+                        reason: if healthy {
+                            None
+                        } else {
+                            a.reason.as_ref().map(ToString::to_string)
+                        },
                     };
                     let pool = published.entry(r.pool.clone()).or_default();
                     let changed = pool.get(&r.endpoint).is_none_or(|old| old.differs(&result));

@@ -22,6 +22,7 @@ use rand::Rng;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
+use crate::failure::Failure;
 use crate::monitors::{check_for, probe, Check, IcmpClients};
 use crate::outcome::{Attempt, ProbeResult};
 use crate::sink::{ProbeReport, ResultSink};
@@ -202,7 +203,7 @@ impl Core {
                 .entry(Arc::as_ptr(&target.monitor))
                 .or_insert_with(|| match check_for(&target.monitor.kind, &self.icmp) {
                     Ok(c) => c,
-                    Err(e) => Arc::new(Broken(e)),
+                    Err(e) => Arc::new(Broken(Failure::Setup(e.to_string()))),
                 })
                 .clone();
             let interval = target.monitor.interval;
@@ -359,35 +360,13 @@ impl Core {
 fn record_probe(kind: &'static str, result: &ProbeResult) {
     let a = &result.attempt;
     let result_label = if a.passed { "pass" } else { "fail" };
-    metrics::counter!("meshlb_probes_total", "type" => kind, "result" => result_label, "reason" => reason_class(a.reason.as_deref())).increment(1);
+    metrics::counter!("meshlb_probes_total", "type" => kind, "result" => result_label, "reason" => a.reason.as_ref().map_or("none", Failure::class)).increment(1);
     metrics::histogram!("meshlb_probe_duration_seconds", "type" => kind)
         .record(a.rtt.as_secs_f64());
     if result.tries > 1 {
         metrics::counter!("meshlb_probe_retries_total", "type" => kind)
             .increment(u64::from(result.tries - 1));
     }
-}
-
-/// The failure reason's class, for a label of bounded cardinality.
-pub fn reason_class(reason: Option<&str>) -> &'static str {
-    let Some(r) = reason else { return "none" };
-    [
-        ("timeout", "timeout"),
-        ("refused", "refused"),
-        ("reset", "reset"),
-        ("tls:", "tls"),
-        ("unexpected code", "code"),
-        ("body mismatch", "body"),
-        ("redirect", "redirect"),
-        ("dns:", "dns"),
-        ("port unreachable", "port_unreachable"),
-        ("icmp", "icmp"),
-        ("ldap", "ldap"),
-        ("unreachable", "unreachable"),
-    ]
-    .iter()
-    .find(|(needle, _)| r.contains(needle))
-    .map_or("other", |(_, class)| class)
 }
 
 async fn sleep_until(t: Option<Instant>) {
@@ -405,7 +384,7 @@ fn unix_ms() -> u64 {
 
 /// A monitor whose check could not be built (say, an unreadable CA file): every probe fails
 /// with the reason, so the problem shows in results instead of a silent gap.
-struct Broken(String);
+struct Broken(Failure);
 
 impl Check for Broken {
     fn attempt<'a>(&'a self, _: &'a ProbeTarget, _: Duration) -> BoxFuture<'a, Attempt> {

@@ -65,7 +65,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 match check {
                     Ok(c) => probe(c.as_ref(), t).await,
                     Err(e) => ProbeResult {
-                        attempt: prober::Attempt::fail(std::time::Duration::ZERO, None, e),
+                        attempt: prober::Attempt::fail(
+                            std::time::Duration::ZERO,
+                            None,
+                            prober::Failure::Setup(e.to_string()),
+                        ),
                         tries: 0,
                     },
                 }
@@ -107,7 +111,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 a.rtt.as_secs_f64() * 1000.0,
                 a.code.map_or("-".to_string(), |c| c.to_string()),
                 r.result.tries,
-                a.reason.as_deref().unwrap_or(""),
+                a.reason
+                    .as_ref()
+                    .map(ToString::to_string)
+                    .unwrap_or_default(),
             );
         }
     }

@@ -10,6 +10,8 @@ use lettre::transport::smtp::authentication::Credentials;
 use lettre::transport::smtp::client::{Certificate, Tls, TlsParameters};
 use lettre::{AsyncSmtpTransport, AsyncTransport, Message, Tokio1Executor};
 
+use super::error::{ChannelError, SendError, SmtpSetupError};
+
 /// A channel ready to send: addresses parsed once, at start.
 pub struct EmailSender {
     channel: EmailChannel,
@@ -19,27 +21,35 @@ pub struct EmailSender {
 
 impl EmailSender {
     /// Checks the addresses and TLS settings now, so a bad channel fails the start.
-    pub fn new(channel: &EmailChannel) -> Result<EmailSender, String> {
-        let what = format!("notifications.email `{}`", channel.name);
+    pub fn new(channel: &EmailChannel) -> Result<EmailSender, ChannelError> {
+        let bad = |field, address: &str, e: lettre::address::AddressError| ChannelError::Address {
+            channel: channel.name.clone(),
+            field,
+            address: address.to_string(),
+            reason: e.to_string(),
+        };
         let from: Mailbox = channel
             .from
             .parse()
-            .map_err(|e| format!("{what}: from `{}`: {e}", channel.from))?;
+            .map_err(|e| bad("from", &channel.from, e))?;
         let to = channel
             .to
             .iter()
-            .map(|t| t.parse().map_err(|e| format!("{what}: to `{t}`: {e}")))
-            .collect::<Result<Vec<Mailbox>, String>>()?;
+            .map(|t| t.parse().map_err(|e| bad("to", t, e)))
+            .collect::<Result<Vec<Mailbox>, ChannelError>>()?;
         let sender = EmailSender {
             channel: channel.clone(),
             from,
             to,
         };
-        sender.transport().map_err(|e| format!("{what}: {e}"))?;
+        sender.transport().map_err(|source| ChannelError::Smtp {
+            channel: channel.name.clone(),
+            source,
+        })?;
         Ok(sender)
     }
 
-    fn transport(&self) -> Result<AsyncSmtpTransport<Tokio1Executor>, String> {
+    fn transport(&self) -> Result<AsyncSmtpTransport<Tokio1Executor>, SmtpSetupError> {
         let c = &self.channel;
         let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&c.smtp_host)
             .port(c.smtp_port)
@@ -47,13 +57,17 @@ impl EmailSender {
         if c.smtp_tls != SmtpTls::None {
             let mut params = TlsParameters::builder(c.smtp_host.clone());
             if let Some(path) = &c.ca_file {
-                let pem =
-                    std::fs::read(path).map_err(|e| format!("ca_file {}: {e}", path.display()))?;
-                let cert = Certificate::from_pem(&pem)
-                    .map_err(|e| format!("ca_file {}: {e}", path.display()))?;
+                let ca_file = |reason: String| SmtpSetupError::CaFile {
+                    path: path.clone(),
+                    reason,
+                };
+                let pem = std::fs::read(path).map_err(|e| ca_file(e.to_string()))?;
+                let cert = Certificate::from_pem(&pem).map_err(|e| ca_file(e.to_string()))?;
                 params = params.add_root_certificate(cert);
             }
-            let params = params.build_rustls().map_err(|e| format!("tls: {e}"))?;
+            let params = params
+                .build_rustls()
+                .map_err(|e| SmtpSetupError::Tls(e.to_string()))?;
             builder = builder.tls(match c.smtp_tls {
                 SmtpTls::Implicit => Tls::Wrapper(params),
                 _ => Tls::Required(params),
@@ -65,7 +79,7 @@ impl EmailSender {
         Ok(builder.build())
     }
 
-    pub async fn send(&self, subject: &str, body: String) -> Result<(), String> {
+    pub async fn send(&self, subject: &str, body: String) -> Result<(), SendError> {
         let mut message = Message::builder()
             .from(self.from.clone())
             .subject(subject)
@@ -73,11 +87,10 @@ impl EmailSender {
         for t in &self.to {
             message = message.to(t.clone());
         }
-        let message = message.body(body).map_err(|e| e.to_string())?;
-        self.transport()?
-            .send(message)
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        let message = message
+            .body(body)
+            .map_err(|e| SendError::Message(e.to_string()))?;
+        self.transport()?.send(message).await?;
+        Ok(())
     }
 }

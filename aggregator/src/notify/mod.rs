@@ -9,6 +9,7 @@
 //! are not sent by them.
 
 pub mod email;
+pub mod error;
 pub mod select;
 pub mod webhook;
 
@@ -21,6 +22,7 @@ use tokio::sync::mpsc;
 
 use crate::events::HealthEvent;
 use email::EmailSender;
+pub use error::{ChannelError, SendError, SmtpSetupError};
 use webhook::WebhookSender;
 
 /// Changes queued for sending; beyond this a burst's extra changes are dropped and counted.
@@ -47,7 +49,7 @@ impl Channel {
         }
     }
 
-    async fn send(&self, node: &str, events: &[&HealthEvent]) -> Result<(), String> {
+    async fn send(&self, node: &str, events: &[&HealthEvent]) -> Result<(), SendError> {
         match &self.sender {
             Sender::Email(e) => {
                 let (subject, body) = select::email_text(node, events);
@@ -70,7 +72,7 @@ impl Notifier {
     /// Starts the notifier task when the config has channels (`None` otherwise); a channel
     /// that cannot be set up (bad address, unreadable CA file) is an error now, not at the
     /// first outage.
-    pub fn start(config: Arc<Config>, node: String) -> Result<Option<Notifier>, String> {
+    pub fn start(config: Arc<Config>, node: String) -> Result<Option<Notifier>, ChannelError> {
         let n = &config.notifications;
         if n.is_empty() {
             return Ok(None);

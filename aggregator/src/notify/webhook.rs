@@ -6,6 +6,8 @@ use hmac::{Hmac, Mac};
 use lb_core::config::WebhookChannel;
 use sha2::Sha256;
 
+use super::error::{ChannelError, SendError};
+
 pub struct WebhookSender {
     channel: WebhookChannel,
     client: reqwest::Client,
@@ -28,21 +30,24 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
 }
 
 impl WebhookSender {
-    pub fn new(channel: &WebhookChannel) -> Result<WebhookSender, String> {
-        let tls = lb_tls::client_config(false, None).map_err(|e| e.to_string())?;
+    pub fn new(channel: &WebhookChannel) -> Result<WebhookSender, ChannelError> {
+        let tls = lb_tls::client_config(false, None)?;
         let client = reqwest::Client::builder()
             .use_preconfigured_tls((*tls).clone())
             .timeout(Duration::from_secs(10))
             .user_agent(concat!("meshlb/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| format!("notifications.webhooks `{}`: {e}", channel.name))?;
+            .map_err(|e| ChannelError::Webhook {
+                channel: channel.name.clone(),
+                reason: e.to_string(),
+            })?;
         Ok(WebhookSender {
             channel: channel.clone(),
             client,
         })
     }
 
-    pub async fn send(&self, body: Vec<u8>) -> Result<(), String> {
+    pub async fn send(&self, body: Vec<u8>) -> Result<(), SendError> {
         let mut request = self
             .client
             .post(&self.channel.url)
@@ -53,11 +58,11 @@ impl WebhookSender {
                 signature(secret.read()?.as_bytes(), &body),
             );
         }
-        let response = request.body(body).send().await.map_err(|e| e.to_string())?;
+        let response = request.body(body).send().await?;
         if response.status().is_success() {
             Ok(())
         } else {
-            Err(format!("the receiver answered {}", response.status()))
+            Err(SendError::Status(response.status()))
         }
     }
 }

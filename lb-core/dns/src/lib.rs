@@ -12,6 +12,7 @@ mod zones;
 
 pub use respond::{Responder, EDNS_PAYLOAD};
 pub use server::DnsServer;
+pub use zones::SetupError;
 
 #[cfg(test)]
 mod tests;

@@ -14,7 +14,7 @@ use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponse
 use ipnet::IpNet;
 
 use super::metrics::{qtype_index, DnsMetrics};
-use super::zones::{name, Place, ZoneSet};
+use super::zones::{name, Place, SetupError, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::config::{
     Address, Config, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
@@ -133,7 +133,7 @@ impl Responder {
         pop: PopInfo,
         health: Arc<dyn HealthSource>,
         serial: u32,
-    ) -> Result<Responder, String> {
+    ) -> Result<Responder, SetupError> {
         let zones = ZoneSet::build(&config, serial)?;
         let geo = Geolocator::new(&config.geolocation)?;
         let mut records = Vec::with_capacity(config.load_balancers.len());
@@ -147,10 +147,14 @@ impl Responder {
                     p.endpoints
                         .iter()
                         .map(|e| {
-                            endpoint_record(&owner, lb.settings.ttl, &e.address)
-                                .ok_or_else(|| format!("pool {}: endpoint {}", p.name, e.name))
+                            endpoint_record(&owner, lb.settings.ttl, &e.address).ok_or_else(|| {
+                                SetupError::Endpoint {
+                                    pool: p.name.clone(),
+                                    endpoint: e.name.clone(),
+                                }
+                            })
                         })
-                        .collect::<Result<Vec<_>, String>>()?
+                        .collect::<Result<Vec<_>, SetupError>>()?
                         .into_boxed_slice(),
                 );
             }

@@ -41,18 +41,32 @@ pub(crate) struct ZoneSet {
     nonterminals: HashSet<LowerName>,
 }
 
-pub(crate) fn name(text: &str) -> Result<Name, String> {
+/// Why the DNS frontend cannot serve a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error("`{text}` is not a DNS name: {reason}")]
+    Name { text: String, reason: String },
+    #[error("pool {pool}: endpoint {endpoint}")]
+    Endpoint { pool: String, endpoint: String },
+    #[error(transparent)]
+    Geolocation(#[from] lb_core::geolocation::GeolocationError),
+}
+
+pub(crate) fn name(text: &str) -> Result<Name, SetupError> {
     let fqdn = if text.ends_with('.') {
         text.to_string()
     } else {
         format!("{text}.")
     };
-    Name::from_ascii(&fqdn).map_err(|e| format!("`{text}` is not a DNS name: {e}"))
+    Name::from_ascii(&fqdn).map_err(|e| SetupError::Name {
+        text: text.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 impl ZoneSet {
     /// `default_serial` is used by zones that do not set one.
-    pub fn build(config: &Config, default_serial: u32) -> Result<ZoneSet, String> {
+    pub fn build(config: &Config, default_serial: u32) -> Result<ZoneSet, SetupError> {
         let zones: Vec<Zone> = if config.zones.is_empty() {
             config
                 .load_balancers
@@ -85,7 +99,7 @@ impl ZoneSet {
                         RData::NS(NS(name(n)?)),
                     ))
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<Result<Vec<_>, SetupError>>()?;
             let soa = Record::from_rdata(apex.clone(), z.ttl, RData::SOA(soa));
             let mut negative_soa = soa.clone();
             negative_soa.set_ttl(z.ttl.min(z.negative_ttl));

@@ -27,6 +27,6 @@ mod spares;
 
 pub use body::ProxyBody;
 pub use client::listener::{listen, ProxyListener};
-pub use client::tls::Certificates;
+pub use client::tls::{CertificateError, Certificates};
 pub use origin::pool::{Origin, Upstream, UpstreamError};
-pub use route::{Peer, Proxy, ProxySettings};
+pub use route::{Peer, Proxy, ProxySettings, SetupError};

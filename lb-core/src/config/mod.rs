@@ -17,7 +17,8 @@ pub use load_balancer::{
     SessionAffinity, SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
 pub use monitor::{
-    ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretSource, Threshold,
+    CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretError,
+    SecretSource, Threshold,
 };
 pub use notifications::{
     EmailChannel, KindFilter, NotificationFilter, Notifications, SmtpTls, WebhookChannel,

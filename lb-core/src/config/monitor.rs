@@ -47,15 +47,30 @@ pub enum SecretSource {
     Env(String),
 }
 
+/// A secret that could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    #[error("cannot read password file {}: {source}", path.display())]
+    File {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("environment variable {0} is not set")]
+    Env(String),
+}
+
 impl SecretSource {
     /// Reads the secret now (files are re-read on every call so rotation needs no restart).
-    pub fn read(&self) -> Result<String, String> {
+    pub fn read(&self) -> Result<String, SecretError> {
         match self {
             SecretSource::File(p) => std::fs::read_to_string(p)
                 .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
-                .map_err(|e| format!("cannot read password file {}: {e}", p.display())),
+                .map_err(|source| SecretError::File {
+                    path: p.clone(),
+                    source,
+                }),
             SecretSource::Env(name) => {
-                std::env::var(name).map_err(|_| format!("environment variable {name} is not set"))
+                std::env::var(name).map_err(|_| SecretError::Env(name.clone()))
             }
         }
     }
@@ -192,25 +207,30 @@ impl Default for ExpectedCodes {
     }
 }
 
+/// A part of `expected_codes` that is neither a code nor a class.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CodesError {
+    #[error("`{0}` is not a status class such as 2xx")]
+    NotAClass(String),
+    #[error("`{0}` is not a status code (100-599) or class (2xx)")]
+    NotACode(String),
+}
+
 impl ExpectedCodes {
     /// Parses `"200"`, `"2xx"`, `"200,301"`, `"2xx,304"`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, CodesError> {
         let mut patterns = Vec::new();
         for part in text.split(',').map(str::trim) {
             let lower = part.to_ascii_lowercase();
             let pattern = if let Some(d) = lower.strip_suffix("xx") {
                 match d.parse::<u16>() {
                     Ok(c) if (1..=5).contains(&c) && d.len() == 1 => CodePattern::Class(c),
-                    _ => return Err(format!("`{part}` is not a status class such as 2xx")),
+                    _ => return Err(CodesError::NotAClass(part.to_string())),
                 }
             } else {
                 match part.parse::<u16>() {
                     Ok(c) if (100..=599).contains(&c) => CodePattern::Exact(c),
-                    _ => {
-                        return Err(format!(
-                            "`{part}` is not a status code (100-599) or class (2xx)"
-                        ))
-                    }
+                    _ => return Err(CodesError::NotACode(part.to_string())),
                 }
             };
             patterns.push(pattern);

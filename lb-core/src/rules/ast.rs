@@ -197,27 +197,36 @@ pub(crate) struct Wildcard {
     pub case_insensitive: bool,
 }
 
+/// A pattern of `matches` or `wildcard` that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PatternError {
+    #[error("`**` is not allowed in a wildcard pattern")]
+    DoubleStar,
+    #[error("a backslash in a wildcard pattern must be followed by `*` or `\\`")]
+    LoneBackslash,
+    #[error("regular expression is too large")]
+    RegexTooLarge,
+    /// The regex crate's diagnostic, condensed to its last line.
+    #[error("invalid regular expression: {0}")]
+    Regex(String),
+}
+
 impl Wildcard {
     /// Splits a pattern, honouring `\*` (literal star) and `\\` (literal
     /// backslash). Like Cloudflare, `**` and any other backslash are errors,
     /// so a pattern we accept means the same thing there.
-    pub(crate) fn new(pattern: &str, case_insensitive: bool) -> Result<Self, String> {
+    pub(crate) fn new(pattern: &str, case_insensitive: bool) -> Result<Self, PatternError> {
         let mut segments = vec![String::new()];
         let mut chars = pattern.chars();
         let mut prev_star = false;
         while let Some(c) = chars.next() {
             let star = c == '*';
             match c {
-                '*' if prev_star => return Err("`**` is not allowed in a wildcard pattern".into()),
+                '*' if prev_star => return Err(PatternError::DoubleStar),
                 '*' => segments.push(String::new()),
                 '\\' => match chars.next() {
                     Some(e @ ('*' | '\\')) => push(&mut segments, e),
-                    _ => {
-                        return Err(
-                            "a backslash in a wildcard pattern must be followed by `*` or `\\`"
-                                .into(),
-                        )
-                    }
+                    _ => return Err(PatternError::LoneBackslash),
                 },
                 other => push(&mut segments, other),
             }

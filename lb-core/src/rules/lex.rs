@@ -16,7 +16,7 @@ use winnow::stream::{LocatingSlice, Location};
 use winnow::token::{any, literal, one_of, take_till, take_until, take_while};
 use winnow::Parser;
 
-use super::ast::IpItem;
+use super::ast::{IpItem, PatternError};
 use super::parse::MAX_DEPTH;
 
 /// Compiled-size limit for one regex, so a hostile pattern cannot eat memory.
@@ -292,14 +292,14 @@ fn parse_ip(text: &str, offset: usize) -> PResult<IpAddr> {
 
 /// Compiles a `matches` pattern with size limits, condensing the regex
 /// crate's multi-line diagnostics into one line.
-pub(super) fn compile_regex(pattern: &str) -> Result<Regex, String> {
+pub(super) fn compile_regex(pattern: &str) -> Result<Regex, PatternError> {
     let built = RegexBuilder::new(pattern)
         .size_limit(REGEX_SIZE_LIMIT)
         .dfa_size_limit(2 * REGEX_SIZE_LIMIT)
         .nest_limit(64)
         .build();
     built.map_err(|e| match e {
-        regex::Error::CompiledTooBig(_) => "regular expression is too large".to_owned(),
+        regex::Error::CompiledTooBig(_) => PatternError::RegexTooLarge,
         other => {
             let text = other.to_string();
             let detail = text
@@ -308,10 +308,7 @@ pub(super) fn compile_regex(pattern: &str) -> Result<Regex, String> {
                 .map(str::trim)
                 .find(|l| !l.is_empty())
                 .unwrap_or("syntax error");
-            format!(
-                "invalid regular expression: {}",
-                detail.trim_start_matches("error: ")
-            )
+            PatternError::Regex(detail.trim_start_matches("error: ").to_string())
         }
     })
 }

@@ -349,11 +349,11 @@ fn comparison(i: &mut In<'_>, operand: Operand, label: &str) -> PResult<Expr> {
         (Ty::Str, Op::Contains) => Test::Contains(want(i, string_lit, "a string", label)?),
         (Ty::Str, Op::Matches) => {
             let pattern = want(i, string_lit, "a regular expression string", label)?;
-            Test::Matches(compile_regex(&pattern).or_else(|m| fail(at, m))?)
+            Test::Matches(compile_regex(&pattern).or_else(|m| fail(at, m.to_string()))?)
         }
         (Ty::Str, Op::Wildcard { strict }) => {
             let pattern = want(i, string_lit, "a wildcard pattern string", label)?;
-            Test::Wildcard(Wildcard::new(&pattern, !strict).or_else(|m| fail(at, m))?)
+            Test::Wildcard(Wildcard::new(&pattern, !strict).or_else(|m| fail(at, m.to_string()))?)
         }
         (Ty::Str, Op::In) => {
             let mut set = set(i, string_lit, "a string")?;

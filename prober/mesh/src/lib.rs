@@ -12,6 +12,6 @@ pub mod node;
 pub mod seal;
 pub mod transport;
 
-pub use node::{start, MeshNode, MeshSettings, NodeIdentity, DEAD_NODE_GRACE};
+pub use node::{start, MeshNode, MeshSettings, NodeIdentity, StartError, DEAD_NODE_GRACE};
 pub use seal::{KeyError, KeyRing};
 pub use transport::{SealedTransport, TransportStats};

@@ -53,7 +53,19 @@ pub struct MeshNode {
     pub stats: Arc<TransportStats>,
 }
 
-pub async fn start(identity: &NodeIdentity, settings: &MeshSettings) -> anyhow::Result<MeshNode> {
+/// A node that could not start: its gossip socket, most often (an address in use).
+#[derive(Debug, thiserror::Error)]
+#[error("gossip on {listen}: {reason}")]
+pub struct StartError {
+    pub listen: SocketAddr,
+    /// chitchat's words, with their causes.
+    pub reason: String,
+}
+
+pub async fn start(
+    identity: &NodeIdentity,
+    settings: &MeshSettings,
+) -> Result<MeshNode, StartError> {
     let transport = SealedTransport::new(settings.keys.clone(), settings.cluster_id.clone());
     let stats = transport.stats();
     let advertise = settings.advertise.unwrap_or(settings.listen);
@@ -89,7 +101,12 @@ pub async fn start(identity: &NodeIdentity, settings: &MeshSettings) -> anyhow::
         ),
         (keys::CONFIG_HASH.to_string(), identity.config_hash.clone()),
     ];
-    let handle = spawn_chitchat(config, tags, &transport).await?;
+    let handle = spawn_chitchat(config, tags, &transport)
+        .await
+        .map_err(|e| StartError {
+            listen: settings.listen,
+            reason: format!("{e:#}"),
+        })?;
     Ok(MeshNode { handle, stats })
 }
 

@@ -20,7 +20,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::{io_reason, socket_addr, tls, Check};
+use super::{socket_addr, tls, Check};
+use crate::failure::{Failure, Phase, SetupError};
 use crate::outcome::{Attempt, HttpTimings};
 use crate::target::ProbeTarget;
 
@@ -41,21 +42,23 @@ pub(super) struct HttpMonitor {
 }
 
 impl HttpMonitor {
-    pub(super) fn new(check: &HttpCheck, https: bool) -> Result<Self, String> {
-        let config = tls::client_config(check.allow_insecure, check.ca_file.as_deref())
-            .map_err(|e| e.to_string())?;
+    pub(super) fn new(check: &HttpCheck, https: bool) -> Result<Self, SetupError> {
+        let config = tls::client_config(check.allow_insecure, check.ca_file.as_deref())?;
         let connector = TlsConnector::from(config);
         let mut extra_headers = Vec::new();
         for (name, values) in &check.headers {
             if name.eq_ignore_ascii_case("host") {
                 continue; // resolved per target (endpoint Host wins)
             }
-            let n = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|e| format!("header {name}: {e}"))?;
+            let bad = |reason: String| SetupError::Header {
+                name: name.clone(),
+                reason,
+            };
+            let n = HeaderName::from_bytes(name.as_bytes()).map_err(|e| bad(e.to_string()))?;
             for v in values {
                 extra_headers.push((
                     n.clone(),
-                    HeaderValue::from_str(v).map_err(|e| format!("header {name}: {e}"))?,
+                    HeaderValue::from_str(v).map_err(|e| bad(e.to_string()))?,
                 ));
             }
         }
@@ -105,17 +108,17 @@ impl Check for HttpMonitor {
                 // A 3xx that did not match expected_codes.
                 if !self.check.follow_redirects {
                     return Attempt {
-                        reason: Some(format!(
-                            "redirect {} to {location} (follow_redirects is off)",
-                            attempt.code.unwrap_or(0)
-                        )),
+                        reason: Some(Failure::RedirectNotFollowed {
+                            code: attempt.code.unwrap_or(0),
+                            location,
+                        }),
                         ..attempt
                     };
                 }
                 redirects += 1;
                 if redirects > MAX_REDIRECTS {
                     return Attempt {
-                        reason: Some(format!("more than {MAX_REDIRECTS} redirects")),
+                        reason: Some(Failure::TooManyRedirects(MAX_REDIRECTS)),
                         ..attempt
                     };
                 }
@@ -144,7 +147,7 @@ impl HttpMonitor {
         deadline: Instant,
     ) -> (Attempt, Option<String>) {
         let mut timings = HttpTimings::default();
-        let fail = |t: &HttpTimings, code: Option<u32>, reason: String| {
+        let fail = |t: &HttpTimings, code: Option<u32>, reason: Failure| {
             let mut a = Attempt::fail(start.elapsed(), code, reason);
             a.timings = Some(HttpTimings {
                 total: start.elapsed(),
@@ -155,8 +158,13 @@ impl HttpMonitor {
         let stream =
             match tokio::time::timeout_at(deadline.into(), TcpStream::connect(hop.addr)).await {
                 Ok(Ok(s)) => s,
-                Ok(Err(e)) => return (fail(&timings, None, io_reason(&e)), None),
-                Err(_) => return (fail(&timings, None, "timeout (connect)".into()), None),
+                Ok(Err(e)) => return (fail(&timings, None, Failure::from_io(&e)), None),
+                Err(_) => {
+                    return (
+                        fail(&timings, None, Failure::TimeoutIn(Phase::Connect)),
+                        None,
+                    )
+                }
             };
         let _ = stream.set_nodelay(true);
         timings.connect = start.elapsed();
@@ -169,7 +177,12 @@ impl HttpMonitor {
             Some(connector) => {
                 let name = match tls::server_name(&hop.host) {
                     Ok(n) => n,
-                    Err(e) => return (fail(&timings, None, e.to_string()), None),
+                    Err(e) => {
+                        return (
+                            fail(&timings, None, Failure::Tls(server_name_words(&e))),
+                            None,
+                        )
+                    }
                 };
                 let tls_stream =
                     match tokio::time::timeout_at(deadline.into(), connector.connect(name, stream))
@@ -178,7 +191,10 @@ impl HttpMonitor {
                         Ok(Ok(s)) => s,
                         Ok(Err(e)) => return (fail(&timings, None, tls::reason(&e)), None),
                         Err(_) => {
-                            return (fail(&timings, None, "timeout (tls handshake)".into()), None)
+                            return (
+                                fail(&timings, None, Failure::TimeoutIn(Phase::TlsHandshake)),
+                                None,
+                            )
                         }
                     };
                 timings.tls = start.elapsed();
@@ -194,18 +210,18 @@ impl HttpMonitor {
                 let mut attempt = if !self.check.expected_codes.matches(status) {
                     if (300..400).contains(&status) {
                         if let Some(loc) = location {
-                            let mut a = Attempt::fail(timings.first_byte, code, String::new());
+                            let mut a = Attempt::fail(
+                                timings.first_byte,
+                                code,
+                                Failure::UnexpectedCode(status),
+                            );
                             a.timings = Some(timings);
                             return (a, Some(loc));
                         }
                     }
-                    Attempt::fail(
-                        timings.first_byte,
-                        code,
-                        format!("unexpected code {status}"),
-                    )
+                    Attempt::fail(timings.first_byte, code, Failure::UnexpectedCode(status))
                 } else if !body_ok {
-                    Attempt::fail(timings.first_byte, code, "body mismatch")
+                    Attempt::fail(timings.first_byte, code, Failure::BodyMismatch)
                 } else {
                     Attempt::pass(timings.first_byte, code)
                 };
@@ -224,14 +240,14 @@ impl HttpMonitor {
         start: Instant,
         deadline: Instant,
         timings: &mut HttpTimings,
-    ) -> Result<(u16, Option<String>, bool), String>
+    ) -> Result<(u16, Option<String>, bool), Failure>
     where
         S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     {
         let (mut sender, conn) =
             hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(TokioIo::new(stream))
                 .await
-                .map_err(|e| format!("http: {e}"))?;
+                .map_err(|e| Failure::Http(e.to_string()))?;
         // The connection task ends with the probe: abort it so a hanging server cannot keep it.
         let driver = AbortOnDrop(tokio::spawn(async move {
             let _ = conn.await;
@@ -251,12 +267,12 @@ impl HttpMonitor {
         }
         let req = req
             .body(Empty::new())
-            .map_err(|e| format!("http: bad request: {e}"))?;
+            .map_err(|e| Failure::Http(format!("bad request: {e}")))?;
         let response: http::Response<Incoming> =
             match tokio::time::timeout_at(deadline.into(), sender.send_request(req)).await {
                 Ok(Ok(r)) => r,
                 Ok(Err(e)) => return Err(hyper_reason(&e)),
-                Err(_) => return Err("timeout (waiting for response)".into()),
+                Err(_) => return Err(Failure::TimeoutIn(Phase::WaitingForResponse)),
             };
         timings.first_byte = start.elapsed();
         let status = response.status().as_u16();
@@ -276,7 +292,7 @@ impl HttpMonitor {
         Ok((status, location, body_ok))
     }
 
-    async fn next_hop(&self, hop: &Hop, location: &str) -> Result<Hop, String> {
+    async fn next_hop(&self, hop: &Hop, location: &str) -> Result<Hop, Failure> {
         let scheme = if hop.tls.is_some() { "https" } else { "http" };
         // The base is where we really connected: the Host's name with the port in use, so a
         // relative Location stays on the endpoint's port even when the Host names none.
@@ -287,18 +303,19 @@ impl HttpMonitor {
             format!("{host_name}:{}", hop.addr.port())
         };
         let base = url::Url::parse(&format!("{scheme}://{authority}{}", hop.path_and_query))
-            .map_err(|e| format!("redirect: {e}"))?;
-        let next = base
-            .join(location)
-            .map_err(|e| format!("redirect to `{location}`: {e}"))?;
+            .map_err(|e| Failure::RedirectBase(e.to_string()))?;
+        let next = base.join(location).map_err(|e| Failure::RedirectInvalid {
+            location: location.to_string(),
+            detail: e.to_string(),
+        })?;
         let tls = match next.scheme() {
             "http" => None,
             "https" => Some(self.tls_for_redirects.clone()),
-            other => return Err(format!("redirect to unsupported scheme {other}")),
+            other => return Err(Failure::RedirectScheme(other.to_string())),
         };
         let host = next
             .host_str()
-            .ok_or("redirect without a host")?
+            .ok_or(Failure::RedirectWithoutHost)?
             .to_string();
         let port = next.port_or_known_default().unwrap_or(80);
         // Same host as before: keep the endpoint's address (the Host may not resolve here).
@@ -333,11 +350,11 @@ impl HttpMonitor {
 }
 
 /// Reads at most the first 10 KiB of a body; never more, however large the body.
-async fn read_head(mut body: Incoming, deadline: Instant) -> Result<Vec<u8>, String> {
+async fn read_head(mut body: Incoming, deadline: Instant) -> Result<Vec<u8>, Failure> {
     let mut head = Vec::with_capacity(1024);
     while head.len() < BODY_LIMIT {
         match tokio::time::timeout_at(deadline.into(), body.frame()).await {
-            Err(_) => return Err("timeout (reading body)".into()),
+            Err(_) => return Err(Failure::TimeoutIn(Phase::ReadingBody)),
             Ok(None) => break,
             Ok(Some(Err(e))) => return Err(hyper_reason(&e)),
             Ok(Some(Ok(frame))) => {
@@ -362,18 +379,24 @@ fn contains_ignore_case(haystack: &[u8], lower_needle: &[u8]) -> bool {
         .any(|w| w == lower_needle)
 }
 
-fn hyper_reason(e: &hyper::Error) -> String {
+fn hyper_reason(e: &hyper::Error) -> Failure {
     if e.is_incomplete_message() {
-        return "connection closed before a complete response".into();
+        return Failure::ClosedEarly;
     }
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(e);
     while let Some(s) = source {
         if let Some(io) = s.downcast_ref::<std::io::Error>() {
-            return io_reason(io);
+            return Failure::from_io(io);
         }
         source = s.source();
     }
-    format!("http: {e}")
+    Failure::Http(e.to_string())
+}
+
+/// A Host that is no TLS server name, in the words `lb-tls` has for it less its `tls: `.
+fn server_name_words(e: &lb_tls::TlsError) -> String {
+    let words = e.to_string();
+    words.strip_prefix("tls: ").unwrap_or(&words).to_string()
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

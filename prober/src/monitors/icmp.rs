@@ -16,6 +16,7 @@ use surge_ping::{Client, Config, PingIdentifier, PingSequence, SurgeError, ICMP}
 use tokio::sync::OnceCell;
 
 use super::{socket_addr, Check};
+use crate::failure::{Failure, Phase};
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
 
@@ -27,8 +28,8 @@ pub struct IcmpClients(Arc<Inner>);
 
 #[derive(Default)]
 struct Inner {
-    v4: OnceCell<Result<Client, String>>,
-    v6: OnceCell<Result<Client, String>>,
+    v4: OnceCell<Result<Client, Failure>>,
+    v6: OnceCell<Result<Client, Failure>>,
     ident: AtomicU16,
     seq: AtomicU16,
 }
@@ -41,7 +42,7 @@ impl IcmpClients {
         IcmpClients(Arc::new(inner))
     }
 
-    async fn client(&self, v6: bool) -> Result<&Client, String> {
+    async fn client(&self, v6: bool) -> Result<&Client, Failure> {
         let cell = if v6 { &self.0.v6 } else { &self.0.v4 };
         cell.get_or_init(|| async move { open(v6) })
             .await
@@ -50,7 +51,7 @@ impl IcmpClients {
     }
 
     /// Sends one echo request and waits for its reply until `timeout`.
-    pub async fn ping(&self, ip: IpAddr, timeout: Duration) -> Result<Duration, String> {
+    pub async fn ping(&self, ip: IpAddr, timeout: Duration) -> Result<Duration, Failure> {
         let client = self.client(ip.is_ipv6()).await?;
         let ident = self.0.ident.fetch_add(1, Ordering::Relaxed);
         let seq = self.0.seq.fetch_add(1, Ordering::Relaxed);
@@ -58,13 +59,13 @@ impl IcmpClients {
         pinger.timeout(timeout);
         match pinger.ping(PingSequence(seq), PAYLOAD).await {
             Ok((_, rtt)) => Ok(rtt),
-            Err(SurgeError::Timeout { .. }) => Err("timeout (no echo reply)".into()),
-            Err(e) => Err(format!("icmp: {e}")),
+            Err(SurgeError::Timeout { .. }) => Err(Failure::TimeoutIn(Phase::NoEchoReply)),
+            Err(e) => Err(Failure::Icmp(e.to_string())),
         }
     }
 }
 
-fn open(v6: bool) -> Result<Client, String> {
+fn open(v6: bool) -> Result<Client, Failure> {
     let kind = if v6 { ICMP::V6 } else { ICMP::V4 };
     let dgram = Config::builder()
         .kind(kind)
@@ -78,9 +79,9 @@ fn open(v6: bool) -> Result<Client, String> {
                 .sock_type_hint(Type::RAW)
                 .build();
             Client::new(&raw).map_err(|raw_err| {
-                format!(
-                    "icmp: cannot open an ICMP socket: unprivileged ({dgram_err}) needs net.ipv4.ping_group_range to include the prober's group; raw ({raw_err}) needs CAP_NET_RAW"
-                )
+                Failure::Icmp(format!(
+                    "cannot open an ICMP socket: unprivileged ({dgram_err}) needs net.ipv4.ping_group_range to include the prober's group; raw ({raw_err}) needs CAP_NET_RAW"
+                ))
             })
         }
     }

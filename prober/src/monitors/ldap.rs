@@ -10,6 +10,7 @@ use lb_core::config::LdapCheck;
 use ldap3::{LdapConnAsync, LdapConnSettings, Scope};
 
 use super::{socket_addr, tls, Check};
+use crate::failure::{Failure, SetupError};
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
 
@@ -19,12 +20,12 @@ pub(super) struct LdapMonitor {
 }
 
 impl LdapMonitor {
-    pub(super) fn new(check: &LdapCheck) -> Result<Self, String> {
+    pub(super) fn new(check: &LdapCheck) -> Result<Self, SetupError> {
         let tls = if check.tls {
-            Some(
-                tls::client_config(check.allow_insecure, check.ca_file.as_deref())
-                    .map_err(|e| e.to_string())?,
-            )
+            Some(tls::client_config(
+                check.allow_insecure,
+                check.ca_file.as_deref(),
+            )?)
         } else {
             None
         };
@@ -42,7 +43,7 @@ impl Check for LdapMonitor {
             match tokio::time::timeout(timeout, self.session(target, timeout)).await {
                 Ok(Ok(())) => Attempt::pass(start.elapsed(), Some(0)),
                 Ok(Err((code, reason))) => Attempt::fail(start.elapsed(), code, reason),
-                Err(_) => Attempt::fail(start.elapsed(), None, "timeout"),
+                Err(_) => Attempt::fail(start.elapsed(), None, Failure::Timeout),
             }
         })
     }
@@ -53,7 +54,7 @@ impl LdapMonitor {
         &self,
         target: &ProbeTarget,
         timeout: Duration,
-    ) -> Result<(), (Option<u32>, String)> {
+    ) -> Result<(), (Option<u32>, Failure)> {
         let addr = socket_addr(&target.address, target.port)
             .await
             .map_err(|e| (None, e))?;
@@ -73,7 +74,7 @@ impl LdapMonitor {
         }
         let (conn, mut ldap) = LdapConnAsync::with_settings(settings, &url)
             .await
-            .map_err(|e| (None, format!("ldap: connect: {e}")))?;
+            .map_err(|e| (None, Failure::Ldap(format!("connect: {e}"))))?;
         let driver = tokio::spawn(async move {
             let _ = conn.drive().await;
         });
@@ -82,29 +83,34 @@ impl LdapMonitor {
                 None => (String::new(), String::new()),
                 Some((dn, secret)) => (
                     dn.clone(),
-                    secret.read().map_err(|e| (None, format!("ldap: {e}")))?,
+                    secret
+                        .read()
+                        .map_err(|e| (None, Failure::Ldap(e.to_string())))?,
                 ),
             };
             let bound = ldap
                 .simple_bind(&dn, &password)
                 .await
-                .map_err(|e| (None, format!("ldap: bind: {e}")))?;
+                .map_err(|e| (None, Failure::Ldap(format!("bind: {e}"))))?;
             if bound.rc != 0 {
                 return Err((
                     Some(bound.rc),
-                    format!("ldap: bind failed: {} ({})", rc_name(bound.rc), bound.rc),
+                    Failure::Ldap(format!("bind failed: {} ({})", rc_name(bound.rc), bound.rc)),
                 ));
             }
             if let Some(search_dn) = &self.check.search_dn {
                 let found = ldap
                     .search(search_dn, Scope::Base, "(objectClass=*)", vec!["1.1"])
                     .await
-                    .map_err(|e| (None, format!("ldap: search: {e}")))?;
+                    .map_err(|e| (None, Failure::Ldap(format!("search: {e}"))))?;
                 let rc = found.1.rc;
                 if rc != 0 {
                     return Err((
                         Some(rc),
-                        format!("ldap: search of {search_dn} failed: {} ({rc})", rc_name(rc)),
+                        Failure::Ldap(format!(
+                            "search of {search_dn} failed: {} ({rc})",
+                            rc_name(rc)
+                        )),
                     ));
                 }
             }

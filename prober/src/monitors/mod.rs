@@ -17,6 +17,7 @@ use lb_core::config::{Address, MonitorKind};
 
 pub use icmp::IcmpClients;
 
+use crate::failure::{Failure, SetupError};
 use crate::outcome::{Attempt, ProbeResult};
 use crate::target::ProbeTarget;
 
@@ -27,7 +28,7 @@ pub trait Check: Send + Sync {
 
 /// Builds the check for a target's monitor. Checks hold what is costly to build (TLS configs,
 /// ICMP sockets) and are shared by every target of the monitor.
-pub fn check_for(kind: &MonitorKind, icmp: &IcmpClients) -> Result<Arc<dyn Check>, String> {
+pub fn check_for(kind: &MonitorKind, icmp: &IcmpClients) -> Result<Arc<dyn Check>, SetupError> {
     Ok(match kind {
         MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false)?),
         MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true)?),
@@ -49,7 +50,7 @@ pub async fn probe(check: &dyn Check, target: &ProbeTarget) -> ProbeResult {
         let attempt = match tokio::time::timeout(m.timeout, check.attempt(target, m.timeout)).await
         {
             Ok(a) => a,
-            Err(_) => Attempt::fail(started.elapsed(), None, "timeout"),
+            Err(_) => Attempt::fail(started.elapsed(), None, Failure::Timeout),
         };
         if attempt.passed || tries > u32::from(m.retries) {
             return ProbeResult { attempt, tries };
@@ -58,27 +59,17 @@ pub async fn probe(check: &dyn Check, target: &ProbeTarget) -> ProbeResult {
 }
 
 /// Resolves the target to a socket address (hostnames through the system resolver).
-pub(crate) async fn socket_addr(address: &Address, port: u16) -> Result<SocketAddr, String> {
+pub(crate) async fn socket_addr(address: &Address, port: u16) -> Result<SocketAddr, Failure> {
+    let dns = |h: &str, detail: String| Failure::Dns {
+        host: h.to_string(),
+        detail,
+    };
     match address {
         Address::Ip(ip) => Ok(SocketAddr::new(*ip, port)),
         Address::Hostname(h) => tokio::net::lookup_host((h.as_str(), port))
             .await
-            .map_err(|e| format!("dns: {h}: {e}"))?
+            .map_err(|e| dns(h, e.to_string()))?
             .next()
-            .ok_or_else(|| format!("dns: {h}: no address")),
-    }
-}
-
-/// A short reason for a connect error, in the words operators search for.
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
-    use std::io::ErrorKind::*;
-    match e.kind() {
-        ConnectionRefused => "connection refused".into(),
-        ConnectionReset => "connection reset".into(),
-        TimedOut => "timeout".into(),
-        HostUnreachable => "host unreachable".into(),
-        NetworkUnreachable => "network unreachable".into(),
-        UnexpectedEof => "connection closed".into(),
-        _ => e.to_string(),
+            .ok_or_else(|| dns(h, "no address".into())),
     }
 }

@@ -7,7 +7,8 @@ use futures::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use super::{io_reason, socket_addr, Check};
+use super::{socket_addr, Check};
+use crate::failure::Failure;
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
 
@@ -25,28 +26,29 @@ impl Check for SmtpMonitor {
             match tokio::time::timeout(timeout, dialogue(target)).await {
                 Ok(Ok(code)) => Attempt::pass(start.elapsed(), Some(code)),
                 Ok(Err((code, reason))) => Attempt::fail(start.elapsed(), code, reason),
-                Err(_) => Attempt::fail(start.elapsed(), None, "timeout"),
+                Err(_) => Attempt::fail(start.elapsed(), None, Failure::Timeout),
             }
         })
     }
 }
 
-type Failure = (Option<u32>, String);
+/// A failure and the reply code that caused it, when there was one.
+type Failed = (Option<u32>, Failure);
 
-async fn dialogue(target: &ProbeTarget) -> Result<u32, Failure> {
+async fn dialogue(target: &ProbeTarget) -> Result<u32, Failed> {
     let addr = socket_addr(&target.address, target.port)
         .await
         .map_err(|e| (None, e))?;
     let stream = TcpStream::connect(addr)
         .await
-        .map_err(|e| (None, io_reason(&e)))?;
+        .map_err(|e| (None, Failure::from_io(&e)))?;
     let (read, mut write) = stream.into_split();
     let mut read = BufReader::new(read);
     expect(&mut read, 220, "greeting").await?;
     write
         .write_all(b"EHLO meshlb.probe\r\n")
         .await
-        .map_err(|e| (None, io_reason(&e)))?;
+        .map_err(|e| (None, Failure::from_io(&e)))?;
     match reply(&mut read).await? {
         250 => {}
         // EHLO not understood: an old server; HELO is what Cloudflare sends anyway.
@@ -54,43 +56,56 @@ async fn dialogue(target: &ProbeTarget) -> Result<u32, Failure> {
             write
                 .write_all(b"HELO meshlb.probe\r\n")
                 .await
-                .map_err(|e| (None, io_reason(&e)))?;
+                .map_err(|e| (None, Failure::from_io(&e)))?;
             expect(&mut read, 250, "HELO").await?;
         }
-        other => return Err((Some(other), format!("unexpected code {other} to EHLO"))),
+        other => {
+            return Err((
+                Some(other),
+                Failure::SmtpCode {
+                    code: other,
+                    step: "EHLO",
+                    expected: None,
+                },
+            ))
+        }
     }
     write
         .write_all(b"QUIT\r\n")
         .await
-        .map_err(|e| (None, io_reason(&e)))?;
+        .map_err(|e| (None, Failure::from_io(&e)))?;
     expect(&mut read, 221, "QUIT").await
 }
 
 async fn expect<R: AsyncRead + Unpin>(
     read: &mut BufReader<R>,
     want: u32,
-    step: &str,
-) -> Result<u32, Failure> {
+    step: &'static str,
+) -> Result<u32, Failed> {
     match reply(read).await? {
         code if code == want => Ok(code),
         code => Err((
             Some(code),
-            format!("unexpected code {code} to {step} (expected {want})"),
+            Failure::SmtpCode {
+                code,
+                step,
+                expected: Some(want),
+            },
         )),
     }
 }
 
 /// Reads one (possibly multi-line, `250-...`) reply and returns its code.
-async fn reply<R: AsyncRead + Unpin>(read: &mut BufReader<R>) -> Result<u32, Failure> {
+async fn reply<R: AsyncRead + Unpin>(read: &mut BufReader<R>) -> Result<u32, Failed> {
     for _ in 0..MAX_LINES {
         let mut line = Vec::new();
         let n = (&mut *read)
             .take(MAX_LINE)
             .read_until(b'\n', &mut line)
             .await
-            .map_err(|e| (None, io_reason(&e)))?;
+            .map_err(|e| (None, Failure::from_io(&e)))?;
         if n == 0 {
-            return Err((None, "connection closed".into()));
+            return Err((None, Failure::Closed));
         }
         let code = line
             .get(..3)
@@ -99,10 +114,7 @@ async fn reply<R: AsyncRead + Unpin>(read: &mut BufReader<R>) -> Result<u32, Fai
             .ok_or_else(|| {
                 (
                     None,
-                    format!(
-                        "not an SMTP reply: {:?}",
-                        String::from_utf8_lossy(&line).trim_end()
-                    ),
+                    Failure::NotSmtp(String::from_utf8_lossy(&line).trim_end().to_string()),
                 )
             })?;
         // `250-` continues, `250 ` (or a bare `250`) ends the reply.
@@ -110,5 +122,5 @@ async fn reply<R: AsyncRead + Unpin>(read: &mut BufReader<R>) -> Result<u32, Fai
             return Ok(code);
         }
     }
-    Err((None, format!("reply longer than {MAX_LINES} lines")))
+    Err((None, Failure::LongReply(MAX_LINES)))
 }

@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use tokio::net::TcpStream;
 
-use super::{io_reason, socket_addr, Check};
+use super::{socket_addr, Check};
+use crate::failure::{Failure, Phase};
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
 
@@ -21,8 +22,8 @@ impl Check for TcpMonitor {
             };
             match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
                 Ok(Ok(_stream)) => Attempt::pass(start.elapsed(), None),
-                Ok(Err(e)) => Attempt::fail(start.elapsed(), None, io_reason(&e)),
-                Err(_) => Attempt::fail(start.elapsed(), None, "timeout (connect)"),
+                Ok(Err(e)) => Attempt::fail(start.elapsed(), None, Failure::from_io(&e)),
+                Err(_) => Attempt::fail(start.elapsed(), None, Failure::TimeoutIn(Phase::Connect)),
             }
         })
     }

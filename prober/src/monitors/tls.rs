@@ -1,10 +1,12 @@
-//! TLS for https and ldaps monitors: the client settings live in lb-core (the proxy uses them
+//! TLS for https and ldaps monitors: the client settings live in `lb-tls` (the proxy uses them
 //! too); here, the words for a failed handshake.
 
 pub(crate) use lb_tls::{client_config, host_without_port, server_name};
 
+use crate::failure::Failure;
+
 /// Words for a handshake failure, in the shape of Cloudflare's reasons.
-pub(crate) fn reason(e: &std::io::Error) -> String {
+pub(crate) fn reason(e: &std::io::Error) -> Failure {
     let text = e
         .get_ref()
         .and_then(|inner| inner.downcast_ref::<rustls::Error>())
@@ -26,6 +28,6 @@ pub(crate) fn reason(e: &std::io::Error) -> String {
             }
             other => other.to_string(),
         })
-        .unwrap_or_else(|| super::io_reason(e));
-    format!("tls: {text}")
+        .unwrap_or_else(|| Failure::from_io(e).to_string());
+    Failure::Tls(text)
 }

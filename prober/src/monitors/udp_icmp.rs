@@ -8,6 +8,7 @@ use futures::future::BoxFuture;
 use tokio::net::UdpSocket;
 
 use super::{icmp::IcmpClients, socket_addr, Check};
+use crate::failure::Failure;
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
 
@@ -32,11 +33,7 @@ impl Check for UdpIcmpMonitor {
             let rtt = match self.clients.ping(addr.ip(), timeout).await {
                 Ok(rtt) => rtt,
                 Err(e) => {
-                    return Attempt::fail(
-                        start.elapsed(),
-                        None,
-                        format!("icmp echo failed first: {e}"),
-                    )
+                    return Attempt::fail(start.elapsed(), None, Failure::EchoFirst(Box::new(e)))
                 }
             };
             let bind = if addr.is_ipv6() {
@@ -46,10 +43,10 @@ impl Check for UdpIcmpMonitor {
             };
             let socket = match UdpSocket::bind(bind).await {
                 Ok(s) => s,
-                Err(e) => return Attempt::fail(start.elapsed(), None, format!("udp: {e}")),
+                Err(e) => return Attempt::fail(start.elapsed(), None, Failure::Udp(e.to_string())),
             };
             if let Err(e) = socket.connect(addr).await {
-                return Attempt::fail(start.elapsed(), None, format!("udp: {e}"));
+                return Attempt::fail(start.elapsed(), None, Failure::Udp(e.to_string()));
             }
             if let Err(e) = socket.send(b"meshlb udp probe").await {
                 return Attempt::fail(start.elapsed(), None, udp_reason(&e));
@@ -65,10 +62,10 @@ impl Check for UdpIcmpMonitor {
     }
 }
 
-fn udp_reason(e: &std::io::Error) -> String {
+fn udp_reason(e: &std::io::Error) -> Failure {
     if e.kind() == std::io::ErrorKind::ConnectionRefused {
-        "udp: port unreachable".into()
+        Failure::PortUnreachable
     } else {
-        format!("udp: {e}")
+        Failure::Udp(e.to_string())
     }
 }

@@ -58,7 +58,12 @@ pub fn assert_fail(r: &ProbeResult, reason: &str) {
         !r.attempt.passed,
         "expected failure ({reason}), got pass: {r:?}"
     );
-    let got = r.attempt.reason.as_deref().unwrap_or("");
+    let got = r
+        .attempt
+        .reason
+        .as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     assert!(
         got.contains(reason),
         "expected reason containing {reason:?}, got {got:?}"

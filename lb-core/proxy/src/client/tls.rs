@@ -13,45 +13,71 @@ pub struct Certificates {
     keys: Vec<Arc<CertifiedKey>>,
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("cannot read {}: {e}", path.display()))
+/// Why the certificates for TLS termination cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// The file is not what it should hold (`not a PEM private key: ...`).
+    #[error("{}: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    #[error("no certificate given")]
+    NoneGiven,
+    #[error("{0}")]
+    Tls(#[from] rustls::Error),
+}
+
+fn unusable(path: &Path, reason: String) -> CertificateError {
+    CertificateError::Unusable {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, CertificateError> {
+    std::fs::read(path).map_err(|source| CertificateError::Unreadable {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 impl Certificates {
     /// Loads (certificate chain, private key) PEM file pairs.
-    pub fn load(pairs: &[(PathBuf, PathBuf)]) -> Result<Certificates, String> {
+    pub fn load(pairs: &[(PathBuf, PathBuf)]) -> Result<Certificates, CertificateError> {
         let provider = rustls::crypto::ring::default_provider();
         let mut keys = Vec::new();
         for (cert, key) in pairs {
             let chain: Vec<CertificateDer<'static>> =
                 rustls_pemfile::certs(&mut read(cert)?.as_slice())
                     .collect::<Result<_, _>>()
-                    .map_err(|e| format!("{}: not a PEM certificate chain: {e}", cert.display()))?;
+                    .map_err(|e| unusable(cert, format!("not a PEM certificate chain: {e}")))?;
             if chain.is_empty() {
-                return Err(format!("{}: no certificate in the file", cert.display()));
+                return Err(unusable(cert, "no certificate in the file".into()));
             }
             let private = rustls_pemfile::private_key(&mut read(key)?.as_slice())
-                .map_err(|e| format!("{}: not a PEM private key: {e}", key.display()))?
-                .ok_or_else(|| format!("{}: no private key in the file", key.display()))?;
+                .map_err(|e| unusable(key, format!("not a PEM private key: {e}")))?
+                .ok_or_else(|| unusable(key, "no private key in the file".into()))?;
             let signing = provider
                 .key_provider
                 .load_private_key(private)
-                .map_err(|e| format!("{}: unusable private key: {e}", key.display()))?;
+                .map_err(|e| unusable(key, format!("unusable private key: {e}")))?;
             keys.push(Arc::new(CertifiedKey::new(chain, signing)));
         }
         if keys.is_empty() {
-            return Err("no certificate given".into());
+            return Err(CertificateError::NoneGiven);
         }
         Ok(Certificates { keys })
     }
 
     /// A rustls server configuration offering HTTP/2 and HTTP/1.1.
-    pub fn server_config(self) -> Result<Arc<rustls::ServerConfig>, String> {
+    pub fn server_config(self) -> Result<Arc<rustls::ServerConfig>, CertificateError> {
         let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .with_safe_default_protocol_versions()?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(self));
         config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];

@@ -6,4 +6,4 @@ mod forward;
 mod proxy;
 pub mod sessions;
 
-pub use proxy::{Begun, Peer, Proxy, ProxySettings};
+pub use proxy::{Begun, Peer, Proxy, ProxySettings, SetupError};

@@ -25,6 +25,20 @@ use lb_edge::{decide_live, unix_now, HealthSource, PopInfo};
 
 use crate::body::ProxyBody;
 
+/// Why the proxy cannot serve a configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Geolocation(#[from] lb_core::geolocation::GeolocationError),
+    #[error(transparent)]
+    Tls(#[from] lb_tls::TlsError),
+    #[error("load balancer {load_balancer}: origin_ca_file: {source}")]
+    OriginCa {
+        load_balancer: String,
+        source: lb_tls::TlsError,
+    },
+}
+
 /// Timeouts and bounds.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
@@ -310,19 +324,21 @@ impl Proxy {
         pop: PopInfo,
         health: Arc<dyn HealthSource>,
         settings: ProxySettings,
-    ) -> Result<Proxy, String> {
+    ) -> Result<Proxy, SetupError> {
         let geo = Geolocator::new(&config.geolocation)?;
         let live = Arc::new(LiveLoad::new(&config));
         let mut origin_tls = Vec::new();
         for lb in &config.load_balancers {
             origin_tls.push(match lb.origin_tls {
                 OriginTls::Off => None,
-                OriginTls::Full => {
-                    Some(lb_tls::client_config(true, None).map_err(|e| e.to_string())?)
-                }
+                OriginTls::Full => Some(lb_tls::client_config(true, None)?),
                 OriginTls::Strict => Some(
-                    lb_tls::client_config(false, lb.origin_ca_file.as_deref())
-                        .map_err(|e| format!("load balancer {}: origin_ca_file: {e}", lb.name))?,
+                    lb_tls::client_config(false, lb.origin_ca_file.as_deref()).map_err(
+                        |source| SetupError::OriginCa {
+                            load_balancer: lb.name.clone(),
+                            source,
+                        },
+                    )?,
                 ),
             });
         }

@@ -404,7 +404,8 @@ impl Validator<'_> {
             match ExpectedCodes::parse(m.expected_codes.as_deref().unwrap_or("200")) {
                 Ok(c) => c,
                 Err(e) => {
-                    self.sink.push(format!("{path}.expected_codes"), e);
+                    self.sink
+                        .push(format!("{path}.expected_codes"), e.to_string());
                     ExpectedCodes::default()
                 }
             };
