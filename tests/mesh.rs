@@ -478,3 +478,64 @@ default_pools = ["web"]
             .any(|l| l.starts_with("meshlb_aggregator_ready{") && l.ends_with(" 1"))
     });
 }
+
+/// `/explain` steers with the regions table the aggregator runs with (`--regions FILE`), not
+/// the embedded one: with Eastern North America moved next to Frankfurt, proximity steering
+/// from ENAM picks the Frankfurt pool instead of the New York one.
+#[test]
+fn explain_uses_the_regions_table_of_the_aggregator() {
+    let (dir, key) = scratch_dir_with_key("explain-regions");
+    let embedded = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regions.toml"))
+        .expect("regions.toml");
+    let moved = embedded.replacen(
+        "code = \"ENAM\"\nname = \"Eastern North America\"\nlatitude = 38.5\nlongitude = -81.0",
+        "code = \"ENAM\"\nname = \"Eastern North America\"\nlatitude = 50.0\nlongitude = 9.0",
+        1,
+    );
+    assert_ne!(moved, embedded, "the ENAM entry of regions.toml moved");
+    let regions = dir.path().join("regions.toml");
+    std::fs::write(&regions, moved).expect("regions file");
+    let config = dir.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[pools]]
+name = "fra"
+latitude = 50.1
+longitude = 8.7
+origins = [{ name = "f", address = "192.0.2.1" }]
+[[pools]]
+name = "nyc"
+latitude = 40.7
+longitude = -74.0
+origins = [{ name = "n", address = "192.0.2.2" }]
+[[load_balancers]]
+name = "near.example.test"
+default_pools = ["nyc", "fra"]
+steering_policy = "proximity"
+"#,
+    )
+    .expect("config");
+    let admin = free_tcp();
+    let _procs = Procs(vec![Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .arg("--regions")
+        .arg(&regions)
+        .args(["aggregator", "--config", config.to_str().unwrap()])
+        .args(["--region", "WEU", "--admin", &admin.to_string()])
+        .args(["--listen", &free_udp().to_string()])
+        .args(["--key-file", key.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("aggregator")]);
+    let explained = |pop: &str| {
+        get(admin, &format!("/explain?lb=near.example.test&pop={pop}"))
+            .and_then(|v| v["outcome"].as_str().map(str::to_string))
+    };
+    wait_for("a first tally", Duration::from_secs(20), || {
+        explained("ENAM").is_some_and(|o| o.starts_with("answer"))
+    });
+    assert_eq!(explained("ENAM").as_deref(), Some("answer fra/f"));
+    // Western North America is where the embedded table has it: New York is nearer.
+    assert_eq!(explained("WNAM").as_deref(), Some("answer nyc/n"));
+}

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::health::HealthSnapshot;
 use mesh::keys::DrainDecision;
 
 pub type Decisions = BTreeMap<(PoolId, EndpointId), DrainDecision>;
@@ -50,6 +51,20 @@ pub fn in_force(newest: &Decisions) -> BTreeMap<(PoolId, EndpointId), u64> {
         .collect()
 }
 
+/// Marks the drained endpoints in a tally's snapshot: they take no new traffic, and their
+/// sessions drain for the load balancer's `drain_duration` (lb-core's affinity).
+pub fn apply(snapshot: &mut HealthSnapshot, in_force: &BTreeMap<(PoolId, EndpointId), u64>) {
+    for (&(pool, endpoint), &since) in in_force {
+        if let Some(e) = snapshot
+            .endpoints
+            .get_mut(pool.0)
+            .and_then(|p| p.get_mut(endpoint.0))
+        {
+            e.disabled_at = Some(since);
+        }
+    }
+}
+
 /// Takes into `own` (what this aggregator publishes) every decision newer than its own, so
 /// the decision is still published when the aggregator that made it is gone. Returns whether
 /// `own` changed.
@@ -67,6 +82,27 @@ pub fn adopt(own: &mut Decisions, newest: &Decisions) -> bool {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn drained_endpoints_are_marked_in_the_snapshot() {
+        let c = config();
+        let mut snapshot = HealthSnapshot::initial(&c);
+        let in_force = BTreeMap::from([((PoolId(0), EndpointId(1)), 1_700_000_000)]);
+        apply(&mut snapshot, &in_force);
+        assert_eq!(
+            snapshot.endpoint(PoolId(0), EndpointId(0)).disabled_at,
+            None
+        );
+        assert_eq!(
+            snapshot.endpoint(PoolId(0), EndpointId(1)).disabled_at,
+            Some(1_700_000_000)
+        );
+        // A drain of an endpoint the snapshot does not have changes nothing.
+        apply(
+            &mut snapshot,
+            &BTreeMap::from([((PoolId(9), EndpointId(0)), 1)]),
+        );
+    }
 
     /// One pool `web` with endpoints `a` and `b` (also the state file's tests').
     pub(crate) fn config() -> Config {

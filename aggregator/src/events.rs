@@ -1,9 +1,14 @@
 //! Health-change events: one JSON object each, with the votes behind it, kept in a bounded
-//! ring for the admin API and written as a JSON line to the log.
+//! ring for the admin API and written as a JSON line to the log. [`from_changes`] turns a
+//! tally's changes into events, without I/O.
 
 use std::collections::VecDeque;
 
+use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use serde::Serialize;
+
+use crate::tally::{HealthChange, LbState};
 
 /// Events kept for the admin API.
 pub const KEEP: usize = 10_000;
@@ -33,26 +38,153 @@ pub struct DatacenterVote {
     pub reason: Option<String>,
 }
 
+/// What changed, and from which state to which; shown as `"kind": "endpoint" | "pool" |
+/// "load_balancer"` with the names of what changed beside it.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Change {
+    Endpoint {
+        pool: String,
+        endpoint: String,
+        from: Verdict,
+        to: Verdict,
+    },
+    Pool {
+        pool: String,
+        from: PoolState,
+        to: PoolState,
+    },
+    LoadBalancer {
+        load_balancer: String,
+        /// `None`: the load balancer had no state yet (shown as `unknown`).
+        #[serde(serialize_with = "lb_state_or_unknown")]
+        from: Option<LbState>,
+        to: LbState,
+    },
+}
+
+fn lb_state_or_unknown<S: serde::Serializer>(
+    state: &Option<LbState>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.serialize_str(state.map_or("unknown", LbState::name))
+}
+
+impl Change {
+    /// The pool of an endpoint or pool change.
+    pub fn pool(&self) -> Option<&str> {
+        match self {
+            Change::Endpoint { pool, .. } | Change::Pool { pool, .. } => Some(pool),
+            Change::LoadBalancer { .. } => None,
+        }
+    }
+
+    pub fn endpoint(&self) -> Option<&str> {
+        match self {
+            Change::Endpoint { endpoint, .. } => Some(endpoint),
+            _ => None,
+        }
+    }
+
+    /// The states before and after, by name.
+    pub fn states(&self) -> (&'static str, &'static str) {
+        match *self {
+            Change::Endpoint { from, to, .. } => (from.name(), to.name()),
+            Change::Pool { from, to, .. } => (from.name(), to.name()),
+            Change::LoadBalancer { from, to, .. } => {
+                (from.map_or("unknown", LbState::name), to.name())
+            }
+        }
+    }
+
+    /// Whether the change leaves its subject out of service: an endpoint or load balancer no
+    /// longer healthy, a pool critical.
+    pub fn is_down(&self) -> bool {
+        match *self {
+            Change::Endpoint { to, .. } => to != Verdict::Healthy,
+            Change::Pool { to, .. } => to == PoolState::Critical,
+            Change::LoadBalancer { to, .. } => to != LbState::Healthy,
+        }
+    }
+}
+
 /// A health change (Cloudflare's load-balancing event shape, plus the votes).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct HealthEvent {
     pub at_ms: u64,
-    /// `endpoint`, `pool` or `load_balancer`.
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub load_balancer: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub endpoint: Option<String>,
-    pub from: String,
-    pub to: String,
+    #[serde(flatten)]
+    pub change: Change,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionVotes>,
     /// A first verdict rather than news: the endpoint was never voted on, or the pool's state
     /// before still counted endpoints without a verdict (after a start). Not notified.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub initial: bool,
+}
+
+/// The events of one tally's changes, at `at_ms`. `before` is the snapshot the changes are
+/// from; `votes` gives the votes behind an endpoint's change.
+pub fn from_changes(
+    config: &Config,
+    changes: &[HealthChange],
+    before: &HealthSnapshot,
+    at_ms: u64,
+    votes: impl Fn(PoolId, EndpointId) -> Vec<RegionVotes>,
+) -> Vec<HealthEvent> {
+    // Whether a pool's state so far still counted endpoints without a verdict: its next change
+    // is a first verdict, not news.
+    let had_unknown = |pool: PoolId| {
+        let p = config.pool(pool);
+        p.monitor.is_some()
+            && p.endpoints.iter().enumerate().any(|(i, e)| {
+                e.enabled && before.endpoint(pool, EndpointId(i)).verdict == Verdict::Unknown
+            })
+    };
+    changes
+        .iter()
+        .map(|change| match *change {
+            HealthChange::Endpoint {
+                pool,
+                endpoint,
+                from,
+                to,
+                ..
+            } => HealthEvent {
+                at_ms,
+                change: Change::Endpoint {
+                    pool: config.pool(pool).name.clone(),
+                    endpoint: config.pool(pool).endpoints[endpoint.0].name.clone(),
+                    from,
+                    to,
+                },
+                regions: votes(pool, endpoint),
+                initial: from == Verdict::Unknown,
+            },
+            HealthChange::Pool { pool, from, to } => HealthEvent {
+                at_ms,
+                change: Change::Pool {
+                    pool: config.pool(pool).name.clone(),
+                    from,
+                    to,
+                },
+                regions: Vec::new(),
+                initial: had_unknown(pool),
+            },
+            HealthChange::LoadBalancer { lb, from, to } => HealthEvent {
+                at_ms,
+                change: Change::LoadBalancer {
+                    load_balancer: config.lb(lb).name.clone(),
+                    from,
+                    to,
+                },
+                regions: Vec::new(),
+                initial: from.is_none()
+                    || (0..config.pools.len()).any(|p| {
+                        config.lb(lb).settings.uses_pool(PoolId(p)) && had_unknown(PoolId(p))
+                    }),
+            },
+        })
+        .collect()
 }
 
 /// The ring of recent events.
@@ -86,11 +218,11 @@ impl EventLog {
             .iter()
             .filter(|e| f.since_ms.is_none_or(|s| e.at_ms >= s))
             .filter(|e| f.until_ms.is_none_or(|u| e.at_ms <= u))
-            .filter(|e| f.pool.as_ref().is_none_or(|p| e.pool.as_ref() == Some(p)))
+            .filter(|e| f.pool.as_deref().is_none_or(|p| e.change.pool() == Some(p)))
             .filter(|e| {
                 f.endpoint
-                    .as_ref()
-                    .is_none_or(|p| e.endpoint.as_ref() == Some(p))
+                    .as_deref()
+                    .is_none_or(|p| e.change.endpoint() == Some(p))
             })
             .cloned()
             .collect()
@@ -102,5 +234,57 @@ impl EventLog {
 
     pub fn is_empty(&self) -> bool {
         self.events.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(change: Change) -> HealthEvent {
+        HealthEvent {
+            at_ms: 7,
+            change,
+            regions: Vec::new(),
+            initial: false,
+        }
+    }
+
+    /// The JSON shape operators' tooling reads: the kind and names first, then the states.
+    #[test]
+    fn events_are_shown_as_they_always_were() {
+        let endpoint = event(Change::Endpoint {
+            pool: "web".into(),
+            endpoint: "one".into(),
+            from: Verdict::Healthy,
+            to: Verdict::Unhealthy,
+        });
+        assert_eq!(
+            serde_json::to_string(&endpoint).expect("json"),
+            r#"{"at_ms":7,"kind":"endpoint","pool":"web","endpoint":"one","from":"healthy","to":"unhealthy"}"#
+        );
+        let pool = event(Change::Pool {
+            pool: "web".into(),
+            from: PoolState::Healthy,
+            to: PoolState::NoHealth,
+        });
+        assert_eq!(
+            serde_json::to_string(&pool).expect("json"),
+            r#"{"at_ms":7,"kind":"pool","pool":"web","from":"healthy","to":"no_health"}"#
+        );
+        let lb = HealthEvent {
+            initial: true,
+            ..event(Change::LoadBalancer {
+                load_balancer: "www.example.test".into(),
+                from: None,
+                to: LbState::Critical,
+            })
+        };
+        assert_eq!(
+            serde_json::to_string(&lb).expect("json"),
+            r#"{"at_ms":7,"kind":"load_balancer","load_balancer":"www.example.test","from":"unknown","to":"critical","initial":true}"#
+        );
+        assert_eq!(lb.change.states(), ("unknown", "critical"));
+        assert!(lb.change.is_down() && pool.change.pool() == Some("web"));
     }
 }

@@ -2,10 +2,11 @@
 //! snapshot that the embedded `lb-core` frontends read, logs every health change with the votes
 //! behind it, and serves the admin API.
 //!
-//! - [`tally`]: the pure vote-counting core (DESIGN section 4).
+//! - [`tally`]: the pure vote-counting core (docs/design.md#the-tally).
+//! - [`events`]: health changes as events with the votes behind them.
 //! - [`mesh_view`]: the incremental view of the gossip state.
-//! - [`service`]: the loop that ties them together.
-//! - [`admin`]: the admin API (status, events, members).
+//! - [`shared`]: what the loop publishes, grouped by concern; [`service`]: the loop itself.
+//! - [`admin`]: the admin API, one file per resource.
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
@@ -19,6 +20,7 @@ pub mod metrics;
 pub mod notify;
 pub mod readiness;
 pub mod service;
+pub mod shared;
 pub mod tally;
 
 pub use lb_core::health::HealthSnapshot;

@@ -10,6 +10,7 @@ use chitchat::Chitchat;
 use lb_core::config::Config;
 use lb_core::Region;
 use mesh::keys::{self, EndpointResult};
+use mesh::Role;
 use serde::Serialize;
 
 use crate::tally::{Ballot, ProberId, Vote};
@@ -20,14 +21,23 @@ pub struct Member {
     pub node_id: String,
     pub generation: u64,
     pub address: SocketAddr,
-    pub role: String,
-    pub region: String,
+    pub role: Role,
+    /// `None` when the tag names no region (a member cannot vote without one).
+    #[serde(serialize_with = "region_code")]
+    pub region: Option<Region>,
     pub datacenter: String,
     pub version: String,
     pub config_hash: String,
     pub alive: bool,
     /// Runs a config other than this aggregator's.
     pub config_drift: bool,
+}
+
+fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S::Ok, S::Error> {
+    match region {
+        Some(r) => s.serialize_str(r.code()),
+        None => s.serialize_none(),
+    }
 }
 
 struct ProberCache {
@@ -66,8 +76,8 @@ impl MeshView {
                 node_id: id.node_id.to_string(),
                 generation: id.generation_id,
                 address: id.gossip_advertise_addr,
-                role: get(keys::ROLE),
-                region: get(keys::REGION),
+                role: Role::parse(st.get(keys::ROLE).unwrap_or("")),
+                region: st.get(keys::REGION).and_then(|r| r.parse().ok()),
                 datacenter: get(keys::DATACENTER),
                 version: get(keys::VERSION),
                 config_hash: get(keys::CONFIG_HASH),
@@ -79,7 +89,7 @@ impl MeshView {
                     && member.config_hash != own_config_hash,
                 ..member
             };
-            if member.role == "prober" {
+            if member.role == Role::Prober {
                 let key = (member.node_id.clone(), member.generation);
                 seen.insert(key.clone());
                 let cache = self.probers.entry(key).or_insert_with(|| {
@@ -138,8 +148,8 @@ impl MeshView {
     /// Every prober's ballot against `config` (indexed like it).
     pub fn ballots(&self, config: &Config, now: Instant) -> Vec<Ballot> {
         let mut out = Vec::new();
-        for m in self.members.iter().filter(|m| m.role == "prober") {
-            let Ok(region) = m.region.parse::<Region>() else {
+        for m in self.members.iter().filter(|m| m.role == Role::Prober) {
+            let Some(region) = m.region else {
                 continue;
             };
             let Some(cache) = self.probers.get(&(m.node_id.clone(), m.generation)) else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lb_core::config::{Config, EndpointId, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use lb_core::Region;
-use mesh::TransportStats;
+use mesh::{Role, TransportStats};
 
 use crate::mesh_view::Member;
 use crate::tally::{HealthChange, LbState};
@@ -81,29 +81,31 @@ pub fn record_tally(
 }
 
 pub fn record_members(members: &[Member]) {
-    let mut counts: std::collections::BTreeMap<(String, String, &str), u32> =
+    // Labels of bounded cardinality whatever members say of themselves: a role this
+    // version does not know, or no region, each counts as one value.
+    let labels = |m: &Member| {
+        let role = match m.role {
+            Role::Prober => "prober",
+            Role::Aggregator => "aggregator",
+            Role::Unknown(_) => "unknown",
+        };
+        (role, m.region.map_or("unknown", Region::code))
+    };
+    let mut counts: std::collections::BTreeMap<(&str, &str, &str), u32> =
         std::collections::BTreeMap::new();
     for m in members {
+        let (role, region) = labels(m);
         *counts
-            .entry((
-                m.role.clone(),
-                m.region.clone(),
-                if m.alive { "live" } else { "dead" },
-            ))
+            .entry((role, region, if m.alive { "live" } else { "dead" }))
             .or_default() += 1;
     }
     // Zero the other state of every (role, region) seen, so a region that died shows 0 live.
-    let keys: Vec<(String, String)> = counts
-        .keys()
-        .map(|(r, g, _)| (r.clone(), g.clone()))
-        .collect();
+    let keys: std::collections::BTreeSet<(&str, &str)> =
+        counts.keys().map(|&(r, g, _)| (r, g)).collect();
     for (role, region) in keys {
         for state in ["live", "dead"] {
-            let n = counts
-                .get(&(role.clone(), region.clone(), state))
-                .copied()
-                .unwrap_or(0);
-            metrics::gauge!("meshlb_mesh_members", "role" => role.clone(), "region" => region.clone(), "state" => state).set(f64::from(n));
+            let n = counts.get(&(role, region, state)).copied().unwrap_or(0);
+            metrics::gauge!("meshlb_mesh_members", "role" => role, "region" => region, "state" => state).set(f64::from(n));
         }
     }
     metrics::gauge!("meshlb_config_drift_members")

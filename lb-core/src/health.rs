@@ -6,13 +6,24 @@ use crate::config::{Config, EndpointId, HealthSources, Pool, PoolId};
 use crate::region::{Region, RegionMap};
 
 /// A tally's verdict on one endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Healthy,
     Unhealthy,
     /// Never voted on yet: takes no traffic (Cloudflare treats it as down).
     #[default]
     Unknown,
+}
+
+impl Verdict {
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Healthy => "healthy",
+            Verdict::Unhealthy => "unhealthy",
+            Verdict::Unknown => "unknown",
+        }
+    }
 }
 
 /// What is known about one endpoint.
@@ -44,7 +55,8 @@ pub struct PoolHealth {
 
 /// Pool state (seed 001): Healthy, Degraded, Critical, Unknown; the fallback pool's is never
 /// consulted and shows as NoHealth.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum PoolState {
     Healthy,
     Degraded,

@@ -8,6 +8,7 @@
 //! workspace checks that with `cargo metadata`.
 
 pub mod affinity;
+pub mod clock;
 pub mod config;
 pub mod error;
 pub mod geo;

@@ -15,12 +15,14 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use rand::Rng;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
+
+use lb_core::clock::unix_ms;
 
 use crate::failure::Failure;
 use crate::monitors::{check_for, probe, Check, IcmpClients};
@@ -374,12 +376,6 @@ async fn sleep_until(t: Option<Instant>) {
         Some(t) => tokio::time::sleep_until(t.into()).await,
         None => std::future::pending().await,
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// A monitor whose check could not be built (say, an unreadable CA file): every probe fails

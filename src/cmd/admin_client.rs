@@ -1,4 +1,5 @@
-//! A small client of the aggregator's admin API for `meshlb status` and `meshlb explain`.
+//! The one client of the aggregator's admin API, for `meshlb status`, `meshlb explain` and the
+//! demo's live view.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -22,8 +23,8 @@ pub struct AdminArgs {
 }
 
 impl AdminArgs {
-    /// GET `path`, returning the JSON body; API errors become readable messages.
-    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+    /// A client of the API these arguments name, its token read now.
+    pub fn client(&self) -> anyhow::Result<AdminClient> {
         let token = match &self.token_file {
             Some(f) => Some(
                 std::fs::read_to_string(f)
@@ -33,37 +34,76 @@ impl AdminArgs {
             ),
             None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
         };
-        let mut s =
-            TcpStream::connect_timeout(&self.admin, Duration::from_secs(3)).with_context(|| {
-                format!(
-                    "cannot reach the admin API at {} (is `meshlb aggregator --admin {}` running?)",
-                    self.admin, self.admin
-                )
-            })?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-        write!(
-            s,
-            "GET {path} HTTP/1.0\r\nHost: {}\r\n{auth}\r\n",
-            self.admin
-        )?;
+        Ok(AdminClient::new(self.admin, token))
+    }
+
+    /// GET `path`, returning the JSON body; API errors become readable messages.
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        self.client()?.get(path)
+    }
+}
+
+/// Largest answer read from the admin API.
+const MAX_REPLY: u64 = 64 << 20;
+
+/// A blocking client of one aggregator's admin API, for `status`, `explain` and `demo`.
+#[derive(Debug, Clone)]
+pub struct AdminClient {
+    addr: SocketAddr,
+    token: Option<String>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+}
+
+impl AdminClient {
+    pub fn new(addr: SocketAddr, token: Option<String>) -> AdminClient {
+        AdminClient {
+            addr,
+            token,
+            connect_timeout: Duration::from_secs(3),
+            read_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Shorter waits, for a caller that polls (the demo's live view).
+    pub fn with_timeouts(self, connect: Duration, read: Duration) -> AdminClient {
+        AdminClient {
+            connect_timeout: connect,
+            read_timeout: read,
+            ..self
+        }
+    }
+
+    /// GET `path`, returning the JSON body; API errors become readable messages.
+    pub fn get(&self, path: &str) -> anyhow::Result<Value> {
+        let addr = self.addr;
+        let mut s = TcpStream::connect_timeout(&addr, self.connect_timeout).with_context(|| {
+            format!(
+                "cannot reach the admin API at {addr} (is `meshlb aggregator --admin {addr}` running?)"
+            )
+        })?;
+        s.set_read_timeout(Some(self.read_timeout))?;
+        let auth = self
+            .token
+            .as_ref()
+            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
         let mut raw = Vec::new();
-        s.take(64 << 20).read_to_end(&mut raw)?;
+        s.take(MAX_REPLY).read_to_end(&mut raw)?;
         let text = String::from_utf8_lossy(&raw);
         let (head, body) = text
             .split_once("\r\n\r\n")
-            .ok_or_else(|| anyhow!("malformed reply from {}", self.admin))?;
+            .ok_or_else(|| anyhow!("malformed reply from {addr}"))?;
         let status: u16 = head
             .split_whitespace()
             .nth(1)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
         let value: Value = serde_json::from_str(body)
-            .with_context(|| format!("the admin API at {} did not answer JSON", self.admin))?;
+            .with_context(|| format!("the admin API at {addr} did not answer JSON"))?;
         if status != 200 {
             bail!(
-                "{} answered {status}: {}",
-                self.admin,
+                "{addr} answered {status}: {}",
                 value["error"].as_str().unwrap_or(body)
             );
         }

@@ -6,7 +6,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aggregator::service::{self, Shared};
+use aggregator::service;
+use aggregator::shared::Shared;
 use aggregator::tally::TallySettings;
 use anyhow::{anyhow, Context};
 use lb_core::config::Config;
@@ -88,7 +89,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             node_id: args
                 .mesh
                 .node_id("aggregator", args.region.code(), &args.dc),
-            role: "aggregator",
+            role: mesh::Role::Aggregator,
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
             config_hash: hash.clone(),
@@ -104,26 +105,31 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             ("node_region", args.region.code()),
         ]);
         aggregator::metrics::record_regions(regions);
-        let shared = Shared::new(Arc::new(config), tally, hash, metrics);
+        let shared = Shared::new(
+            Arc::new(config),
+            Arc::new(regions.clone()),
+            tally,
+            hash,
+            metrics,
+        );
         if let Some(dir) = &args.state_dir {
-            let state =
-                aggregator::drain_state::DrainState::in_dir(dir).map_err(|e| anyhow!("{e}"))?;
-            let loaded = state.load(&shared.config).map_err(|e| anyhow!("{e}"))?;
+            let state = aggregator::drain_state::DrainState::in_dir(dir)?;
+            let loaded = state.load(shared.config())?;
             for note in &loaded.ignored {
                 tracing::warn!("{note}");
             }
-            if let Ok(mut own) = shared.drain_decisions.lock() {
+            if let Ok(mut own) = shared.drains.decisions.lock() {
                 *own = loaded.decisions;
             }
-            let _ = shared.drain_state.set(state);
+            let _ = shared.drains.state_file.set(state);
         }
         if let Some(n) = aggregator::notify::Notifier::start(
-            Arc::clone(&shared.config),
+            Arc::clone(shared.config()),
             identity.node_id.clone(),
         )
         .map_err(|e| anyhow!("{}: {e}", args.config.display()))?
         {
-            let _ = shared.notifier.set(n);
+            let _ = shared.outputs.notifier.set(n);
         }
         let listener = aggregator::admin::bind(args.admin).await?;
         eprintln!(
@@ -134,12 +140,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             None
         } else {
             let pop = lb_edge::PopInfo::new(regions, args.region, Some(&args.dc));
-            let serial = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| u32::try_from(d.as_secs()).unwrap_or(u32::MAX));
+            let serial = u32::try_from(lb_core::clock::unix_secs())
+                .unwrap_or(u32::MAX)
+                .max(1);
             let responder = lb_dns::Responder::new(
-                Arc::clone(&shared.config),
-                Arc::new(regions.clone()),
+                Arc::clone(shared.config()),
+                Arc::clone(&shared.setup.regions),
                 args.mesh.affinity_key()?,
                 pop,
                 Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,
@@ -158,8 +164,8 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             let defaults = lb_proxy::ProxySettings::default();
             let proxy = Arc::new(
                 lb_proxy::Proxy::new(
-                    Arc::clone(&shared.config),
-                    Arc::new(regions.clone()),
+                    Arc::clone(shared.config()),
+                    Arc::clone(&shared.setup.regions),
                     args.mesh.affinity_key()?,
                     lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
                     Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,

@@ -57,7 +57,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     runtime.block_on(async {
         let identity = NodeIdentity {
             node_id: args.mesh.node_id("prober", args.region.code(), &args.dc),
-            role: "prober",
+            role: mesh::Role::Prober,
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
             config_hash: hash,

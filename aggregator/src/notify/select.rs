@@ -6,26 +6,28 @@ use std::time::Duration;
 use lb_core::config::{Config, PoolId};
 use serde::Serialize;
 
-use crate::events::HealthEvent;
+use lb_core::health::{PoolState, Verdict};
+
+use crate::events::{Change, HealthEvent};
 
 /// Whether `event` passes the pool's `notification_filter` and the channel's pool list.
 /// Endpoint and pool changes only; first verdicts after a start are not news.
 pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) -> bool {
-    if event.initial || event.from == "unknown" {
+    if event.initial || event.change.states().0 == "unknown" {
         return false;
     }
-    let Some(pool) = event.pool.as_deref().and_then(|p| config.pool_by_name(p)) else {
+    let Some(pool) = event.change.pool().and_then(|p| config.pool_by_name(p)) else {
         return false;
     };
     if !channel_pools.is_empty() && !channel_pools.contains(&pool) {
         return false;
     }
     let filter = config.pool(pool).notification_filter;
-    match event.kind {
-        "endpoint" => filter.origin.passes(event.to == "healthy"),
+    match event.change {
+        Change::Endpoint { to, .. } => filter.origin.passes(to == Verdict::Healthy),
         // A pool is unhealthy when critical (below minimum_origins); degraded still serves.
-        "pool" => filter.pool.passes(event.to != "critical"),
-        _ => false,
+        Change::Pool { to, .. } => filter.pool.passes(to != PoolState::Critical),
+        Change::LoadBalancer { .. } => false,
     }
 }
 
@@ -42,10 +44,10 @@ pub fn select<'a>(
 }
 
 fn line(e: &HealthEvent) -> String {
-    let subject = match (&e.pool, &e.endpoint) {
-        (Some(p), Some(ep)) => format!("endpoint {ep} of pool {p}"),
-        (Some(p), None) => format!("pool {p}"),
-        _ => "load balancer".to_string(),
+    let subject = match &e.change {
+        Change::Endpoint { pool, endpoint, .. } => format!("endpoint {endpoint} of pool {pool}"),
+        Change::Pool { pool, .. } => format!("pool {pool}"),
+        Change::LoadBalancer { .. } => "load balancer".to_string(),
     };
     let votes: Vec<String> = e
         .regions
@@ -57,7 +59,8 @@ fn line(e: &HealthEvent) -> String {
             )
         })
         .collect();
-    let mut s = format!("{subject}: {} -> {}", e.from, e.to);
+    let (from, to) = e.change.states();
+    let mut s = format!("{subject}: {from} -> {to}");
     if !votes.is_empty() {
         s.push_str(&format!(
             " (regions healthy/unhealthy/silent datacenters: {})",
@@ -76,7 +79,7 @@ fn line(e: &HealthEvent) -> String {
 
 /// Subject and plain-text body of an email.
 pub fn email_text(node: &str, events: &[&HealthEvent]) -> (String, String) {
-    let down = events.iter().filter(|e| is_down(e)).count();
+    let down = events.iter().filter(|e| e.change.is_down()).count();
     let up = events.len() - down;
     let subject = match events {
         [one] => format!("[meshlb] {}", line(one).lines().next().unwrap_or_default()),
@@ -91,13 +94,6 @@ pub fn email_text(node: &str, events: &[&HealthEvent]) -> (String, String) {
     }
     body.push_str("\nThe votes behind each change: GET /events on the aggregator's admin API.\n");
     (subject, body)
-}
-
-fn is_down(e: &HealthEvent) -> bool {
-    match e.kind {
-        "pool" => e.to == "critical",
-        _ => e.to != "healthy",
-    }
 }
 
 #[derive(Serialize)]
@@ -151,15 +147,47 @@ default_pools = ["eu", "us"]
         Config::parse("t.toml", &text, &RegionsTable::embedded().expect("regions")).expect("valid")
     }
 
+    fn verdict(name: &str) -> Verdict {
+        match name {
+            "healthy" => Verdict::Healthy,
+            "unhealthy" => Verdict::Unhealthy,
+            _ => Verdict::Unknown,
+        }
+    }
+
+    fn pool_state(name: &str) -> PoolState {
+        match name {
+            "healthy" => PoolState::Healthy,
+            "degraded" => PoolState::Degraded,
+            "critical" => PoolState::Critical,
+            _ => PoolState::Unknown,
+        }
+    }
+
+    /// A change of `kind` in `pool` (an endpoint change is of its endpoint `a`).
     fn event(kind: &'static str, pool: &str, from: &str, to: &str) -> HealthEvent {
+        let pool = pool.to_string();
+        let change = match kind {
+            "endpoint" => Change::Endpoint {
+                pool,
+                endpoint: "a".to_string(),
+                from: verdict(from),
+                to: verdict(to),
+            },
+            "pool" => Change::Pool {
+                pool,
+                from: pool_state(from),
+                to: pool_state(to),
+            },
+            _ => Change::LoadBalancer {
+                load_balancer: "www.example.test".to_string(),
+                from: Some(crate::tally::LbState::Healthy),
+                to: crate::tally::LbState::Critical,
+            },
+        };
         HealthEvent {
             at_ms: 1,
-            kind,
-            load_balancer: None,
-            pool: Some(pool.to_string()),
-            endpoint: (kind == "endpoint").then(|| "a".to_string()),
-            from: from.to_string(),
-            to: to.to_string(),
+            change,
             regions: Vec::new(),
             initial: false,
         }
@@ -258,7 +286,7 @@ default_pools = ["eu", "us"]
         ];
         let got = select(&c, &[us], &batch);
         assert_eq!(got.len(), 1);
-        assert_eq!(got[0].pool.as_deref(), Some("us"));
+        assert_eq!(got[0].change.pool(), Some("us"));
         assert_eq!(select(&c, &[], &batch).len(), 2);
     }
 

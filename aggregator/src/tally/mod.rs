@@ -17,7 +17,7 @@ mod majority;
 
 use std::time::{Duration, Instant};
 
-use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::config::{Config, EndpointId, LbId, PoolId};
 use lb_core::health::{EndpointHealth, HealthSnapshot, PoolHealth, PoolState, Verdict};
 use lb_core::region::{Region, RegionMap};
 
@@ -49,8 +49,9 @@ impl Default for TallySettings {
     }
 }
 
-/// Load-balancer state (seed 001).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Load-balancer state (docs/design.md#load-balancer-states).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LbState {
     /// Every default pool takes traffic.
     Healthy,
@@ -58,6 +59,16 @@ pub enum LbState {
     Degraded,
     /// Every pool is critical: traffic goes to the fallback pool.
     Critical,
+}
+
+impl LbState {
+    pub fn name(self) -> &'static str {
+        match self {
+            LbState::Healthy => "healthy",
+            LbState::Degraded => "degraded",
+            LbState::Critical => "critical",
+        }
+    }
 }
 
 /// What the tally carries from one round to the next, aligned with the config.
@@ -137,7 +148,7 @@ pub enum HealthChange {
         to: PoolState,
     },
     LoadBalancer {
-        lb: usize,
+        lb: LbId,
         from: Option<LbState>,
         to: LbState,
     },
@@ -372,7 +383,8 @@ pub fn tally(
         }
         state.pool_states[pi] = to;
     }
-    for (li, lb) in config.load_balancers.iter().enumerate() {
+    for (id, lb) in config.lbs() {
+        let li = id.0;
         let pools = &lb.settings.default_pools;
         let up = pools
             .iter()
@@ -387,7 +399,7 @@ pub fn tally(
         };
         let from = previous.lb_states[li];
         if Some(to) != from {
-            changes.push(HealthChange::LoadBalancer { lb: li, from, to });
+            changes.push(HealthChange::LoadBalancer { lb: id, from, to });
         }
         state.lb_states[li] = Some(to);
     }

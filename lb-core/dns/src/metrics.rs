@@ -6,7 +6,7 @@ use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
 use metrics::{counter, histogram, Counter, Histogram};
 
-use lb_core::config::Config;
+use lb_core::config::{Config, LbId};
 
 const QTYPES: [&str; 8] = ["A", "AAAA", "CNAME", "SOA", "NS", "ANY", "TXT", "other"];
 const RCODES: [&str; 6] = [
@@ -68,8 +68,8 @@ impl DnsMetrics {
         }
     }
 
-    pub fn record(&self, lb: Option<usize>, qtype: usize, rcode: usize, seconds: f64) {
-        let i = (lb.map_or(0, |l| l + 1) * QTYPES.len() + qtype) * RCODES.len() + rcode;
+    pub fn record(&self, lb: Option<LbId>, qtype: usize, rcode: usize, seconds: f64) {
+        let i = (lb.map_or(0, |l| l.0 + 1) * QTYPES.len() + qtype) * RCODES.len() + rcode;
         if let Some(c) = self.queries.get(i) {
             c.increment(1);
         }

@@ -17,7 +17,7 @@ use super::metrics::{qtype_index, DnsMetrics};
 use super::zones::{name, Place, SetupError, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::config::{
-    Address, Config, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
+    Address, Config, LbId, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
 };
 use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
@@ -63,7 +63,7 @@ pub(crate) struct Reply<'a> {
     pub soa: Option<&'a Record>,
     /// The ECS option to echo, with its scope (RFC 7871 section 7.2.1).
     pub ecs: Option<ClientSubnet>,
-    pub lb: Option<usize>,
+    pub lb: Option<LbId>,
     pub qtype: usize,
     pub truncated: bool,
 }
@@ -176,14 +176,8 @@ impl Responder {
         })
     }
 
-    fn record(
-        &self,
-        lb: usize,
-        pool: PoolId,
-        endpoint: usize,
-        ttl: u32,
-    ) -> Option<Cow<'_, Record>> {
-        let prebuilt = self.records[lb][pool.0]
+    fn record(&self, lb: LbId, pool: PoolId, endpoint: usize, ttl: u32) -> Option<Cow<'_, Record>> {
+        let prebuilt = self.records[lb.0][pool.0]
             .as_ref()
             .and_then(|r| r.get(endpoint));
         let record = match prebuilt {
@@ -191,7 +185,7 @@ impl Responder {
             // A rule sent this load balancer to a pool it does not list: build the record.
             None => {
                 let e = self.config.pool(pool).endpoints.get(endpoint)?;
-                Cow::Owned(endpoint_record(&self.lb_names[lb], ttl, &e.address)?)
+                Cow::Owned(endpoint_record(&self.lb_names[lb.0], ttl, &e.address)?)
             }
         };
         if record.ttl() == ttl {
@@ -259,12 +253,12 @@ impl Responder {
     fn steer<'a>(
         &'a self,
         r: &mut Reply<'a>,
-        lb: usize,
+        lb: LbId,
         qtype: RecordType,
         req: &MessageRequest,
         src: IpAddr,
     ) {
-        let lbc = &self.config.load_balancers[lb];
+        let lbc = self.config.lb(lb);
         let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_now());
         ctx.client_ip = Some(src);
         if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {

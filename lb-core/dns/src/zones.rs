@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use hickory_proto::rr::rdata::{NS, SOA};
 use hickory_proto::rr::{LowerName, Name, RData, Record};
 
-use lb_core::config::{Config, Zone};
+use lb_core::config::{Config, LbId, Zone};
 
 /// A zone with its apex records, ready to answer.
 #[derive(Debug)]
@@ -29,7 +29,7 @@ pub(crate) enum Place {
     Inside {
         zone: usize,
         apex: bool,
-        lb: Option<usize>,
+        lb: Option<LbId>,
         exists: bool,
     },
 }
@@ -37,7 +37,7 @@ pub(crate) enum Place {
 #[derive(Debug)]
 pub(crate) struct ZoneSet {
     zones: Vec<ServedZone>,
-    lbs: HashMap<LowerName, usize>,
+    lbs: HashMap<LowerName, LbId>,
     nonterminals: HashSet<LowerName>,
 }
 
@@ -112,7 +112,7 @@ impl ZoneSet {
         }
         let mut lbs = HashMap::new();
         let mut nonterminals = HashSet::new();
-        for (i, lb) in config.load_balancers.iter().enumerate() {
+        for (i, lb) in config.lbs() {
             let n = LowerName::new(&name(&lb.name)?);
             let mut parent = n.base_name();
             while parent.num_labels() > 0 {

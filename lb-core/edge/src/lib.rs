@@ -63,11 +63,7 @@ impl PopInfo {
 }
 
 /// Unix seconds, the engine's clock.
-pub fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+pub use lb_core::clock::unix_secs as unix_now;
 
 thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());

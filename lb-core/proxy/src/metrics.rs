@@ -6,7 +6,7 @@
 
 use metrics::{counter, histogram, Counter, Histogram};
 
-use lb_core::config::Config;
+use lb_core::config::{Config, LbId};
 use lb_core::steering::Target;
 
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
@@ -62,8 +62,8 @@ impl ProxyMetrics {
         ProxyMetrics { lbs }
     }
 
-    pub fn request(&self, config: &Config, lb: usize, target: Option<Target>, status: u16) {
-        let Some(m) = self.lbs.get(lb) else { return };
+    pub fn request(&self, config: &Config, lb: LbId, target: Option<Target>, status: u16) {
+        let Some(m) = self.lbs.get(lb.0) else { return };
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         match target.and_then(|t| m.targets.get(&(t.pool.0, t.endpoint.0)).map(|c| (t, c))) {
             Some((_, c)) => c[class].increment(1),
@@ -75,7 +75,7 @@ impl ProxyMetrics {
                         .endpoints
                         .get(t.endpoint.0)
                         .map_or("", |e| e.name.as_str());
-                    classes(&config.load_balancers[lb].name, &p.name, e)[class].increment(1);
+                    classes(&config.lb(lb).name, &p.name, e)[class].increment(1);
                 }
                 None => m.no_target[class].increment(1),
             },

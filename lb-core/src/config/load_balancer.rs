@@ -7,6 +7,10 @@ use crate::region::Region;
 use crate::regions_table::CountryCode;
 use crate::rules::Condition;
 
+/// Index of a load balancer in [`crate::config::Config::load_balancers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LbId(pub usize);
+
 /// A load balancer: a hostname answered by DNS or proxied.
 #[derive(Debug, Clone)]
 pub struct LoadBalancer {

@@ -12,9 +12,9 @@ mod zone;
 use std::collections::HashMap;
 
 pub use load_balancer::{
-    AdaptiveRouting, AffinityKind, FixedResponse, LoadBalancer, LocationMode, LocationStrategy,
-    OriginTls, Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite, Secure,
-    SessionAffinity, SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
+    AdaptiveRouting, AffinityKind, FixedResponse, LbId, LoadBalancer, LocationMode,
+    LocationStrategy, OriginTls, Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite,
+    Secure, SessionAffinity, SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
 pub use monitor::{
     CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretError,
@@ -44,7 +44,7 @@ pub struct Config {
     /// `[notifications]`: email and webhook channels for health changes.
     pub notifications: Notifications,
     pool_index: HashMap<String, PoolId>,
-    lb_index: HashMap<String, usize>,
+    lb_index: HashMap<String, LbId>,
 }
 
 impl Config {
@@ -77,8 +77,25 @@ impl Config {
 
     /// Finds a load balancer by hostname, case-insensitively and ignoring a trailing dot.
     pub fn load_balancer(&self, name: &str) -> Option<&LoadBalancer> {
+        self.load_balancer_id(name).map(|id| self.lb(id))
+    }
+
+    /// The index of a load balancer by hostname, as [`Config::load_balancer`] finds it.
+    pub fn load_balancer_id(&self, name: &str) -> Option<LbId> {
         let key = name.trim_end_matches('.').to_ascii_lowercase();
-        self.lb_index.get(&key).map(|&i| &self.load_balancers[i])
+        self.lb_index.get(&key).copied()
+    }
+
+    pub fn lb(&self, id: LbId) -> &LoadBalancer {
+        &self.load_balancers[id.0]
+    }
+
+    /// Every load balancer with its index.
+    pub fn lbs(&self) -> impl Iterator<Item = (LbId, &LoadBalancer)> {
+        self.load_balancers
+            .iter()
+            .enumerate()
+            .map(|(i, lb)| (LbId(i), lb))
     }
 
     pub fn endpoint_count(&self) -> usize {

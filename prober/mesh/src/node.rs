@@ -11,6 +11,7 @@ use chitchat::{
 };
 
 use super::keys;
+use super::role::Role;
 use super::seal::KeyRing;
 use super::transport::{SealedTransport, TransportStats};
 
@@ -19,7 +20,7 @@ use super::transport::{SealedTransport, TransportStats};
 pub struct NodeIdentity {
     /// Unique in the cluster (`prober-weu-ams-1`).
     pub node_id: String,
-    pub role: &'static str,
+    pub role: Role,
     pub region: String,
     pub datacenter: String,
     pub config_hash: String,

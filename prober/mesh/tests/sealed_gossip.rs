@@ -180,7 +180,7 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
     };
     let identity = |name: &str| NodeIdentity {
         node_id: name.into(),
-        role: "prober",
+        role: mesh::Role::Prober,
         region: "WEU".into(),
         datacenter: name.into(),
         config_hash: "x".into(),

@@ -110,13 +110,10 @@ fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
 
 /// GET `path` from the admin API (blocking; the demo's API has no token).
 fn admin_get(admin: SocketAddr, path: &str) -> Option<Value> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&admin, Duration::from_millis(500)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: demo\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
+    super::admin_client::AdminClient::new(admin, None)
+        .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
+        .get(path)
+        .ok()
 }
 
 fn all_healthy(status: &Value) -> bool {

@@ -27,7 +27,7 @@ use crate::origin::head::OriginHead;
 use crate::origin::http1::{Io, RequestHead};
 use crate::origin::pool::{Origin, Reply, Upstream, UpstreamError};
 use lb_core::affinity::SetCookie;
-use lb_core::config::{LoadBalancer, ZeroDowntimeFailover};
+use lb_core::config::{LbId, LoadBalancer, ZeroDowntimeFailover};
 use lb_core::steering::{AffinityUpdate, Decision, Target};
 
 /// Responses up to this many bytes (by Content-Length) are buffered, larger ones streamed.
@@ -75,7 +75,7 @@ impl Proxy {
             body,
             client_upgrade,
         } = f;
-        let lb = &self.config.load_balancers[lb_index];
+        let lb = self.config.lb(lb_index);
         let response = 'answer: {
             // A body that fits the replay limit is buffered so that a retry can send it again.
             let buffer = body.is_end_stream()
@@ -159,7 +159,7 @@ impl Proxy {
                 if let (false, true, Some(retry), Some(bytes)) =
                     (used_retry, retryable, retry, &body_for_retry)
                 {
-                    if let Some(m) = self.metrics.lbs.get(lb_index) {
+                    if let Some(m) = self.metrics.lbs.get(lb_index.0) {
                         m.retries.increment(1);
                     }
                     (target, body) = (retry, ProxyBody::bytes(bytes.clone()));
@@ -185,7 +185,7 @@ impl Proxy {
     /// not have (a rule's stale target), which counts as refused.
     fn origin_route(
         &self,
-        lb_index: usize,
+        lb_index: LbId,
         target: Target,
         p: &Prepared,
     ) -> Option<OriginRoute<'_>> {
@@ -202,7 +202,7 @@ impl Proxy {
             .host_header
             .as_deref()
             .and_then(|h| HeaderValue::from_str(h).ok());
-        let tls = self.origin_tls.get(lb_index).and_then(Option::as_ref);
+        let tls = self.origin_tls.get(lb_index.0).and_then(Option::as_ref);
         let tls_name = tls.map(|_| {
             host.as_ref()
                 .or_else(|| p.headers.get(header::HOST))

@@ -16,7 +16,7 @@ use crate::metrics::ProxyMetrics;
 use crate::origin::pool::Upstream;
 use crate::route::sessions::HeaderSessions;
 use lb_core::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
-use lb_core::config::{AffinityKind, Config, FixedResponse, OriginTls};
+use lb_core::config::{AffinityKind, Config, FixedResponse, LbId, OriginTls};
 use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{HttpFields, Mode, RequestContext};
@@ -306,7 +306,7 @@ pub enum Begun {
 /// What forwarding a request needs from its routing and steering.
 pub struct Forwarding {
     pub(super) start: Instant,
-    pub(super) lb_index: usize,
+    pub(super) lb_index: LbId,
     pub(super) decision: Decision,
     pub(super) had_binding: bool,
     pub(super) target: Target,
@@ -432,7 +432,7 @@ impl Proxy {
                 ),
             ));
         };
-        let lb = &self.config.load_balancers[lb_index];
+        let lb = self.config.lb(lb_index);
         let upgrade = is_upgrade(req.headers());
         let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
         let (decision, had_binding) = self.decide(lb_index, &req, client);
@@ -478,7 +478,7 @@ impl Proxy {
     pub(super) fn record(
         &self,
         start: Instant,
-        lb_index: usize,
+        lb_index: LbId,
         target: Option<Target>,
         status: StatusCode,
         had_binding: bool,
@@ -486,7 +486,7 @@ impl Proxy {
     ) {
         self.metrics
             .request(&self.config, lb_index, target, status.as_u16());
-        if let Some(m) = self.metrics.lbs.get(lb_index) {
+        if let Some(m) = self.metrics.lbs.get(lb_index.0) {
             m.duration.record(start.elapsed().as_secs_f64());
             if had_binding
                 && matches!(
@@ -500,16 +500,17 @@ impl Proxy {
     }
 
     /// The load balancer a request's host names (case-insensitive, a final dot allowed).
-    fn load_balancer_named(&self, host: &[u8]) -> Option<usize> {
+    fn load_balancer_named(&self, host: &[u8]) -> Option<LbId> {
         let host = host.strip_suffix(b".").unwrap_or(host);
         self.config
             .load_balancers
             .iter()
             .position(|lb| lb.name.as_bytes().eq_ignore_ascii_case(host))
+            .map(LbId)
     }
 
-    fn decide(&self, lb_index: usize, req: &Request<ProxyBody>, client: &Peer) -> (Decision, bool) {
-        let lb = &self.config.load_balancers[lb_index];
+    fn decide(&self, lb_index: LbId, req: &Request<ProxyBody>, client: &Peer) -> (Decision, bool) {
+        let lb = self.config.lb(lb_index);
         let host = lb.name.as_str();
         let tls = client.tls;
         // Only rules and header affinity read headers; only rules and cookie affinity read

@@ -69,7 +69,7 @@ pub(super) fn validate(
     for (i, lb) in raw.load_balancers.iter().enumerate() {
         if let Some(lb) = v.load_balancer(i, lb) {
             if lb_index
-                .insert(lb.name.clone(), load_balancers.len())
+                .insert(lb.name.clone(), LbId(load_balancers.len()))
                 .is_some()
             {
                 v.sink.push(

@@ -1,0 +1,127 @@
+//! `GET /explain?lb=NAME[&pop=REGION][&client=IP][&mode=dns|proxy]`: why a request from
+//! there goes where it goes, on the current snapshot (one steering decision, explained).
+
+use http::StatusCode;
+use lb_core::config::EndpointId;
+use serde::Serialize;
+
+use super::reply::{error, json, Reply};
+use crate::shared::Shared;
+
+#[derive(Serialize)]
+struct Explained {
+    load_balancer: String,
+    pop: String,
+    mode: &'static str,
+    outcome: String,
+    ttl: u32,
+    matched_rules: Vec<String>,
+    steps: Vec<String>,
+}
+
+pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
+    use lb_core::request::{Mode, Pop, RequestContext};
+    use lb_core::steering::{Engine, Outcome};
+    let (mut lb_name, mut pop, mut client, mut mode) =
+        (None, shared.setup.settings.region, None, None);
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match &*k {
+            "lb" => lb_name = Some(v.into_owned()),
+            "pop" => match v.parse() {
+                Ok(r) => pop = r,
+                Err(e) => return error(StatusCode::BAD_REQUEST, &format!("pop: {e}")),
+            },
+            "client" => match v.parse::<std::net::IpAddr>() {
+                Ok(ip) => client = Some(ip),
+                Err(_) => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        &format!("client: `{v}` is not an IP address"),
+                    )
+                }
+            },
+            "mode" => mode = Some(v.into_owned()),
+            other => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    &format!("unknown parameter `{other}` (lb, pop, client, mode)"),
+                )
+            }
+        }
+    }
+    let config = shared.config();
+    let Some(lb) = lb_name.as_deref().and_then(|n| config.load_balancer(n)) else {
+        return error(StatusCode::NOT_FOUND, "lb: no such load balancer");
+    };
+    let mode = match mode.as_deref() {
+        Some("dns") => Mode::Dns,
+        Some("proxy") => Mode::Proxy,
+        None if lb.proxied => Mode::Proxy,
+        None => Mode::Dns,
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                &format!("mode: `{other}` (dns or proxy)"),
+            )
+        }
+    };
+    // The table the aggregator runs with (`--regions`), not the embedded one.
+    let regions = &shared.setup.regions;
+    let key = lb_core::affinity::AffinityKey::derive(b"meshlb explain");
+    let engine = Engine::new(config, regions, &key);
+    let snapshot = shared.latest.snapshot.load();
+    let now = lb_core::clock::unix_secs();
+    let mut ctx = RequestContext::new(
+        mode,
+        Pop {
+            region: pop,
+            datacenter: None,
+            country: None,
+            coordinates: regions.region(pop).coordinates,
+        },
+        now,
+    );
+    ctx.client_ip = client;
+    ctx.explain = true;
+    let mut rng = rand::rng();
+    let d = engine.decide(lb, &snapshot, &ctx, &mut rng);
+    let name = |p: lb_core::config::PoolId, e: EndpointId| {
+        format!(
+            "{}/{}",
+            config.pool(p).name,
+            config.pool(p).endpoints[e.0].name
+        )
+    };
+    let outcome = match &d.outcome {
+        Outcome::Forward { target, retry } => format!(
+            "forward to {}{}",
+            name(target.pool, target.endpoint),
+            retry.map_or(String::new(), |r| format!(
+                " (retry at {})",
+                name(r.pool, r.endpoint)
+            ))
+        ),
+        Outcome::Answer { pool, endpoints } => {
+            let list: Vec<String> = endpoints.iter().map(|&e| name(*pool, e)).collect();
+            if list.is_empty() {
+                "NODATA".to_string()
+            } else {
+                format!("answer {}", list.join(", "))
+            }
+        }
+        Outcome::Fixed(f) => format!("fixed response {}", f.status_code),
+        Outcome::NoPool => "no pool: HTTP 530 / NODATA with the SOA".to_string(),
+    };
+    json(
+        StatusCode::OK,
+        &Explained {
+            load_balancer: lb.name.clone(),
+            pop: pop.code().to_string(),
+            mode: if mode == Mode::Dns { "dns" } else { "proxy" },
+            outcome,
+            ttl: d.ttl,
+            matched_rules: d.matched_rules,
+            steps: d.explanation,
+        },
+    )
+}

@@ -1,0 +1,140 @@
+//! The admin API (docs/design.md#the-admin-api), JSON over HTTP with an optional bearer token,
+//! one file per resource:
+//!
+//! - `GET /status`: every load balancer, pool and endpoint with its state and the votes behind
+//!   it (per region, per datacenter: healthy, RTT, code, reason — the shape of Cloudflare's
+//!   pool health `pop_health`), EWMA RTTs, whether the aggregator is static.
+//! - `GET /events?since=&until=&pool=&endpoint=`: health changes (unix ms bounds).
+//! - `GET /members`: mesh members, their tags and liveness, config drift.
+//! - `GET /explain?lb=NAME[&pop=REGION][&client=IP][&mode=dns|proxy]`: why a request from
+//!   there goes where it goes, on the current snapshot (one steering decision, explained).
+//! - `GET /metrics`: Prometheus text format, no token needed.
+//! - `GET /healthz`: liveness of the aggregator itself, no token needed.
+//! - `GET /readyz`: 200 once its answers can be trusted (every monitored endpoint has a
+//!   verdict, or the warm-up timeout has passed), 503 before; no token needed.
+
+mod drain;
+mod events;
+mod explain;
+mod reply;
+mod status;
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpListener;
+
+use crate::shared::Shared;
+use reply::{error, json, Reply};
+
+/// Compares in time independent of where the strings differ.
+fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply {
+    let path = req.uri().path();
+    if path == "/healthz" {
+        return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
+    }
+    // For whatever routes clients here (a readiness probe, an anycast announcer): no secrets.
+    if path == "/readyz" {
+        let readiness = shared.readiness();
+        let status = if readiness.ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        return json(status, &readiness);
+    }
+    // Metrics carry states and counts, no secrets: scraped without the token.
+    if path == "/metrics" {
+        let text = shared
+            .outputs
+            .metrics
+            .as_ref()
+            .map_or_else(String::new, |h| h.render());
+        let mut r = Response::new(Full::new(Bytes::from(text)));
+        r.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            http::HeaderValue::from_static("text/plain; version=0.0.4"),
+        );
+        return r;
+    }
+    if let Some(token) = token {
+        let given = req
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        if !given.is_some_and(|g| same_token(g, token)) {
+            return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+        }
+    }
+    if path == "/drain" {
+        return drain::drain(shared, req.method(), req.uri().query().unwrap_or(""));
+    }
+    if req.method() != http::Method::GET {
+        return error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "the admin API is read-only apart from /drain: use GET",
+        );
+    }
+    match path {
+        "/status" => json(StatusCode::OK, &status::status(shared)),
+        "/members" => json(StatusCode::OK, &**shared.latest.members.load()),
+        "/events" => events::events(shared, req.uri().query().unwrap_or("")),
+        "/explain" => explain::explain(shared, req.uri().query().unwrap_or("")),
+        _ => error(
+            StatusCode::NOT_FOUND,
+            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz",
+        ),
+    }
+}
+
+/// Serves the admin API on `listener` until the task is dropped.
+pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<String>) {
+    let token: Option<Arc<str>> = token.map(Into::into);
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let shared = Arc::clone(&shared);
+        let token = token.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: Request<Incoming>| {
+                let response = route(&shared, token.as_deref(), &req);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// The admin listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen on {addr} for the admin API: {source}")]
+pub struct BindError {
+    pub addr: SocketAddr,
+    source: std::io::Error,
+}
+
+/// Binds the admin listener (an error names the address).
+pub async fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError { addr, source })
+}
