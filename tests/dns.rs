@@ -341,7 +341,7 @@ default_pools = ["alias"]
     wait_for("the fallback pool", Duration::from_secs(15), || {
         addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.31"]
     });
-    // ... then nothing: NODATA with the SOA (seed 001), its TTL the negative TTL.
+    // ... then nothing: NODATA with the SOA (docs/design.md#when-nothing-is-left), its TTL the negative TTL.
     o["127.0.0.31"].stop();
     wait_for("NODATA", Duration::from_secs(15), || {
         let d = one(dns4, &["www.example.test", "A"]);

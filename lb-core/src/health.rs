@@ -53,7 +53,7 @@ pub struct PoolHealth {
     pub connections: u32,
 }
 
-/// Pool state (seed 001): Healthy, Degraded, Critical, Unknown; the fallback pool's is never
+/// Pool state (docs/design.md#pool-states, as Cloudflare's): Healthy, Degraded, Critical, Unknown; the fallback pool's is never
 /// consulted and shows as NoHealth.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -176,7 +176,7 @@ impl HealthSnapshot {
             && self.endpoint_healthy(config.pool(pool), pool, endpoint, pop)
     }
 
-    /// The pool's state as seen from `pop` (seed 001).
+    /// The pool's state as seen from `pop` (docs/design.md#pool-states).
     pub fn pool_state(&self, config: &Config, pool: PoolId, pop: Region) -> PoolState {
         let p = config.pool(pool);
         if !p.enabled {

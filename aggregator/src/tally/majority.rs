@@ -1,4 +1,4 @@
-//! The two majority rules of DESIGN section 4, as small pure functions tested exhaustively.
+//! The two majority rules of docs/design.md#majorities, as small pure functions tested exhaustively.
 //!
 //! - A region's verdict is a strict majority of its datacenters that voted; a tie or no vote is
 //!   no verdict.

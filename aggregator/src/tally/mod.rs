@@ -1,4 +1,4 @@
-//! The tally (DESIGN section 4): a pure function from the configuration, every prober's last
+//! The tally (docs/design.md#the-tally): a pure function from the configuration, every prober's last
 //! ballot and the previous state to the health snapshot the steering engine reads, the
 //! health changes to log, and the next state.
 //!

@@ -2,7 +2,7 @@
 //! request head, at two allocations; it comes back here, cleared, once the request has gone
 //! out (whichever server read it), as do the maps of the responses the proxy makes itself
 //! once its own HTTP/1 server has written them, and the next request takes them. (An
-//! origin's answer has no map on that server's path: `origin_fields`.) Responses that
+//! origin's answer has no map on that server's path: `origin/fields.rs`.) Responses that
 //! hyper's servers write are dropped with their maps.
 
 use std::cell::RefCell;

@@ -1,6 +1,6 @@
 //! Live load: outstanding requests per endpoint and pool, counted as requests start and
 //! their responses finish streaming (WebSockets while open), read by
-//! `least_outstanding_requests`; open connections to each origin (kept by `upstream.rs`), read
+//! `least_outstanding_requests`; open connections to each origin (kept by `origin/pool.rs`), read
 //! by `least_connections`.
 
 use std::collections::HashMap;

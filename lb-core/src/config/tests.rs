@@ -1,4 +1,4 @@
-//! Validation: defaults, every rule of DESIGN section 2, and that all errors come at once with
+//! Validation: defaults, every rule of docs/design.md#configuration-validation, and that all errors come at once with
 //! the file, the field path and the reason.
 
 use super::*;

@@ -1,5 +1,5 @@
 //! Following an existing session: a verified, unexpired cookie or header session whose
-//! endpoint is still healthy, and still enabled or draining (seed 000: a disabled endpoint
+//! endpoint is still healthy, and still enabled or draining (docs/design.md#draining: a disabled endpoint
 //! keeps its sessions for `drain_duration` and takes no new ones). Anything else is ignored
 //! and the request is steered afresh.
 

@@ -1,7 +1,7 @@
 //! The steering engine: a pure function from (config, health snapshot, request, RNG, clock)
 //! to a decision that carries its own explanation.
 //!
-//! Order (DESIGN section 5): custom rules -> session affinity -> traffic steering picks the
+//! Order (docs/design.md#decision-order): custom rules -> session affinity -> traffic steering picks the
 //! pool -> load shedding -> endpoint steering -> zero-downtime retry target -> fallback pool
 //! -> nothing (HTTP 530 from the proxy, NODATA with the SOA from DNS).
 
@@ -186,7 +186,7 @@ impl<'a> Engine<'a> {
             self.regions,
         );
         // ip_cookie: every draw for a client comes from an RNG seeded by its address, so the
-        // same client gets the same pick on every node (DNS-only affinity, seed 000).
+        // same client gets the same pick on every node (DNS-only affinity, docs/design.md#session-affinity).
         let mut seeded;
         let rng: &mut dyn RngCore = match (settings.session_affinity.kind, ctx.client_ip) {
             (AffinityKind::IpCookie, Some(ip)) => {
@@ -447,7 +447,7 @@ impl<'a> Engine<'a> {
             .collect()
     }
 
-    /// Zero-downtime failover (seed 000): one retry on another eligible endpoint of the pool;
+    /// Zero-downtime failover (docs/design.md#zero-downtime-failover): one retry on another eligible endpoint of the pool;
     /// with `adaptive_routing.failover_across_pools`, on the next pool when the pool has none.
     /// With `sticky`, also the cookie that rebinds the session to the retry target.
     fn retry_target(

@@ -1,4 +1,4 @@
-//! Load shedding (seed 000): a share of a pool's traffic leaves it for the next pool. New
+//! Load shedding (docs/design.md#load-shedding): a share of a pool's traffic leaves it for the next pool. New
 //! traffic sheds by `default_percent`, affinity traffic by `session_percent`; `hash` sheds the
 //! same clients every time, `random` tosses a coin per request.
 

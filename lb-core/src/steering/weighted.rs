@@ -31,7 +31,7 @@ pub(crate) fn weighted_pick<T: Copy>(items: &[(T, f64)], rng: &mut dyn RngCore) 
     last
 }
 
-/// Least-outstanding transform (seed 000): weight / (count + 1).
+/// Least-outstanding transform (Cloudflare's, docs/design.md#least-outstanding-requests-and-least-connections): weight / (count + 1).
 pub(crate) fn transformed_weight(weight: f64, count: u32) -> f64 {
     weight / (f64::from(count) + 1.0)
 }

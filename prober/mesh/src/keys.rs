@@ -1,6 +1,6 @@
 //! What probers publish in gossip, and how it is encoded.
 //!
-//! Per DESIGN section 4 (measured on chitchat): keep keys few and values stable. A prober
+//! As docs/design.md#what-chitchat-costs measures on chitchat: keep keys few and values stable. A prober
 //! publishes one value per pool it probes (`pool/<name>`), holding every endpoint's debounced
 //! state, RTT, code and reason, and rewrites it only when that meaning changes (state, code,
 //! reason, or RTT beyond a band). Freshness travels separately in one small `progress` key that

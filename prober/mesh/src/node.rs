@@ -34,7 +34,7 @@ pub struct MeshSettings {
     /// Address peers reach this node at (defaults to `listen`).
     pub advertise: Option<SocketAddr>,
     pub seeds: Vec<String>,
-    /// 100–200 ms keeps a change's p99 to every node of 39 under 0.5 s (DESIGN section 4).
+    /// 100–200 ms keeps a change's p99 to every node of 39 under 0.5 s (docs/design.md#gossip-keys).
     pub gossip_interval: Duration,
     pub keys: KeyRing,
     /// How long a dead member's state is kept ([`DEAD_NODE_GRACE`] in production).

@@ -1,6 +1,6 @@
 //! A chitchat `Transport` over UDP that seals every datagram (see `seal.rs`), drops and counts
 //! whatever does not open, and asks for a large socket receive buffer (the default 212 KB
-//! overflowed when gossiping nodes stalled, DESIGN section 4).
+//! overflowed when gossiping nodes stalled, docs/design.md#what-chitchat-costs).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -3,7 +3,7 @@
 //! buffer, runs the handler and writes the response head and a small body in one write, then
 //! reads the next (pipelined requests are served in order). The first request it does not
 //! take (a body, an upgrade, `Expect`, HTTP/1.0, a malformed or oversized head; see
-//! `front_request`) hands the connection, with everything read so far, to hyper's server for
+//! `client/request_head.rs`) hands the connection, with everything read so far, to hyper's server for
 //! the rest of its life.
 //!
 //! Why not hyper for all: on the benchmark's one core, hyper's connection dispatcher, its

@@ -140,7 +140,7 @@ pub fn encode_head<'a>(
 }
 
 /// `encode_head` for an origin's answer, its lines copied as they lie in its head (which
-/// hold neither `Transfer-Encoding` nor `Content-Length`: `origin_http1::interpret`). An
+/// hold neither `Transfer-Encoding` nor `Content-Length`: `origin/head.rs`, `interpret`). An
 /// answer without a body announces the length the origin did, as one field (HEAD's, 304's;
 /// never a 204's, RFC 9110 section 8.6, as hyper's server); one with a body, this hop's.
 pub fn encode_origin_head(out: &mut Vec<u8>, head: &OriginHead, framing: Framing, close: bool) {

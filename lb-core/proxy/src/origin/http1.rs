@@ -6,7 +6,7 @@
 //! and sending the response and its body back through others, so every proxied request took
 //! task hops through channels. Measured with bench/proxy.sh (CPU per request, alternating
 //! builds): ~10 % less user time per request, and with the origin writes batched
-//! (`upstream.rs`) ~10 % less CPU per request in all. The proxy keeps hyper towards its
+//! (`origin/pool.rs`) ~10 % less CPU per request in all. The proxy keeps hyper towards its
 //! clients (HTTP/1.1 and HTTP/2, upgrades, timeouts); this side speaks only HTTP/1.1, which
 //! is what origins behind a load balancer speak.
 

@@ -3,7 +3,7 @@
 //! address for least_connections.
 //!
 //! A worker's requests never leave its thread, so the pool is a plain list per origin and a
-//! request drives its connection itself (`origin_http1`); a sweep every second closes idle
+//! request drives its connection itself (`origin/http1.rs`); a sweep every second closes idle
 //! connections the origin ended or that idled out, so they stop counting as open.
 
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! Header-affinity sessions: session key -> (endpoint, last activity). The TTL resets on
-//! activity (DESIGN section 5); expired sessions are swept as the table grows.
+//! activity (docs/design.md#session-affinity); expired sessions are swept as the table grows.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -1,6 +1,6 @@
 //! Validation of session affinity: the kind, its TTL range, the attributes, and the rules that
 //! tie them together. A rule's overrides are merged onto the load balancer's own affinity, so
-//! overriding only the TTL (seed 000: a longer TTL for one path) keeps the kind and attributes.
+//! overriding only the TTL (Cloudflare: a longer TTL for one path) keeps the kind and attributes.
 
 use super::*;
 
@@ -207,7 +207,7 @@ impl Validator<'_> {
         if kind == AffinityKind::None && a.drain_duration > 0 {
             self.sink.push(
                 format!("{apath}.drain_duration"),
-                "draining keeps existing sessions, so it needs session affinity (seed 000)",
+                "draining keeps existing sessions, so it needs session affinity",
             );
         }
     }

@@ -1,4 +1,4 @@
-//! Raw file -> validated model. Every rule of DESIGN section 2 lives here, and every violation
+//! Raw file -> validated model. Every rule of docs/design.md#configuration-validation lives here, and every violation
 //! is reported (file, field path, reason) before anything is rejected.
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,6 +1,6 @@
-//! Azure Front Door's routing (seed 004): among enabled, healthy endpoints keep the lowest
+//! Azure Front Door's routing (docs/design.md#latency-endpoint-steering): among enabled, healthy endpoints keep the lowest
 //! priority value, then those within `latency_sensitivity_ms` of the fastest as measured from
-//! the PoP's region (seed 004: from the environment where the request arrived); weights then
+//! the PoP's region (Azure Front Door: from the environment where the request arrived); weights then
 //! split traffic among what is left.
 
 use crate::config::{EndpointId, PoolId};

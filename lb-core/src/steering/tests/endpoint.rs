@@ -78,7 +78,7 @@ fn endpoint_lors_uses_open_requests_in_proxy_mode() {
 }
 
 #[test]
-fn seed_004_azure_front_door_example() {
+fn azure_front_door_example() {
     // Six endpoints A..F: C unhealthy, E disabled -> A, B, D, F available; A, B, D have
     // priority 1 and F priority 2 -> A, B, D; latencies 15/30/60 ms with 30 ms sensitivity
     // -> A and B; weights 3:7 -> 30 % / 70 %.

@@ -1,4 +1,4 @@
-//! Engine tests: every rule of DESIGN section 5 and the seeds' worked examples, on configs
+//! Engine tests: every rule of docs/design.md#steering and Cloudflare's and Azure's worked examples, on configs
 //! written as TOML the way an operator would.
 
 mod affinity;

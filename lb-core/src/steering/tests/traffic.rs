@@ -30,8 +30,8 @@ random_steering = {{ pool_weights = {{ a = {}, b = {}, c = {} }} }}
 }
 
 #[test]
-fn seed_000_weight_examples() {
-    // (weights, expected shares) from seed 000's three examples.
+fn cloudflare_weight_examples() {
+    // (weights, expected shares) from Cloudflare's three examples (docs/design.md#weights).
     let cases = [
         ([1.0, 1.0, 1.0], [0.3333, 0.3333, 0.3333]),
         ([0.4, 0.5, 0.6], [0.2667, 0.3333, 0.4000]),
@@ -49,7 +49,7 @@ fn seed_000_weight_examples() {
 }
 
 #[test]
-fn seed_000_lors_example() {
+fn cloudflare_lors_example() {
     let mut w = World::new(&three_pools("least_outstanding_requests", [0.4, 0.6, 0.0]));
     // Pool A has 3 open requests, pool B none: 0.1 vs 0.6 -> 14.29 % / 85.71 %.
     w.health.pools[0].outstanding = 3;
@@ -95,7 +95,7 @@ steering_policy = "{policy}"
 }
 
 #[test]
-fn seed_003_fallback_table_off() {
+fn fallback_table_off() {
     let mut w = fallback_world("off", "");
     let ctx = w.ctx(Mode::Dns, Region::Enam);
     assert_eq!(w.shares("lb.test", &ctx, 2_000, false).get("a"), Some(&1.0));
@@ -108,7 +108,7 @@ fn seed_003_fallback_table_off() {
 }
 
 #[test]
-fn seed_003_fallback_table_random() {
+fn fallback_table_random() {
     let w = fallback_world("random", "");
     let ctx = w.ctx(Mode::Dns, Region::Enam);
     // Random: the fallback is always in the draw, even with A healthy (1:1 weights).
@@ -118,7 +118,7 @@ fn seed_003_fallback_table_random() {
 }
 
 #[test]
-fn seed_003_fallback_table_dynamic() {
+fn fallback_table_dynamic() {
     let mut w = fallback_world("dynamic_latency", "");
     let (a, b) = (PoolId(0), PoolId(1));
     w.health.pools[a.0].rtt_ms.set(Region::Enam, Some(90.0));
@@ -135,7 +135,7 @@ fn seed_003_fallback_table_dynamic() {
 }
 
 #[test]
-fn seed_003_fallback_table_geo() {
+fn fallback_table_geo() {
     let mut w = fallback_world("geo", r#"region_pools = { WEU = ["b", "a"] }"#);
     let ctx = w.ctx(Mode::Dns, Region::Weu);
     // Geo: the healthy fallback mapped first for WEU takes WEU's traffic.

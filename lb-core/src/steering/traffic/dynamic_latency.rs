@@ -1,4 +1,4 @@
-//! Dynamic steering (seed 003): the pool with the lowest EWMA RTT measured from the serving
+//! Dynamic steering (docs/design.md#dynamic-latency): the pool with the lowest EWMA RTT measured from the serving
 //! PoP's region (the region whose probers measured it). Pools without RTT data there follow in failover order, so with no data at all the
 //! order is plain failover, as Cloudflare does while it builds RTT profiles.
 

@@ -38,7 +38,7 @@ pub(super) fn order(
         .get(&loc.region)
         .map(|l| (format!("region_pools[{}]", loc.region), l));
     // Every mapping that applies, most specific first, each in failover order; the default
-    // pools last (seed 003: no mapping, or every mapped pool critical, means failover order).
+    // pools last (docs/design.md#geo: no mapping, or every mapped pool critical, means failover order).
     let mut order = PoolList::new();
     for (key, list) in [pop, country, region].into_iter().flatten() {
         trace.note(|| format!("{key} = {}", view.describe(list)));

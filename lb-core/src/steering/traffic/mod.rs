@@ -1,6 +1,6 @@
 //! Traffic steering: which pools, in what order of preference. The first usable one takes the
 //! request; later ones take it when the first sheds load or has no usable endpoint, and the
-//! fallback pool is the last resort (seed 003's participation table is in [`candidates`]).
+//! fallback pool is the last resort (docs/design.md#the-fallback-pool has its participation table; [`candidates`] follows it).
 
 mod dynamic_latency;
 mod geo;
@@ -103,7 +103,7 @@ pub(crate) fn candidates(
                     drawable.push(f);
                 }
             }
-            // The fallback's state is never consulted (seed 001); other pools must be usable.
+            // The fallback's state is never consulted (docs/design.md#the-fallback-pool); other pools must be usable.
             drawable.retain(|p| Some(*p) == fallback || view.usable(*p));
             weighted::random_order(settings, view, &drawable, None, rng, trace)
         }

@@ -11,7 +11,7 @@ use crate::steering::weighted::{transformed_weight, weighted_pick};
 use crate::steering::PoolList;
 
 /// `least`: `Some(LeastOutstandingRequests | LeastConnections)` transforms each weight by the
-/// pool's open count (seed 000: weight / (count + 1)); DNS has no counts, so it is random.
+/// pool's open count (Cloudflare: weight / (count + 1)); DNS has no counts, so it is random.
 pub(super) fn random_order(
     settings: &SteeringSettings,
     view: &PoolView<'_>,
