@@ -71,9 +71,7 @@ pub async fn start(
     let stats = transport.stats();
     let advertise = settings.advertise.unwrap_or(settings.listen);
     // A restarted node is a new generation, so peers do not mistake it for its old self.
-    let generation = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64);
+    let generation = lb_core::clock::unix_ms();
     let config = ChitchatConfig {
         chitchat_id: ChitchatId::new(identity.node_id.clone(), generation, advertise),
         cluster_id: settings.cluster_id.clone(),

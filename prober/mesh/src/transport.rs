@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use async_trait::async_trait;
 use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
+use lb_core::clock::unix_ms as now_ms;
 
 use super::seal::{frame, parse_frame, KeyRing, MAX_DATAGRAM};
 
@@ -93,12 +94,6 @@ struct SealedSocket {
     stats: Arc<TransportStats>,
     buf: Box<[u8]>,
     partial: HashMap<(SocketAddr, u32), Partial>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 #[async_trait]
