@@ -18,7 +18,9 @@ use hyper::body::Body;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
 
-use super::proxy::{status, text, Forwarding, Prepared, Proxy};
+use super::own_answer::{status, text};
+use super::prepare::Prepared;
+use super::proxy::{Forwarding, Proxy};
 use crate::answer::Answer;
 use crate::body::ProxyBody;
 use crate::lazy_timer::LazyTimer;

@@ -1,9 +1,15 @@
 //! Between client and origin: one request routed by Host to its load balancer, steered over
-//! the live snapshot and live load, its head prepared for the origin (`proxy.rs`), and
-//! forwarded with zero-downtime failover (`forward.rs`); header-affinity sessions.
+//! the live snapshot and live load (`proxy.rs`), by the host its head names (`host.rs`); its head
+//! prepared for the origin (`prepare.rs`) and forwarded with zero-downtime failover
+//! (`forward.rs`); the answers the proxy makes itself (`own_answer.rs`); header-affinity
+//! sessions.
 
 mod forward;
+mod host;
+mod own_answer;
+mod prepare;
 mod proxy;
 pub mod sessions;
 
-pub use proxy::{Begun, Peer, Proxy, ProxySettings, SetupError};
+pub use prepare::Peer;
+pub use proxy::{Begun, Proxy, ProxySettings, SetupError};
