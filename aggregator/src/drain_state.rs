@@ -33,15 +33,12 @@ pub struct Loaded {
 /// The drain state file cannot be used; each names the file (or `--state-dir`).
 #[derive(Debug, thiserror::Error)]
 pub enum StateFileError {
-    #[error("--state-dir {}: cannot create it: {source}", dir.display())]
-    Dir {
-        dir: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{}: cannot read: {source}", path.display())]
+    #[error("--state-dir {}: cannot create it: {error}", dir.display())]
+    Dir { dir: PathBuf, error: std::io::Error },
+    #[error("{}: cannot read: {error}", path.display())]
     Read {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{}: line {line} column {column}: {reason} (fix or remove the file)", path.display())]
     Parse {
@@ -50,19 +47,19 @@ pub enum StateFileError {
         column: usize,
         reason: String,
     },
-    #[error("{}: cannot write: {source}", path.display())]
+    #[error("{}: cannot write: {error}", path.display())]
     Write {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
 impl DrainState {
     /// The state file in `dir` (created when missing).
     pub fn in_dir(dir: &Path) -> Result<DrainState, StateFileError> {
-        std::fs::create_dir_all(dir).map_err(|source| StateFileError::Dir {
+        std::fs::create_dir_all(dir).map_err(|error| StateFileError::Dir {
             dir: dir.to_path_buf(),
-            source,
+            error,
         })?;
         Ok(DrainState {
             path: dir.join("drains.json"),
@@ -79,10 +76,10 @@ impl DrainState {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::default()),
-            Err(source) => {
+            Err(error) => {
                 return Err(StateFileError::Read {
                     path: self.path.clone(),
-                    source,
+                    error,
                 })
             }
         };
@@ -119,9 +116,9 @@ impl DrainState {
         let file = StateFile {
             drains: decisions.to_vec(),
         };
-        let write = |source| StateFileError::Write {
+        let write = |error| StateFileError::Write {
             path: self.path.clone(),
-            source,
+            error,
         };
         let text = serde_json::to_string_pretty(&file).map_err(|e| write(e.into()))?;
         let tmp = self.path.with_extension("json.tmp");
@@ -170,6 +167,24 @@ mod tests {
         assert_eq!(loaded.ignored.len(), 1);
         assert!(loaded.ignored[0].contains("`gone`"), "{:?}", loaded.ignored);
         let _ = std::fs::remove_dir_all(&d0);
+    }
+
+    #[test]
+    fn an_error_names_its_cause_once() {
+        let d0 = dir("blocked");
+        std::fs::create_dir_all(&d0).expect("dir");
+        let file = d0.join("file");
+        std::fs::write(&file, "x").expect("file");
+        let Err(e) = DrainState::in_dir(&file.join("sub")) else {
+            panic!("a file is in the way");
+        };
+        let text = e.to_string();
+        assert!(
+            text.starts_with("--state-dir ") && text.contains("cannot create it: "),
+            "{text}"
+        );
+        // The message is whole, so no cause repeats it when the binary prints a chain.
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub struct Member {
     pub generation: u64,
     pub address: SocketAddr,
     pub role: Role,
-    /// `None` when the tag names no region (a member cannot vote without one).
+    /// `None` when the tag names no region (a member cannot vote without one); shown as `""`.
     #[serde(serialize_with = "region_code")]
     pub region: Option<Region>,
     pub datacenter: String,
@@ -36,7 +36,7 @@ pub struct Member {
 fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S::Ok, S::Error> {
     match region {
         Some(r) => s.serialize_str(r.code()),
-        None => s.serialize_none(),
+        None => s.serialize_str(""),
     }
 }
 

@@ -28,10 +28,10 @@ impl std::fmt::Debug for Geolocator {
 
 /// The configured database could not be opened.
 #[derive(Debug, thiserror::Error)]
-#[error("geolocation.database: cannot open {}: {source}", path.display())]
+#[error("geolocation.database: cannot open {}: {error}", path.display())]
 pub struct GeolocationError {
     pub path: PathBuf,
-    source: maxminddb::MaxMindDbError,
+    error: maxminddb::MaxMindDbError,
 }
 
 impl Geolocator {
@@ -39,9 +39,9 @@ impl Geolocator {
     pub fn new(table: &Geolocation) -> Result<Geolocator, GeolocationError> {
         let database = match &table.database {
             Some(path) => Some(
-                Reader::open_readfile(path).map_err(|source| GeolocationError {
+                Reader::open_readfile(path).map_err(|error| GeolocationError {
                     path: path.clone(),
-                    source,
+                    error,
                 })?,
             ),
             None => None,

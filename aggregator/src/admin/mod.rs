@@ -126,15 +126,15 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Str
 
 /// The admin listener could not be bound.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot listen on {addr} for the admin API: {source}")]
+#[error("cannot listen on {addr} for the admin API: {error}")]
 pub struct BindError {
     pub addr: SocketAddr,
-    source: std::io::Error,
+    error: std::io::Error,
 }
 
 /// Binds the admin listener (an error names the address).
 pub async fn bind(addr: SocketAddr) -> Result<TcpListener, BindError> {
     TcpListener::bind(addr)
         .await
-        .map_err(|source| BindError { addr, source })
+        .map_err(|error| BindError { addr, error })
 }

@@ -42,9 +42,9 @@ impl EmailSender {
             from,
             to,
         };
-        sender.transport().map_err(|source| ChannelError::Smtp {
+        sender.transport().map_err(|error| ChannelError::Smtp {
             channel: channel.name.clone(),
-            source,
+            error,
         })?;
         Ok(sender)
     }

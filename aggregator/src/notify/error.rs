@@ -16,10 +16,10 @@ pub enum ChannelError {
         address: String,
         reason: String,
     },
-    #[error("notifications.email `{channel}`: {source}")]
+    #[error("notifications.email `{channel}`: {error}")]
     Smtp {
         channel: String,
-        source: SmtpSetupError,
+        error: SmtpSetupError,
     },
     #[error("notifications.webhooks `{channel}`: {reason}")]
     Webhook { channel: String, reason: String },
@@ -48,9 +48,9 @@ pub enum SendError {
     /// lettre could not build the message.
     #[error("{0}")]
     Message(String),
-    #[error("{0}")]
+    #[error(transparent)]
     SmtpServer(#[from] lettre::transport::smtp::Error),
-    #[error("{0}")]
+    #[error(transparent)]
     Http(#[from] reqwest::Error),
     #[error("the receiver answered {0}")]
     Status(reqwest::StatusCode),

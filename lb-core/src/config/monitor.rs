@@ -50,10 +50,10 @@ pub enum SecretSource {
 /// A secret that could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
-    #[error("cannot read password file {}: {source}", path.display())]
+    #[error("cannot read password file {}: {error}", path.display())]
     File {
         path: std::path::PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("environment variable {0} is not set")]
     Env(String),
@@ -65,9 +65,9 @@ impl SecretSource {
         match self {
             SecretSource::File(p) => std::fs::read_to_string(p)
                 .map(|s| s.trim_end_matches(['\r', '\n']).to_string())
-                .map_err(|source| SecretError::File {
+                .map_err(|error| SecretError::File {
                     path: p.clone(),
-                    source,
+                    error,
                 }),
             SecretSource::Env(name) => {
                 std::env::var(name).map_err(|_| SecretError::Env(name.clone()))

@@ -10,25 +10,29 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-/// Why TLS client settings could not be made.
+/// Why TLS client settings could not be made. Each message is whole (it names the error it
+/// comes from), so none is also given as a `source`: a chain printed with `{:#}` says it once.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     #[error("tls: {0}")]
-    Rustls(#[from] rustls::Error),
-    #[error("ca_file {}: {source}", path.display())]
+    Rustls(rustls::Error),
+    #[error("ca_file {}: {error}", path.display())]
     CaFileUnreadable {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
-    #[error("ca_file {}: {source}", path.display())]
-    CaFileCertificate {
-        path: PathBuf,
-        source: rustls::Error,
-    },
+    #[error("ca_file {}: {error}", path.display())]
+    CaFileCertificate { path: PathBuf, error: rustls::Error },
     #[error("ca_file {}: no PEM certificate in it", path.display())]
     CaFileEmpty { path: PathBuf },
     #[error("tls: `{0}` is not a valid server name")]
     ServerName(String),
+}
+
+impl From<rustls::Error> for TlsError {
+    fn from(e: rustls::Error) -> TlsError {
+        TlsError::Rustls(e)
+    }
 }
 
 pub fn client_config(
@@ -50,9 +54,9 @@ pub fn client_config(
             for cert in read_pem_certs(path)? {
                 roots
                     .add(cert)
-                    .map_err(|source| TlsError::CaFileCertificate {
+                    .map_err(|error| TlsError::CaFileCertificate {
                         path: path.to_path_buf(),
-                        source,
+                        error,
                     })?;
             }
         }
@@ -62,9 +66,9 @@ pub fn client_config(
 }
 
 fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let unreadable = |source| TlsError::CaFileUnreadable {
+    let unreadable = |error| TlsError::CaFileUnreadable {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let data = std::fs::read(path).map_err(unreadable)?;
     let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut data.as_slice()).collect();

@@ -16,17 +16,17 @@ pub struct Certificates {
 /// Why the certificates for TLS termination cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateError {
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {error}", path.display())]
     Unreadable {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The file is not what it should hold (`not a PEM private key: ...`).
     #[error("{}: {reason}", path.display())]
     Unusable { path: PathBuf, reason: String },
     #[error("no certificate given")]
     NoneGiven,
-    #[error("{0}")]
+    #[error(transparent)]
     Tls(#[from] rustls::Error),
 }
 
@@ -38,9 +38,9 @@ fn unusable(path: &Path, reason: String) -> CertificateError {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, CertificateError> {
-    std::fs::read(path).map_err(|source| CertificateError::Unreadable {
+    std::fs::read(path).map_err(|error| CertificateError::Unreadable {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 

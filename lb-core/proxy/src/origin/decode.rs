@@ -265,6 +265,17 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_length_or_no_body_is_done_from_the_start() {
+        for framing in [Framing::Length(0), Framing::Empty, Framing::Upgrade] {
+            let mut decoder = Decoder::new(framing);
+            assert!(decoder.is_done() && decoder.exact_left() == Some(0));
+            let mut buf = BytesMut::from(&b"HTTP/1.1 200 OK"[..]);
+            assert_eq!(decoder.step(&mut buf), Step::End);
+            assert_eq!(buf.len(), 15, "the next response's bytes stay");
+        }
+    }
+
+    #[test]
     fn until_close_takes_everything() {
         let mut decoder = Decoder::new(Framing::UntilClose);
         assert!(decoder.ends_at_close());

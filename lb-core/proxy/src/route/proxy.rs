@@ -33,10 +33,10 @@ pub enum SetupError {
     Geolocation(#[from] lb_core::geolocation::GeolocationError),
     #[error(transparent)]
     Tls(#[from] lb_tls::TlsError),
-    #[error("load balancer {load_balancer}: origin_ca_file: {source}")]
+    #[error("load balancer {load_balancer}: origin_ca_file: {error}")]
     OriginCa {
         load_balancer: String,
-        source: lb_tls::TlsError,
+        error: lb_tls::TlsError,
     },
 }
 
@@ -142,9 +142,9 @@ impl Proxy {
                 OriginTls::Full => Some(lb_tls::client_config(true, None)?),
                 OriginTls::Strict => Some(
                     lb_tls::client_config(false, lb.origin_ca_file.as_deref()).map_err(
-                        |source| SetupError::OriginCa {
+                        |error| SetupError::OriginCa {
                             load_balancer: lb.name.clone(),
-                            source,
+                            error,
                         },
                     )?,
                 ),
