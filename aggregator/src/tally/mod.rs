@@ -12,6 +12,7 @@
 //!   ("fail static"), flagged so, and nothing fails over.
 
 pub mod ballot;
+mod carry_over;
 mod ewma;
 mod majority;
 

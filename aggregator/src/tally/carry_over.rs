@@ -1,0 +1,250 @@
+//! A tally's state carried from one configuration to the next, by identity rather than by
+//! position: an endpoint is the same one when its pool's name, its own name, what is probed
+//! (address, port, Host override) and how (the pool's monitor: its name and its check) are
+//! the same. Such an endpoint keeps its verdict and RTT averages, so a reload causes no Unknown
+//! blip and no health event; a new one starts Unknown until voted on; one that is gone leaves
+//! nothing behind. Pools keep their state and RTT averages by name, load balancers by name.
+//! Changing only how often or how patiently a monitor probes (interval, timeout, retries,
+//! thresholds) keeps the identity: the same thing is still checked the same way.
+
+use lb_core::config::{Config, Endpoint, MonitorKind, Pool};
+
+use super::TallyState;
+
+/// What makes an endpoint the same one across configurations.
+#[derive(Debug, PartialEq)]
+struct EndpointIdentity<'a> {
+    pool: &'a str,
+    endpoint: &'a str,
+    address: &'a lb_core::config::Address,
+    port: u16,
+    host_header: Option<&'a str>,
+    monitor: Option<(&'a str, &'a MonitorKind)>,
+}
+
+fn identity<'a>(config: &'a Config, pool: &'a Pool, e: &'a Endpoint) -> EndpointIdentity<'a> {
+    EndpointIdentity {
+        pool: &pool.name,
+        endpoint: &e.name,
+        address: &e.address,
+        port: e.port,
+        host_header: e.host_header.as_deref(),
+        monitor: pool
+            .monitor
+            .and_then(|m| config.monitors.get(m))
+            .map(|m| (m.name.as_str(), &m.kind)),
+    }
+}
+
+impl TallyState {
+    /// This state (aligned with `old`) re-aligned with `new`.
+    pub fn carry_over(&self, old: &Config, new: &Config) -> TallyState {
+        let mut next = TallyState::new(new);
+        next.version = self.version;
+        if !self.fits(old) {
+            return next;
+        }
+        for (pi, pool) in new.pools.iter().enumerate() {
+            let Some(old_pi) = old.pool_by_name(&pool.name) else {
+                continue;
+            };
+            let old_pool = old.pool(old_pi);
+            next.pool_states[pi] = self.pool_states[old_pi.0];
+            next.pool_rtt[pi] = self.pool_rtt[old_pi.0];
+            for (ei, e) in pool.endpoints.iter().enumerate() {
+                let Some(old_ei) = old_pool.endpoint_by_name(&e.name) else {
+                    continue;
+                };
+                let was = &old_pool.endpoints[old_ei.0];
+                if identity(old, old_pool, was) != identity(new, pool, e) {
+                    continue;
+                }
+                next.verdicts[pi][ei] = self.verdicts[old_pi.0][old_ei.0];
+                next.endpoint_rtt[pi][ei] = self.endpoint_rtt[old_pi.0][old_ei.0];
+            }
+        }
+        for (li, lb) in new.lbs() {
+            if let Some(old_li) = old.load_balancer_id(&lb.name) {
+                next.lb_states[li.0] = self.lb_states[old_li.0];
+            }
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use lb_core::config::{EndpointId, PoolId};
+    use lb_core::health::Verdict;
+    use lb_core::{Region, RegionsTable};
+
+    use super::super::{tally, Ballot, ProberId, TallySettings, Vote};
+    use super::*;
+
+    fn config(pools: &str) -> Config {
+        config_probing_every(60, pools)
+    }
+
+    fn config_probing_every(interval: u32, pools: &str) -> Config {
+        let text = format!(
+            r#"
+[[monitors]]
+name = "m"
+path = "/health"
+interval = {interval}
+[[monitors]]
+name = "tcp"
+type = "tcp"
+port = 443
+{pools}
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["web"]
+"#
+        );
+        Config::parse("t.toml", &text, &RegionsTable::embedded().expect("regions")).expect("config")
+    }
+
+    const BEFORE: &str = r#"
+[[pools]]
+name = "web"
+monitor = "m"
+origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0.2.2" }, { name = "c", address = "192.0.2.3" }]
+"#;
+
+    /// Every region votes healthy on every endpoint of every pool.
+    fn ballots(config: &Config) -> Vec<Ballot> {
+        Region::ALL
+            .iter()
+            .flat_map(|&region| {
+                (0..3).map(move |dc| Ballot {
+                    prober: ProberId {
+                        region,
+                        datacenter: format!("dc{dc}"),
+                        node: format!("{region}-{dc}"),
+                    },
+                    alive: true,
+                    votes: config
+                        .pools
+                        .iter()
+                        .map(|p| {
+                            p.endpoints
+                                .iter()
+                                .map(|_| {
+                                    Some(Vote {
+                                        healthy: true,
+                                        rtt_ms: Some(30.0),
+                                        code: Some(200),
+                                        reason: None,
+                                        age: Duration::from_secs(1),
+                                    })
+                                })
+                                .collect()
+                        })
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    fn settled(config: &Config) -> TallyState {
+        let settings = TallySettings::default();
+        let state = TallyState::new(config);
+        tally(config, &ballots(config), &state, &settings, Instant::now()).state
+    }
+
+    #[test]
+    fn unchanged_endpoints_keep_their_verdicts_and_new_ones_start_unknown() {
+        let old = config(BEFORE);
+        let state = settled(&old);
+        assert_eq!(state.verdict(PoolId(0), EndpointId(2)), Verdict::Healthy);
+        // b's address changes, c goes, d comes, a moves to another position.
+        let new = config(
+            r#"
+[[pools]]
+name = "web"
+monitor = "m"
+origins = [{ name = "d", address = "192.0.2.4" }, { name = "b", address = "192.0.2.22" }, { name = "a", address = "192.0.2.1", weight = 0.5 }]
+"#,
+        );
+        let next = state.carry_over(&old, &new);
+        assert!(next.fits(&new));
+        assert_eq!(
+            next.verdict(PoolId(0), EndpointId(0)),
+            Verdict::Unknown,
+            "d is new"
+        );
+        assert_eq!(
+            next.verdict(PoolId(0), EndpointId(1)),
+            Verdict::Unknown,
+            "b moved"
+        );
+        assert_eq!(
+            next.verdict(PoolId(0), EndpointId(2)),
+            Verdict::Healthy,
+            "a is a"
+        );
+        assert!(next.endpoint_rtt[0][2].iter().any(Option::is_some));
+        assert_eq!(next.pool_states, state.pool_states);
+        assert_eq!(next.lb_states, state.lb_states);
+        assert_eq!(next.version, state.version);
+    }
+
+    #[test]
+    fn a_changed_check_is_a_new_identity_a_changed_cadence_is_not() {
+        let old = config(BEFORE);
+        let state = settled(&old);
+        let other_monitor = config(&BEFORE.replace("monitor = \"m\"", "monitor = \"tcp\""));
+        let next = state.carry_over(&old, &other_monitor);
+        assert_eq!(next.verdict(PoolId(0), EndpointId(0)), Verdict::Unknown);
+        let slower = config_probing_every(120, BEFORE);
+        let next = state.carry_over(&old, &slower);
+        assert_eq!(next.verdict(PoolId(0), EndpointId(0)), Verdict::Healthy);
+    }
+
+    #[test]
+    fn a_tally_after_a_carried_reload_reports_no_change_for_what_stayed() {
+        let old = config(BEFORE);
+        let state = settled(&old);
+        let new = config(&BEFORE.replace(
+            "{ name = \"c\", address = \"192.0.2.3\" }",
+            "{ name = \"c\", address = \"192.0.2.3\" }, { name = \"e\", address = \"192.0.2.5\" }",
+        ));
+        let carried = state.carry_over(&old, &new);
+        let outcome = tally(
+            &new,
+            &ballots(&new),
+            &carried,
+            &TallySettings::default(),
+            Instant::now(),
+        );
+        // Only the added endpoint changes (its first verdict); a, b, c and the pool stay.
+        let changed: Vec<_> = outcome
+            .changes
+            .iter()
+            .map(|c| match c {
+                super::super::HealthChange::Endpoint { endpoint, .. } => format!("e{}", endpoint.0),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(changed, ["e3"]);
+    }
+
+    #[test]
+    fn a_state_that_does_not_fit_its_config_starts_over() {
+        let old = config(BEFORE);
+        let other = config(
+            r#"
+[[pools]]
+name = "web"
+monitor = "m"
+origins = [{ name = "a", address = "192.0.2.1" }]
+"#,
+        );
+        let state = settled(&other);
+        let next = state.carry_over(&old, &old);
+        assert_eq!(next.verdict(PoolId(0), EndpointId(0)), Verdict::Unknown);
+    }
+}
