@@ -51,6 +51,20 @@ fn describe() {
         "meshlb_probe_overruns_total",
         "Probe rounds skipped because the previous probe of the target still ran."
     );
+    // Configuration reloads (probers).
+    describe_gauge!(
+        "meshlb_config_last_reload_successful",
+        "1 if the last configuration reload (or the start) succeeded, 0 if the file was refused."
+    );
+    describe_gauge!(
+        "meshlb_config_last_reload_success_timestamp_seconds",
+        Unit::Seconds,
+        "When the configuration in force was loaded (unix seconds)."
+    );
+    describe_counter!(
+        "meshlb_config_reloads_total",
+        "Configuration reloads after the start, by result (success, failure)."
+    );
     // Gossip (every node).
     describe_counter!(
         "meshlb_gossip_sent_bytes_total",

@@ -10,6 +10,7 @@ mod metrics_http;
 pub mod probe;
 pub mod prober;
 pub mod regions;
+mod reload;
 pub mod simulate;
 pub mod status;
 

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use lb_core::config::Config;
@@ -13,12 +14,19 @@ use prober::GossipPublisher;
 use prober::{Scheduler, SchedulerSettings};
 
 use super::mesh_args::{stopped, MeshArgs};
+use super::reload;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The configuration file (re-read on SIGHUP).
+    /// The configuration file (re-read on SIGHUP, and with --watch-config when it changes).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Also reload when the file's content changes (a Kubernetes ConfigMap update included).
+    #[arg(long)]
+    watch_config: bool,
+    /// How often --watch-config reads the file.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    watch_interval_ms: u64,
     /// This prober's region.
     #[arg(long)]
     region: Region,
@@ -35,12 +43,13 @@ pub struct Args {
     mesh: MeshArgs,
 }
 
-fn load(path: &PathBuf, regions: &RegionsTable) -> anyhow::Result<(Config, String)> {
+/// The config, its hash and its text.
+fn load(path: &PathBuf, regions: &RegionsTable) -> anyhow::Result<(Config, String, String)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let config =
         Config::parse(&path.display().to_string(), &text, regions).map_err(|e| anyhow!("{e}"))?;
-    Ok((config, config_hash(&text)))
+    Ok((config, config_hash(&text), text))
 }
 
 fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
@@ -51,7 +60,7 @@ fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
 }
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
-    let (config, hash) = load(&args.config, regions)?;
+    let (config, hash, text) = load(&args.config, regions)?;
     let settings = args.mesh.settings()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
@@ -64,8 +73,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         };
         let node = mesh::start(&identity, &settings).await?;
         if let Some(addr) = args.metrics {
-            let handle = super::metrics_http::install(&[("node_role", "prober"), ("node_region", args.region.code()), ("node_dc", &args.dc)])
-                .ok_or_else(|| anyhow!("a metrics recorder is already installed"))?;
+            let handle = super::metrics_http::install(&[
+                ("node_role", "prober"),
+                ("node_region", args.region.code()),
+                ("node_dc", &args.dc),
+            ])
+            .ok_or_else(|| anyhow!("a metrics recorder is already installed"))?;
             tokio::spawn(async move {
                 if let Err(e) = super::metrics_http::serve(addr, handle).await {
                     eprintln!("metrics: {e:#}");
@@ -81,24 +94,68 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             });
         }
         let targets = prober::targets(&config, Some(args.region));
-        let round = config.monitors.iter().map(|m| m.interval).min().unwrap_or(std::time::Duration::from_secs(60));
+        let round = config
+            .monitors
+            .iter()
+            .map(|m| m.interval)
+            .min()
+            .unwrap_or(std::time::Duration::from_secs(60));
         let publisher = GossipPublisher::start(&node.handle, round);
-        eprintln!("meshlb prober {} ({}/{}) gossiping on {}: {} targets", identity.node_id, identity.region, identity.datacenter, settings.listen, targets.len());
-        let scheduler = Scheduler::start(targets, SchedulerSettings { concurrency: args.concurrency, ..SchedulerSettings::default() }, Arc::clone(&publisher) as _);
-        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).context("SIGHUP handler")?;
+        eprintln!(
+            "meshlb prober {} ({}/{}) gossiping on {}: {} targets",
+            identity.node_id,
+            identity.region,
+            identity.datacenter,
+            settings.listen,
+            targets.len()
+        );
+        let scheduler = Scheduler::start(
+            targets,
+            SchedulerSettings {
+                concurrency: args.concurrency,
+                ..SchedulerSettings::default()
+            },
+            Arc::clone(&publisher) as _,
+        );
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("SIGHUP handler")?;
+        let mut watch = args.watch_config.then(|| {
+            reload::ConfigWatch::new(
+                &args.config,
+                Duration::from_millis(args.watch_interval_ms.max(10)),
+                &text,
+            )
+        });
+        reload::record(true);
         loop {
-            tokio::select! {
+            let trigger = tokio::select! {
                 _ = stopped() => break,
-                _ = hup.recv() => match load(&args.config, regions) {
-                    Ok((config, hash)) => {
-                        let targets = prober::targets(&config, Some(args.region));
-                        eprintln!("config reloaded: {} targets", targets.len());
-                        publisher.retain(keep(&targets));
-                        scheduler.replace_targets(targets);
-                        node.handle.with_chitchat(|c| c.self_node_state().set(mesh::keys::CONFIG_HASH, &hash)).await;
-                    }
-                    Err(e) => eprintln!("config reload refused, keeping the running config: {e:#}"),
-                },
+                t = reload::next(&mut hup, watch.as_mut()) => t,
+            };
+            match load(&args.config, regions) {
+                Ok((config, hash, _)) => {
+                    let targets = prober::targets(&config, Some(args.region));
+                    eprintln!(
+                        "config reloaded ({}): {} targets",
+                        trigger.name(),
+                        targets.len()
+                    );
+                    publisher.retain(keep(&targets));
+                    scheduler.replace_targets(targets);
+                    node.handle
+                        .with_chitchat(|c| c.self_node_state().set(mesh::keys::CONFIG_HASH, &hash))
+                        .await;
+                    reload::record(true);
+                    reload::count(true);
+                }
+                Err(e) => {
+                    eprintln!(
+                        "config reload ({}) refused, keeping the running config: {e:#}",
+                        trigger.name()
+                    );
+                    reload::record(false);
+                    reload::count(false);
+                }
             }
         }
         scheduler.shutdown().await;
