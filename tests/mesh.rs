@@ -352,6 +352,16 @@ default_pools = ["web"]
         out.status.success() && text.contains("www.example.test") && text.contains("healthy"),
         "{text}"
     );
+    // One config in the whole mesh, run by the aggregator and its live probers, no drift.
+    let configs: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("CONFIG"))
+        .skip(1)
+        .collect();
+    assert!(
+        configs.len() == 1 && configs[0].contains("(1 aggregator, ") && !text.contains("DRIFT"),
+        "{text}"
+    );
 
     // 5. Kill every prober of one region: no health change (the other two regions decide).
     let victims: Vec<(String, usize)> = probers

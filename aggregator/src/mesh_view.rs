@@ -28,6 +28,8 @@ pub struct Member {
     pub datacenter: String,
     pub version: String,
     pub config_hash: String,
+    /// When the member loaded its config (unix seconds), when it says.
+    pub config_loaded_at: Option<u64>,
     pub alive: bool,
     /// Runs a config other than this aggregator's.
     pub config_drift: bool,
@@ -81,6 +83,7 @@ impl MeshView {
                 datacenter: get(keys::DATACENTER),
                 version: get(keys::VERSION),
                 config_hash: get(keys::CONFIG_HASH),
+                config_loaded_at: st.get(keys::CONFIG_LOADED_AT).and_then(|t| t.parse().ok()),
                 alive: live.contains(id),
                 config_drift: false,
             };

@@ -93,6 +93,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
             config_hash: hash.clone(),
+            config_loaded_at: lb_core::clock::unix_secs(),
         };
         let node = mesh::start(&identity, &settings).await?;
         let tally = TallySettings {

@@ -70,6 +70,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
             config_hash: hash,
+            config_loaded_at: lb_core::clock::unix_secs(),
         };
         let node = mesh::start(&identity, &settings).await?;
         if let Some(addr) = args.metrics {
@@ -142,8 +143,13 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     );
                     publisher.retain(keep(&targets));
                     scheduler.replace_targets(targets);
+                    let loaded_at = lb_core::clock::unix_secs().to_string();
                     node.handle
-                        .with_chitchat(|c| c.self_node_state().set(mesh::keys::CONFIG_HASH, &hash))
+                        .with_chitchat(|c| {
+                            let me = c.self_node_state();
+                            me.set(mesh::keys::CONFIG_HASH, &hash);
+                            me.set(mesh::keys::CONFIG_LOADED_AT, &loaded_at);
+                        })
                         .await;
                     reload::record(true);
                     reload::count(true);

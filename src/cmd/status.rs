@@ -1,5 +1,7 @@
-//! `meshlb status`: load balancers, pools and endpoints with the votes behind them.
+//! `meshlb status`: load balancers, pools and endpoints with the votes behind them, and the
+//! configs the mesh's nodes run.
 
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 use serde_json::Value;
@@ -88,5 +90,86 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         "\nsnapshot {} — {} votes counted",
         status["snapshot_version"], status["votes_counted"]
     );
+    let members = args.admin.get("/members")?;
+    println!();
+    for line in config_lines(&members, lb_core::clock::unix_secs()) {
+        println!("{line}");
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The live nodes per config they run (by hash), this aggregator's first: how many of each
+/// role, and when the newest of them loaded it. A mixed mesh shows as several lines.
+fn config_lines(members: &Value, now: u64) -> Vec<String> {
+    #[derive(Default)]
+    struct Group {
+        drift: bool,
+        roles: BTreeMap<String, usize>,
+        newest: Option<u64>,
+    }
+    let mut groups: BTreeMap<String, Group> = BTreeMap::new();
+    for m in members.as_array().into_iter().flatten() {
+        if m["alive"].as_bool() != Some(true) {
+            continue;
+        }
+        let hash = m["config_hash"].as_str().unwrap_or("").to_string();
+        let g = groups.entry(hash).or_default();
+        g.drift |= m["config_drift"].as_bool() == Some(true);
+        *g.roles
+            .entry(m["role"].as_str().unwrap_or("?").to_string())
+            .or_default() += 1;
+        if let Some(t) = m["config_loaded_at"].as_u64() {
+            g.newest = Some(g.newest.map_or(t, |n| n.max(t)));
+        }
+    }
+    let mut groups: Vec<(String, Group)> = groups.into_iter().collect();
+    groups.sort_by_key(|(_, g)| g.drift);
+    let mut lines = vec![format!("{:<14} {:<22} NODES", "CONFIG", "NEWEST LOAD")];
+    for (hash, g) in groups {
+        let nodes: usize = g.roles.values().sum();
+        let roles: Vec<String> = g.roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        let loaded = g.newest.map_or("-".to_string(), |t| {
+            format!("{} s ago", now.saturating_sub(t))
+        });
+        lines.push(format!(
+            "{:<14} {:<22} {nodes} ({}){}",
+            if hash.is_empty() { "?" } else { &hash },
+            loaded,
+            roles.join(", "),
+            if g.drift {
+                "  DRIFT: not this aggregator's"
+            } else {
+                ""
+            }
+        ));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mixed_mesh_shows_a_line_per_config() {
+        let members = serde_json::json!([
+            { "role": "aggregator", "alive": true, "config_hash": "aaaa", "config_drift": false, "config_loaded_at": 900 },
+            { "role": "prober", "alive": true, "config_hash": "aaaa", "config_drift": false, "config_loaded_at": 950 },
+            { "role": "prober", "alive": true, "config_hash": "bbbb", "config_drift": true, "config_loaded_at": 990 },
+            { "role": "prober", "alive": false, "config_hash": "cccc", "config_drift": true },
+        ]);
+        let lines = config_lines(&members, 1000);
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(lines[1].starts_with("aaaa") && lines[1].contains("50 s ago"));
+        assert!(
+            lines[1].contains("2 (1 aggregator, 1 prober)"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with("bbbb") && lines[2].contains("DRIFT"),
+            "{}",
+            lines[2]
+        );
+    }
 }

@@ -48,7 +48,7 @@ fn main() {
                 keys: ring.clone(),
                 dead_node_grace: mesh::DEAD_NODE_GRACE,
             };
-            let identity = NodeIdentity { node_id: format!("n{i:03}"), role: mesh::Role::Prober, region: "WEU".into(), datacenter: format!("dc{i}"), config_hash: "x".into() };
+            let identity = NodeIdentity { node_id: format!("n{i:03}"), role: mesh::Role::Prober, region: "WEU".into(), datacenter: format!("dc{i}"), config_hash: "x".into(), config_loaded_at: 0 };
             let node = mesh::start(&identity, &settings).await.expect("node");
             // A realistic state: `keys` pool values of ~2 KB per node.
             node.handle

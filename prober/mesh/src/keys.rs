@@ -14,6 +14,9 @@ pub const REGION: &str = "region";
 pub const DATACENTER: &str = "dc";
 pub const VERSION: &str = "version";
 pub const CONFIG_HASH: &str = "config_hash";
+/// When the node loaded the config it runs (unix seconds): with the hash, a mixed mesh shows
+/// which nodes run which config since when.
+pub const CONFIG_LOADED_AT: &str = "config_loaded_at";
 /// Advances every probe round; its movement is the freshness of the prober's votes.
 pub const PROGRESS: &str = "progress";
 /// Prefix of the per-pool result keys.

@@ -24,6 +24,8 @@ pub struct NodeIdentity {
     pub region: String,
     pub datacenter: String,
     pub config_hash: String,
+    /// When the node loaded that config (unix seconds).
+    pub config_loaded_at: u64,
 }
 
 /// Cluster settings.
@@ -99,6 +101,10 @@ pub async fn start(
             env!("CARGO_PKG_VERSION").to_string(),
         ),
         (keys::CONFIG_HASH.to_string(), identity.config_hash.clone()),
+        (
+            keys::CONFIG_LOADED_AT.to_string(),
+            identity.config_loaded_at.to_string(),
+        ),
     ];
     let handle = spawn_chitchat(config, tags, &transport)
         .await

@@ -184,6 +184,7 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
         region: "WEU".into(),
         datacenter: name.into(),
         config_hash: "x".into(),
+        config_loaded_at: 0,
     };
     let a_addr = free_udp();
     let a = mesh::start(&identity("a"), &settings(a_addr, vec![]))
