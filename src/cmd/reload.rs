@@ -47,23 +47,32 @@ impl ConfigWatch {
         }
     }
 
-    /// Waits until the file's content differs from the last seen. A file that cannot be read
-    /// (mid-swap, or removed) is looked at again on the next poll; it is no change by itself.
+    /// Waits until the file's content differs from the last seen, looking every `every`.
     pub async fn changed(&mut self) {
         let mut tick = tokio::time::interval(self.every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
             tick.tick().await;
-            let Ok(text) = tokio::fs::read_to_string(&self.path).await else {
-                continue;
-            };
-            let hash = config_hash(&text);
-            if self.seen.as_deref() != Some(hash.as_str()) {
-                self.seen = Some(hash);
+            if self.look() {
                 return;
             }
         }
+    }
+
+    /// One look at the file (a read of a small local file, on the calling thread): whether its
+    /// content differs from the last seen. A file that cannot be read (mid-swap, or removed) is
+    /// no change by itself; the next look tries again.
+    fn look(&mut self) -> bool {
+        let Ok(text) = std::fs::read_to_string(&self.path) else {
+            return false;
+        };
+        let hash = config_hash(&text);
+        if self.seen.as_deref() == Some(hash.as_str()) {
+            return false;
+        }
+        self.seen = Some(hash);
+        true
     }
 }
 
@@ -99,4 +108,46 @@ pub fn record(ok: bool) {
 pub fn count(ok: bool) {
     let result = if ok { "success" } else { "failure" };
     metrics::counter!("meshlb_config_reloads_total", "result" => result).increment(1);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::symlink;
+
+    use super::*;
+
+    #[test]
+    fn only_new_content_is_a_change() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("meshlb.toml");
+        std::fs::write(&path, "a = 1\n").expect("write");
+        let mut watch = ConfigWatch::new(&path, Duration::from_secs(1), "a = 1\n");
+        assert!(!watch.look(), "the content it started with");
+        std::fs::write(&path, "a = 1\n").expect("rewrite");
+        assert!(!watch.look(), "the same bytes written again");
+        std::fs::write(&path, "a = 2\n").expect("edit");
+        assert!(watch.look(), "an edit");
+        assert!(!watch.look(), "seen once");
+        std::fs::remove_file(&path).expect("remove");
+        assert!(!watch.look(), "a missing file is no change");
+        std::fs::write(&path, "a = 2\n").expect("back");
+        assert!(!watch.look(), "back as it was");
+    }
+
+    #[test]
+    fn a_swapped_symlink_is_followed() {
+        let dir = tempfile::tempdir().expect("dir");
+        for (version, text) in [("v1", "a = 1\n"), ("v2", "a = 2\n")] {
+            std::fs::create_dir(dir.path().join(version)).expect("version dir");
+            std::fs::write(dir.path().join(version).join("meshlb.toml"), text).expect("config");
+        }
+        symlink("v1", dir.path().join("..data")).expect("..data");
+        let path = dir.path().join("meshlb.toml");
+        symlink("..data/meshlb.toml", &path).expect("file link");
+        let mut watch = ConfigWatch::new(&path, Duration::from_secs(1), "a = 1\n");
+        assert!(!watch.look());
+        symlink("v2", dir.path().join("..tmp")).expect("new link");
+        std::fs::rename(dir.path().join("..tmp"), dir.path().join("..data")).expect("swap");
+        assert!(watch.look(), "the ConfigMap's new version");
+    }
 }
