@@ -97,6 +97,15 @@ impl Change {
         }
     }
 
+    /// Whether the subject had no state before: never voted on, or not yet tallied.
+    pub fn from_unknown(&self) -> bool {
+        match *self {
+            Change::Endpoint { from, .. } => from == Verdict::Unknown,
+            Change::Pool { from, .. } => from == PoolState::Unknown,
+            Change::LoadBalancer { from, .. } => from.is_none(),
+        }
+    }
+
     /// Whether the change leaves its subject out of service: an endpoint or load balancer no
     /// longer healthy, a pool critical.
     pub fn is_down(&self) -> bool {

@@ -13,7 +13,7 @@ use crate::events::{Change, HealthEvent};
 /// Whether `event` passes the pool's `notification_filter` and the channel's pool list.
 /// Endpoint and pool changes only; first verdicts after a start are not news.
 pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) -> bool {
-    if event.initial || event.change.states().0 == "unknown" {
+    if event.initial || event.change.from_unknown() {
         return false;
     }
     let Some(pool) = event.change.pool().and_then(|p| config.pool_by_name(p)) else {

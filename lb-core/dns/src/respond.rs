@@ -16,6 +16,7 @@ use ipnet::IpNet;
 use super::metrics::{qtype_index, DnsMetrics};
 use super::zones::{name, Place, SetupError, ZoneSet};
 use lb_core::affinity::AffinityKey;
+use lb_core::clock::unix_secs;
 use lb_core::config::{
     Address, Config, LbId, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
 };
@@ -23,7 +24,7 @@ use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
 use lb_core::steering::{Engine, Outcome};
-use lb_edge::{decide_live, unix_now, HealthSource, PopInfo};
+use lb_edge::{decide_live, HealthSource, PopInfo};
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
 pub const EDNS_PAYLOAD: u16 = 1232;
@@ -259,7 +260,7 @@ impl Responder {
         src: IpAddr,
     ) {
         let lbc = self.config.lb(lb);
-        let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_now());
+        let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_secs());
         ctx.client_ip = Some(src);
         if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {
             ctx.client_location = self.geo.locate(src).map(|(l, _)| l);

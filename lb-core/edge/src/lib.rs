@@ -1,5 +1,5 @@
 //! What meshlb's frontends (`lb-dns`, `lb-proxy`) share: where the health snapshot comes from,
-//! the serving PoP, the clock, and one steering decision on the live snapshot with a
+//! the serving PoP, and one steering decision on the live snapshot with a
 //! per-thread RNG (no lock on the hot path). The decision itself is `lb-core`'s.
 
 use std::cell::RefCell;
@@ -61,9 +61,6 @@ impl PopInfo {
         }
     }
 }
-
-/// Unix seconds, the engine's clock.
-pub use lb_core::clock::unix_secs as unix_now;
 
 thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());

@@ -25,9 +25,12 @@ pub enum TlsError {
     CaFileCertificate { path: PathBuf, error: rustls::Error },
     #[error("ca_file {}: no PEM certificate in it", path.display())]
     CaFileEmpty { path: PathBuf },
-    #[error("tls: `{0}` is not a valid server name")]
-    ServerName(String),
 }
+
+/// A host that is no TLS server name (neither a DNS name nor an IP address).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a valid server name")]
+pub struct InvalidServerName(pub String);
 
 impl From<rustls::Error> for TlsError {
     fn from(e: rustls::Error) -> TlsError {
@@ -82,9 +85,9 @@ fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError>
 }
 
 /// The server name to verify and send as SNI: the Host without a port (a DNS name or an IP).
-pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsError> {
+pub fn server_name(host: &str) -> Result<ServerName<'static>, InvalidServerName> {
     ServerName::try_from(host_without_port(host).to_string())
-        .map_err(|_| TlsError::ServerName(host.to_string()))
+        .map_err(|_| InvalidServerName(host.to_string()))
 }
 
 /// `a.example:8443` -> `a.example`, `[2001:db8::1]:443` -> `2001:db8::1`, `2001:db8::1` as is.

@@ -177,12 +177,7 @@ impl HttpMonitor {
             Some(connector) => {
                 let name = match tls::server_name(&hop.host) {
                     Ok(n) => n,
-                    Err(e) => {
-                        return (
-                            fail(&timings, None, Failure::Tls(server_name_words(&e))),
-                            None,
-                        )
-                    }
+                    Err(e) => return (fail(&timings, None, Failure::Tls(e.to_string())), None),
                 };
                 let tls_stream =
                     match tokio::time::timeout_at(deadline.into(), connector.connect(name, stream))
@@ -391,12 +386,6 @@ fn hyper_reason(e: &hyper::Error) -> Failure {
         source = s.source();
     }
     Failure::Http(e.to_string())
-}
-
-/// A Host that is no TLS server name, in the words `lb-tls` has for it less its `tls: `.
-fn server_name_words(e: &lb_tls::TlsError) -> String {
-    let words = e.to_string();
-    words.strip_prefix("tls: ").unwrap_or(&words).to_string()
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

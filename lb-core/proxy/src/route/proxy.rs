@@ -17,12 +17,13 @@ use crate::metrics::ProxyMetrics;
 use crate::origin::pool::Upstream;
 use crate::route::sessions::HeaderSessions;
 use lb_core::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
+use lb_core::clock::unix_secs;
 use lb_core::config::{AffinityKind, Config, LbId, OriginTls};
 use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{HttpFields, Mode, RequestContext};
 use lb_core::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
-use lb_edge::{decide_live, unix_now, HealthSource, PopInfo};
+use lb_edge::{decide_live, HealthSource, PopInfo};
 
 use crate::body::ProxyBody;
 
@@ -343,7 +344,7 @@ impl Proxy {
             cookies: &cookie_jar,
             tls,
         };
-        let mut ctx = RequestContext::new(Mode::Proxy, self.pop.pop(), unix_now());
+        let mut ctx = RequestContext::new(Mode::Proxy, self.pop.pop(), unix_secs());
         ctx.client_ip = Some(client.addr.ip());
         if !self.geo.is_empty() {
             ctx.client_location = self.geo.locate(client.addr.ip()).map(|(l, _)| l);
@@ -365,9 +366,9 @@ impl Proxy {
     pub(super) fn remember(&self, decision: &Decision) {
         match decision.affinity {
             AffinityUpdate::BindHeaderSession { key, target } => {
-                self.sessions.bind(key, target, unix_now(), 3600);
+                self.sessions.bind(key, target, unix_secs(), 3600);
             }
-            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, unix_now()),
+            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, unix_secs()),
             _ => {}
         }
     }
