@@ -66,7 +66,7 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
         .expect("prober");
-    let pid = child.id().to_string();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     let mut procs = Procs(vec![child]);
     let scrape_metric = |name: &str, needle: &str| metric(&scrape(metrics_addr), name, needle);
     let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
@@ -114,11 +114,7 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
     wait_for("the fixed file applied", Duration::from_secs(20), || {
         scrape_metric("meshlb_config_reloads_total", "result=\"success\"") == Some(2.0)
     });
-    let status = Command::new("kill")
-        .args(["-HUP", &pid])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
     wait_for("the SIGHUP reload", Duration::from_secs(20), || {
         scrape_metric("meshlb_config_reloads_total", "result=\"success\"") == Some(3.0)
     });
