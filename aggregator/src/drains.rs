@@ -65,6 +65,56 @@ pub fn apply(snapshot: &mut HealthSnapshot, in_force: &BTreeMap<(PoolId, Endpoin
     }
 }
 
+/// The endpoints the config disables (`enabled = false`, on the endpoint or its pool) ->
+/// since when (unix seconds), so they drain like a drain through `/drain`: no new traffic,
+/// sessions kept for `drain_duration`. `before` is the previous generation's config and its
+/// map: an endpoint disabled there already keeps its start; one enabled there starts draining
+/// `now`; one new to the config, or disabled in the config a node starts with, has nothing to
+/// drain (since 0).
+pub fn from_config(
+    config: &Config,
+    before: Option<(&Config, &BTreeMap<(PoolId, EndpointId), u64>)>,
+    now: u64,
+) -> BTreeMap<(PoolId, EndpointId), u64> {
+    let mut was: BTreeMap<(PoolId, EndpointId), Option<u64>> = BTreeMap::new();
+    if let Some((old, drains)) = before {
+        let map = lb_core::config::Renumbering::between(old, config);
+        for (from, to) in map.kept() {
+            was.insert(to, drains.get(&from).copied());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (pi, p) in config.pools.iter().enumerate() {
+        for (ei, e) in p.endpoints.iter().enumerate() {
+            if p.enabled && e.enabled {
+                continue;
+            }
+            let key = (PoolId(pi), EndpointId(ei));
+            let since = match was.get(&key) {
+                Some(Some(since)) => *since,
+                Some(None) => now,
+                None => 0,
+            };
+            out.insert(key, since);
+        }
+    }
+    out
+}
+
+/// The drains of both kinds together: an endpoint drained both ways drains from the earlier.
+pub fn merged(
+    admin: &BTreeMap<(PoolId, EndpointId), u64>,
+    config: &BTreeMap<(PoolId, EndpointId), u64>,
+) -> BTreeMap<(PoolId, EndpointId), u64> {
+    let mut out = admin.clone();
+    for (&k, &since) in config {
+        out.entry(k)
+            .and_modify(|s| *s = (*s).min(since))
+            .or_insert(since);
+    }
+    out
+}
+
 /// Takes into `own` (what this aggregator publishes) every decision newer than its own, so
 /// the decision is still published when the aggregator that made it is gone. Returns whether
 /// `own` changed.
@@ -172,6 +222,47 @@ default_pools = ["web"]
         own_2.insert(a, d("a", false, 0, 20_000));
         assert!(!adopt(&mut own_2, &newest(&c, from_1.iter())));
         assert!(in_force(&newest(&c, own_2.values())).is_empty());
+    }
+
+    #[test]
+    fn an_endpoint_the_config_disables_drains_from_the_reload_that_disabled_it() {
+        let c = config();
+        let text = |a: &str, b: &str| {
+            format!("[[pools]]\nname = \"web\"\norigins = [{{ name = \"a\", address = \"192.0.2.1\", enabled = {a} }}, {{ name = \"b\", address = \"192.0.2.2\", enabled = {b} }}]\n[[load_balancers]]\nname = \"www.example.test\"\ndefault_pools = [\"web\"]\n")
+        };
+        let parse = |t: String| {
+            Config::parse(
+                "t.toml",
+                &t,
+                &lb_core::regions_table::RegionsTable::embedded().expect("regions"),
+            )
+            .expect("valid")
+        };
+        let (a, b) = ((PoolId(0), EndpointId(0)), (PoolId(0), EndpointId(1)));
+        // Disabled in the config a node starts with: nothing to drain.
+        let off = parse(text("true", "false"));
+        assert_eq!(from_config(&off, None, 100), BTreeMap::from([(b, 0)]));
+        // Disabled by a reload: drains from the reload.
+        let first = from_config(&c, None, 100);
+        assert!(first.is_empty());
+        let second = from_config(&off, Some((&c, &first)), 200);
+        assert_eq!(second, BTreeMap::from([(b, 200)]));
+        // Still disabled at the next reload: keeps its start.
+        let third = from_config(&off, Some((&off, &second)), 300);
+        assert_eq!(third, BTreeMap::from([(b, 200)]));
+        // Enabled again: no drain; the pool disabled: every endpoint drains.
+        assert!(from_config(&c, Some((&off, &third)), 400).is_empty());
+        let pool_off = parse(
+            text("true", "true").replace("name = \"web\"\n", "name = \"web\"\nenabled = false\n"),
+        );
+        assert_eq!(
+            from_config(&pool_off, Some((&c, &first)), 500),
+            BTreeMap::from([(a, 500), (b, 500)])
+        );
+        // Drained both ways: from the earlier.
+        let admin = BTreeMap::from([(b, 150)]);
+        assert_eq!(merged(&admin, &second), BTreeMap::from([(b, 150)]));
+        assert_eq!(merged(&BTreeMap::new(), &second), second);
     }
 
     #[test]

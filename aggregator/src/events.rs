@@ -61,6 +61,13 @@ pub enum Change {
         from: Option<LbState>,
         to: LbState,
     },
+    /// A reload took the endpoint out of the config (or changed what it is: its address,
+    /// port, Host or monitor, so its votes no longer apply). `from` is its last verdict.
+    EndpointRemoved {
+        pool: String,
+        endpoint: String,
+        from: Verdict,
+    },
 }
 
 fn lb_state_or_unknown<S: serde::Serializer>(
@@ -74,14 +81,18 @@ impl Change {
     /// The pool of an endpoint or pool change.
     pub fn pool(&self) -> Option<&str> {
         match self {
-            Change::Endpoint { pool, .. } | Change::Pool { pool, .. } => Some(pool),
+            Change::Endpoint { pool, .. }
+            | Change::Pool { pool, .. }
+            | Change::EndpointRemoved { pool, .. } => Some(pool),
             Change::LoadBalancer { .. } => None,
         }
     }
 
     pub fn endpoint(&self) -> Option<&str> {
         match self {
-            Change::Endpoint { endpoint, .. } => Some(endpoint),
+            Change::Endpoint { endpoint, .. } | Change::EndpointRemoved { endpoint, .. } => {
+                Some(endpoint)
+            }
             _ => None,
         }
     }
@@ -94,6 +105,7 @@ impl Change {
             Change::LoadBalancer { from, to, .. } => {
                 (from.map_or("unknown", LbState::name), to.name())
             }
+            Change::EndpointRemoved { from, .. } => (from.name(), "removed"),
         }
     }
 
@@ -103,6 +115,7 @@ impl Change {
             Change::Endpoint { from, .. } => from == Verdict::Unknown,
             Change::Pool { from, .. } => from == PoolState::Unknown,
             Change::LoadBalancer { from, .. } => from.is_none(),
+            Change::EndpointRemoved { .. } => false,
         }
     }
 
@@ -113,6 +126,8 @@ impl Change {
             Change::Endpoint { to, .. } => to != Verdict::Healthy,
             Change::Pool { to, .. } => to == PoolState::Critical,
             Change::LoadBalancer { to, .. } => to != LbState::Healthy,
+            // Gone by the operator's hand, not out of service.
+            Change::EndpointRemoved { .. } => false,
         }
     }
 }
@@ -192,6 +207,32 @@ pub fn from_changes(
                         config.lb(lb).settings.uses_pool(PoolId(p)) && had_unknown(PoolId(p))
                     }),
             },
+        })
+        .collect()
+}
+
+/// One event per endpoint a reload from `old` to `new` removed (`removed`: their old
+/// positions), with its last verdict in `before`.
+pub fn removed(
+    old: &Config,
+    removed: &[(PoolId, EndpointId)],
+    before: &HealthSnapshot,
+    at_ms: u64,
+) -> Vec<HealthEvent> {
+    removed
+        .iter()
+        .filter_map(|&(pool, endpoint)| {
+            let p = old.pools.get(pool.0)?;
+            Some(HealthEvent {
+                at_ms,
+                change: Change::EndpointRemoved {
+                    pool: p.name.clone(),
+                    endpoint: p.endpoints.get(endpoint.0)?.name.clone(),
+                    from: before.endpoint(pool, endpoint).verdict,
+                },
+                regions: Vec::new(),
+                initial: false,
+            })
         })
         .collect()
 }

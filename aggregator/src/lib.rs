@@ -10,6 +10,8 @@
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
+//! - [`reload`]: reload requests from the admin API, and the tally loop's adoption of a new
+//!   config generation.
 
 pub mod admin;
 pub mod drain_state;
@@ -19,6 +21,7 @@ pub mod mesh_view;
 pub mod metrics;
 pub mod notify;
 pub mod readiness;
+pub mod reload;
 pub mod service;
 pub mod shared;
 pub mod tally;

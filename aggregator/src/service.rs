@@ -1,7 +1,8 @@
 //! The aggregator's loop: read the mesh, tally, apply the drains, publish the snapshot
 //! (arc-swap, read by the frontends without a lock), log every health change with the votes
-//! behind it. The decisions are pure functions elsewhere (`tally`, `drains`, `events`); this
-//! file only feeds them and publishes what they return.
+//! behind it; and adopt a reloaded config between two tallies. The decisions are pure
+//! functions elsewhere (`tally`, `drains`, `events`); this file only feeds them and publishes
+//! what they return.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -10,102 +11,180 @@ use std::time::{Duration, Instant};
 use chitchat::Chitchat;
 use lb_core::clock::unix_ms;
 use mesh::keys::{self, DrainDecision};
+use tokio::sync::mpsc;
 
 use crate::mesh_view::MeshView;
-use crate::shared::Shared;
+use crate::reload::Adopt;
+use crate::shared::{InForce, Shared};
 use crate::tally::{tally, TallyState};
 
 /// Without mesh changes the tally still reruns this often, since votes go stale with time.
 const RETALLY_EVERY: Duration = Duration::from_millis(500);
 
+/// What the loop keeps from one tally to the next.
+struct Loop {
+    shared: Arc<Shared>,
+    chitchat: Arc<tokio::sync::Mutex<Chitchat>>,
+    gossip: Option<Arc<mesh::TransportStats>>,
+    view: MeshView,
+    state: TallyState,
+    published_drains: String,
+}
+
 /// Runs until the task is dropped: polls the mesh every `poll` and tallies at once when
-/// something changed.
+/// something changed; adopts each generation `reloads` brings.
 pub async fn run(
     shared: Arc<Shared>,
     chitchat: Arc<tokio::sync::Mutex<Chitchat>>,
     gossip: Option<Arc<mesh::TransportStats>>,
     poll: Duration,
+    mut reloads: mpsc::Receiver<Adopt>,
 ) {
-    let config = Arc::clone(shared.config());
-    let settings = &shared.setup.settings;
-    let mut view = MeshView::default();
-    let mut state = TallyState::new(&config);
+    let state = TallyState::new(shared.in_force.load().config());
+    let mut me = Loop {
+        shared,
+        chitchat,
+        gossip,
+        view: MeshView::default(),
+        state,
+        published_drains: String::new(),
+    };
     let mut last: Option<Instant> = None;
     let mut ticker = tokio::time::interval(poll);
-    let mut published_drains = String::new();
+    let mut reloads_open = true;
     loop {
-        ticker.tick().await;
-        let now = Instant::now();
-        let mine: Vec<DrainDecision> = shared
-            .drains
-            .decisions
-            .lock()
-            .map(|d| d.values().cloned().collect())
-            .unwrap_or_default();
-        let changed = {
-            let mut c = chitchat.lock().await;
-            let value = keys::encode_drains(&mine);
-            if value != published_drains {
-                c.self_node_state().set(keys::DRAINS, value.clone());
-                published_drains = value;
-                if let Some(Err(e)) = shared.drains.state_file.get().map(|st| st.save(&mine)) {
-                    tracing::error!(error = %e, "drain decisions not saved");
-                }
+        let adopt = tokio::select! {
+            _ = ticker.tick() => None,
+            a = reloads.recv(), if reloads_open => {
+                reloads_open = a.is_some();
+                a
             }
-            view.refresh(&c, &shared.setup.config_hash, now)
         };
+        if let Some(Adopt { next, done }) = adopt {
+            me.adopt(next).await;
+            last = Some(Instant::now());
+            let _ = done.send(());
+            continue;
+        }
+        let now = Instant::now();
+        let changed = me.refresh(now).await;
         if !changed && last.is_some_and(|l| now.duration_since(l) < RETALLY_EVERY) {
             continue;
         }
         last = Some(now);
-        if let Some(n) = shared.outputs.notifier.get() {
+        let in_force = me.shared.in_force.load_full();
+        me.tally_into(&in_force, now);
+    }
+}
+
+impl Loop {
+    /// Publishes this aggregator's drain decisions and reads the mesh; whether it changed.
+    async fn refresh(&mut self, now: Instant) -> bool {
+        let mine: Vec<DrainDecision> = self
+            .shared
+            .drains
+            .tables
+            .lock()
+            .map(|t| t.decisions.values().cloned().collect())
+            .unwrap_or_default();
+        let mut c = self.chitchat.lock().await;
+        let value = keys::encode_drains(&mine);
+        if value != self.published_drains {
+            c.self_node_state().set(keys::DRAINS, value.clone());
+            self.published_drains = value;
+            if let Some(Err(e)) = self.shared.drains.state_file.get().map(|st| st.save(&mine)) {
+                tracing::error!(error = %e, "drain decisions not saved");
+            }
+        }
+        let hash = self.shared.in_force.load().config_hash.clone();
+        self.view.refresh(&c, &hash, now)
+    }
+
+    /// Makes `next` the config in force: the tally's state, the drain tables and the load
+    /// balancers' states carried over by identity, one event per endpoint gone, a first tally
+    /// on the new config published into its generation before anything reads it, then the
+    /// swap and the gossiped config hash.
+    async fn adopt(&mut self, next: InForce) {
+        let before = self.shared.in_force.load_full();
+        let (old, new) = (Arc::clone(before.config()), Arc::clone(next.config()));
+        self.state = self.state.carry_over(&old, &new);
+        let removed = crate::tally::removed_endpoints(&old, &new);
+        let gone = crate::events::removed(&old, &removed, &before.generation.snapshot(), unix_ms());
+        if let Ok(mut log) = self.shared.events.lock() {
+            for event in gone {
+                log.push(event);
+            }
+        }
+        if let Ok(mut tables) = self.shared.drains.tables.lock() {
+            tables.decisions = crate::drains::newest(&new, tables.decisions.values());
+            tables.in_force = crate::drains::in_force(&tables.decisions);
+            tables.config = Arc::clone(&new);
+        }
+        let next = Arc::new(next);
+        let now = Instant::now();
+        // The first tally of the new config, before it is in force: a reader never sees its
+        // generation's placeholder snapshot.
+        let _ = self.refresh(now).await;
+        self.tally_into(&next, now);
+        self.shared.in_force.store(Arc::clone(&next));
+        let loaded_at = next.loaded_at.to_string();
+        let mut c = self.chitchat.lock().await;
+        let me = c.self_node_state();
+        me.set(keys::CONFIG_HASH, &next.config_hash);
+        me.set(keys::CONFIG_LOADED_AT, &loaded_at);
+    }
+
+    /// One tally of `in_force`'s config over the mesh as last read, published into its
+    /// generation.
+    fn tally_into(&mut self, in_force: &InForce, now: Instant) {
+        let shared = &*self.shared;
+        let config = Arc::clone(in_force.config());
+        let settings = &shared.setup.settings;
+        if let Some(n) = &in_force.notifier {
             n.elect(
-                view.members()
+                self.view
+                    .members()
                     .iter()
                     .filter(|m| m.role == mesh::Role::Aggregator && m.alive && !m.config_drift)
                     .map(|m| m.node_id.as_str()),
             );
         }
-        let ballots = view.ballots(&config, now);
-        let mut outcome = tally(&config, &ballots, &state, settings, now);
+        let ballots = self.view.ballots(&config, now);
+        let mut outcome = tally(&config, &ballots, &self.state, settings, now);
         // In force: the newest decision from any live aggregator (ours included, also before
         // gossip has carried it back); published from the next tick on, so a drain outlives
         // the aggregator that made it.
-        let newest = crate::drains::newest(&config, view.drains().iter().chain(mine.iter()));
-        if let Ok(mut own) = shared.drains.decisions.lock() {
-            crate::drains::adopt(&mut own, &newest);
-        }
-        let in_force = crate::drains::in_force(&newest);
-        crate::drains::apply(&mut outcome.snapshot, &in_force);
-        if let Ok(mut drains) = shared.drains.in_force.lock() {
-            *drains = in_force;
+        if let Ok(mut tables) = shared.drains.tables.lock() {
+            let newest = crate::drains::newest(
+                &config,
+                self.view.drains().iter().chain(tables.decisions.values()),
+            );
+            crate::drains::adopt(&mut tables.decisions, &newest);
+            tables.in_force = crate::drains::in_force(&newest);
+            let drained = crate::drains::merged(&tables.in_force, &in_force.config_drains);
+            crate::drains::apply(&mut outcome.snapshot, &drained);
         }
         let took = now.elapsed();
         shared
             .latest
             .votes_counted
             .store(outcome.votes_counted, Ordering::Relaxed);
-        let mut lb_states = (**shared.latest.lb_states.load()).clone();
-        for change in &outcome.changes {
-            if let crate::tally::HealthChange::LoadBalancer { lb, to, .. } = *change {
-                lb_states[lb.0] = Some(to);
-            }
-        }
         if !outcome.changes.is_empty() {
-            let before = shared.latest.snapshot.load();
+            let before = in_force.generation.snapshot();
             let events =
                 crate::events::from_changes(&config, &outcome.changes, &before, unix_ms(), {
-                    |pool, endpoint| shared.endpoint_votes(&ballots, pool, endpoint)
+                    |pool, endpoint| shared.endpoint_votes(&config, &ballots, pool, endpoint)
                 });
             if let Ok(mut log) = shared.events.lock() {
                 for event in events {
-                    if let Some(n) = shared.outputs.notifier.get() {
+                    if let Some(n) = &in_force.notifier {
                         n.offer(&event);
                     }
                     log.push(event);
                 }
             }
         }
+        let lb_states = outcome.state.lb_states().to_vec();
         crate::metrics::record_tally(
             &config,
             &outcome.snapshot,
@@ -115,18 +194,23 @@ pub async fn run(
             outcome.votes_counted,
             took,
         );
-        crate::metrics::record_members(view.members());
-        if let Some(g) = &gossip {
+        crate::metrics::record_members(self.view.members());
+        if let Some(g) = &self.gossip {
             crate::metrics::record_gossip(g);
         }
-        state = outcome.state;
-        shared.latest.lb_states.store(Arc::new(lb_states));
-        shared.latest.snapshot.store(Arc::new(outcome.snapshot));
+        self.state = outcome.state;
+        in_force.lb_states.store(Arc::new(lb_states));
+        let mut snapshot = outcome.snapshot;
+        snapshot.generation = in_force.generation.id();
+        if let Err(e) = in_force.generation.publish(snapshot) {
+            // Only a bug can get here: the snapshot was tallied for this very config.
+            tracing::error!(error = %e, "snapshot not published");
+        }
         crate::metrics::record_ready(shared.readiness().ready);
-        shared.latest.ballots.store(Arc::new(ballots));
+        in_force.ballots.store(Arc::new(ballots));
         shared
             .latest
             .members
-            .store(Arc::new(view.members().to_vec()));
+            .store(Arc::new(self.view.members().to_vec()));
     }
 }

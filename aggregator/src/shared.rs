@@ -1,6 +1,7 @@
 //! What the tally loop publishes and the admin API, the frontends and the metrics read,
-//! grouped by concern: the setup fixed at start, the latest tally (swapped whole, read without
-//! a lock), the event log, the drains, and where health goes out.
+//! grouped by concern: the setup fixed at start, the config in force with what was tallied for
+//! it (swapped whole, read without a lock), the event log, the drains, and where health goes
+//! out.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
@@ -9,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use lb_core::config::{Config, EndpointId, PoolId};
-use lb_core::health::HealthSnapshot;
 use lb_core::RegionsTable;
+use lb_edge::Generation;
 use mesh::keys::DrainDecision;
 
 use crate::drain_state::DrainState;
@@ -19,35 +20,83 @@ use crate::mesh_view::Member;
 use crate::notify::Notifier;
 use crate::tally::{count_region, Ballot, LbState, TallySettings};
 
-/// What the aggregator was started with; fixed for its life.
+/// What the aggregator was started with (its flags); fixed for its life. The config is not
+/// here: it changes on reload (`InForce`).
 pub struct Setup {
-    pub config: Arc<Config>,
     /// The regions table of `--regions` (or the embedded one).
     pub regions: Arc<RegionsTable>,
     pub settings: TallySettings,
-    pub config_hash: String,
     /// When this aggregator started (its warm-up counts from here).
     pub started: Instant,
 }
 
-/// The latest tally, each part swapped whole by the loop.
-pub struct Latest {
-    pub snapshot: ArcSwap<HealthSnapshot>,
+/// The configuration in force and everything tallied for it, indexed like it. Replaced whole
+/// on reload, so a reader that loads it once sees one config with its own snapshot, ballots
+/// and states, never one config's positions with another's.
+pub struct InForce {
+    /// The config with its live health (read by the DNS server and the proxy too).
+    pub generation: Arc<Generation>,
+    /// The hash of the file's text (`mesh::node::config_hash`), gossiped as `config_hash`.
+    pub config_hash: String,
+    /// When this config was loaded (unix seconds).
+    pub loaded_at: u64,
+    /// The ballots of the latest tally, `votes[pool][endpoint]` of this config.
     pub ballots: ArcSwap<Vec<Ballot>>,
-    pub members: ArcSwap<Vec<Member>>,
     pub lb_states: ArcSwap<Vec<Option<LbState>>>,
+    /// Endpoints disabled by the config (`enabled = false`, or their pool's) -> since when
+    /// (unix seconds): they drain for `drain_duration` as a drain through `/drain` does.
+    pub config_drains: BTreeMap<(PoolId, EndpointId), u64>,
+    /// The notifier of this config's channels, when it has any. The one it replaces empties
+    /// its queue and stops.
+    pub notifier: Option<Notifier>,
+}
+
+impl InForce {
+    pub fn new(
+        generation: Arc<Generation>,
+        config_hash: String,
+        loaded_at: u64,
+        config_drains: BTreeMap<(PoolId, EndpointId), u64>,
+        notifier: Option<Notifier>,
+    ) -> InForce {
+        let lbs = generation.config().load_balancers.len();
+        InForce {
+            generation,
+            config_hash,
+            loaded_at,
+            ballots: ArcSwap::from_pointee(Vec::new()),
+            lb_states: ArcSwap::from_pointee(vec![None; lbs]),
+            config_drains,
+            notifier,
+        }
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        self.generation.config()
+    }
+}
+
+/// What the latest tally saw of the mesh, whatever the config.
+pub struct Latest {
+    pub members: ArcSwap<Vec<Member>>,
     pub votes_counted: AtomicUsize,
 }
 
-/// Drains made through `/drain` here and on other aggregators.
-#[derive(Default)]
-pub struct Drains {
+/// The drain tables, indexed by the config they were made for.
+pub struct DrainTables {
+    /// The config whose positions the tables use; re-keyed by name on reload.
+    pub config: Arc<Config>,
     /// The drains in force (every aggregator's newest decision per endpoint): (pool,
     /// endpoint) -> since (unix s).
-    pub in_force: Mutex<BTreeMap<(PoolId, EndpointId), u64>>,
+    pub in_force: BTreeMap<(PoolId, EndpointId), u64>,
     /// The drain decisions this aggregator publishes in gossip: its admin API's and the newer
     /// ones it adopted from other aggregators (`drains::adopt`).
-    pub decisions: Mutex<BTreeMap<(PoolId, EndpointId), DrainDecision>>,
+    pub decisions: BTreeMap<(PoolId, EndpointId), DrainDecision>,
+}
+
+/// Drains made through `/drain` here and on other aggregators.
+pub struct Drains {
+    pub tables: Mutex<DrainTables>,
     /// Where the decisions are kept across restarts (`--state-dir`), when set.
     pub state_file: OnceLock<DrainState>,
 }
@@ -57,68 +106,66 @@ pub struct Drains {
 pub struct Outputs {
     /// Renders `/metrics` when a Prometheus recorder is installed.
     pub metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
-    /// Set once at start when the config has notification channels.
-    pub notifier: OnceLock<Notifier>,
 }
 
 /// Everything the aggregator's tasks share.
 pub struct Shared {
     pub setup: Setup,
+    /// The config in force; swapped whole by the tally loop when it adopts a reload.
+    pub in_force: ArcSwap<InForce>,
     pub latest: Latest,
     /// Health changes kept for `GET /events`.
     pub events: Mutex<EventLog>,
     pub drains: Drains,
     pub outputs: Outputs,
-}
-
-/// The DNS server and the proxy read the latest tally from here.
-impl lb_edge::HealthSource for Shared {
-    fn current(&self) -> arc_swap::Guard<Arc<HealthSnapshot>> {
-        self.latest.snapshot.load()
-    }
+    /// Where `POST /-/reload` asks for a reload (the binary's reload task reads it).
+    pub reload_requests: OnceLock<tokio::sync::mpsc::Sender<crate::reload::Request>>,
 }
 
 impl Shared {
     pub fn new(
-        config: Arc<Config>,
+        in_force: InForce,
         regions: Arc<RegionsTable>,
         settings: TallySettings,
-        config_hash: String,
         metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
     ) -> Arc<Shared> {
+        let config = Arc::clone(in_force.config());
         Arc::new(Shared {
+            in_force: ArcSwap::from_pointee(in_force),
             latest: Latest {
-                snapshot: ArcSwap::from_pointee(HealthSnapshot::initial(&config)),
-                ballots: ArcSwap::from_pointee(Vec::new()),
                 members: ArcSwap::from_pointee(Vec::new()),
-                lb_states: ArcSwap::from_pointee(vec![None; config.load_balancers.len()]),
                 votes_counted: AtomicUsize::new(0),
             },
             events: Mutex::new(EventLog::default()),
-            drains: Drains::default(),
-            outputs: Outputs {
-                metrics,
-                notifier: OnceLock::new(),
+            drains: Drains {
+                tables: Mutex::new(DrainTables {
+                    config,
+                    in_force: BTreeMap::new(),
+                    decisions: BTreeMap::new(),
+                }),
+                state_file: OnceLock::new(),
             },
+            outputs: Outputs { metrics },
             setup: Setup {
-                config,
                 regions,
                 settings,
-                config_hash,
                 started: Instant::now(),
             },
+            reload_requests: OnceLock::new(),
         })
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.setup.config
+    /// The config in force now.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(self.in_force.load().config())
     }
 
     /// Whether this aggregator's answers can be trusted yet (`GET /readyz`).
     pub fn readiness(&self) -> crate::readiness::Readiness {
+        let in_force = self.in_force.load();
         crate::readiness::assess(
-            &self.setup.config,
-            &self.latest.snapshot.load(),
+            in_force.config(),
+            &in_force.generation.snapshot(),
             self.setup.started.elapsed(),
             self.setup.settings.warmup_timeout,
         )
@@ -127,11 +174,11 @@ impl Shared {
     /// The votes behind one endpoint's verdict, region by region and node by node.
     pub fn endpoint_votes(
         &self,
+        config: &Config,
         ballots: &[Ballot],
         pool: PoolId,
         endpoint: EndpointId,
     ) -> Vec<RegionVotes> {
-        let config = &self.setup.config;
         let p = config.pool(pool);
         let max_age = p
             .monitor

@@ -4,11 +4,10 @@
 
 use std::sync::{Arc, OnceLock};
 
-use arc_swap::ArcSwap;
 use lb_core::affinity::AffinityKey;
 use lb_core::config::Config;
 use lb_dns::Responder;
-use lb_edge::{HealthSource, PopInfo};
+use lb_edge::{Generation, PopInfo};
 use lb_core::health::{HealthSnapshot, Verdict};
 use lb_core::{Region, RegionsTable};
 use libfuzzer_sys::fuzz_target;
@@ -36,11 +35,10 @@ fn responder() -> &'static Responder {
     R.get_or_init(|| {
         let regions = RegionsTable::embedded().expect("regions");
         let config = Arc::new(Config::parse("fuzz.toml", CONFIG, &regions).expect("config"));
-        let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(
-            HealthSnapshot::uniform(&config, Verdict::Healthy),
-        ));
+        let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+        let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
         let pop = PopInfo::new(&regions, Region::Weu, None);
-        Responder::new(config, Arc::new(regions), AffinityKey::derive(b"fuzz"), pop, health, 1)
+        Responder::new(generation, Arc::new(regions), AffinityKey::derive(b"fuzz"), pop, 1)
             .expect("responder")
     })
 }

@@ -87,6 +87,9 @@ impl PoolState {
 pub struct HealthSnapshot {
     /// Increases with every snapshot the aggregator publishes.
     pub version: u64,
+    /// The configuration generation this snapshot is indexed by (`lb_edge::Generation`): its
+    /// pools and endpoints are that config's, position for position.
+    pub generation: u64,
     pub pools: Vec<PoolHealth>,
     /// `endpoints[pool][endpoint]`.
     pub endpoints: Vec<Vec<EndpointHealth>>,
@@ -99,6 +102,7 @@ impl HealthSnapshot {
     pub fn uniform(config: &Config, verdict: Verdict) -> Self {
         HealthSnapshot {
             version: 0,
+            generation: 0,
             pools: vec![PoolHealth::default(); config.pools.len()],
             endpoints: config
                 .pools

@@ -6,21 +6,33 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aggregator::reload::Adopter;
 use aggregator::service;
-use aggregator::shared::Shared;
+use aggregator::shared::{InForce, Shared};
 use aggregator::tally::TallySettings;
 use anyhow::{anyhow, Context};
 use lb_core::config::Config;
 use lb_core::{Region, RegionsTable};
+use lb_edge::{Generation, Serving};
 use mesh::{node::config_hash, NodeIdentity};
 
 use super::mesh_args::{stopped, MeshArgs};
+use super::reload;
+
+mod reloader;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The configuration file.
+    /// The configuration file (re-read on SIGHUP, on `POST /-/reload`, and with
+    /// --watch-config when it changes).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
+    /// Also reload when the file's content changes (a Kubernetes ConfigMap update included).
+    #[arg(long)]
+    watch_config: bool,
+    /// How often --watch-config reads the file.
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    watch_interval_ms: u64,
     /// The region this aggregator serves (its PoP).
     #[arg(long)]
     region: Region,
@@ -85,6 +97,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let hash = config_hash(&text);
+        let loaded_at = lb_core::clock::unix_secs();
         let identity = NodeIdentity {
             node_id: args
                 .mesh
@@ -93,7 +106,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
             config_hash: hash.clone(),
-            config_loaded_at: lb_core::clock::unix_secs(),
+            config_loaded_at: loaded_at,
         };
         let node = mesh::start(&identity, &settings).await?;
         let tally = TallySettings {
@@ -106,79 +119,71 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             ("node_region", args.region.code()),
         ]);
         aggregator::metrics::record_regions(regions);
-        let shared = Shared::new(
-            Arc::new(config),
-            Arc::new(regions.clone()),
-            tally,
+        let config = Arc::new(config);
+        let generation = Arc::new(Generation::unknown(1, Arc::clone(&config)));
+        let notifier =
+            aggregator::notify::Notifier::start(Arc::clone(&config), identity.node_id.clone())
+                .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
+        let in_force = InForce::new(
+            Arc::clone(&generation),
             hash,
-            metrics,
+            loaded_at,
+            aggregator::drains::from_config(&config, None, loaded_at),
+            notifier,
         );
+        let shared = Shared::new(in_force, Arc::new(regions.clone()), tally, metrics);
         if let Some(dir) = &args.state_dir {
             let state = aggregator::drain_state::DrainState::in_dir(dir)?;
-            let loaded = state.load(shared.config())?;
+            let loaded = state.load(&config)?;
             for note in &loaded.ignored {
                 tracing::warn!("{note}");
             }
-            if let Ok(mut own) = shared.drains.decisions.lock() {
-                *own = loaded.decisions;
+            if let Ok(mut tables) = shared.drains.tables.lock() {
+                tables.decisions = loaded.decisions;
             }
             let _ = shared.drains.state_file.set(state);
-        }
-        if let Some(n) = aggregator::notify::Notifier::start(
-            Arc::clone(shared.config()),
-            identity.node_id.clone(),
-        )
-        .map_err(|e| anyhow!("{}: {e}", args.config.display()))?
-        {
-            let _ = shared.outputs.notifier.set(n);
         }
         let listener = aggregator::admin::bind(args.admin).await?;
         eprintln!(
             "meshlb aggregator {} gossiping on {}, admin API on http://{}",
             identity.node_id, settings.listen, args.admin
         );
-        let dns = if args.dns.is_empty() {
-            None
+        let (dns_server, dns) = if args.dns.is_empty() {
+            (None, None)
         } else {
-            let pop = lb_edge::PopInfo::new(regions, args.region, Some(&args.dc));
-            let serial = u32::try_from(lb_core::clock::unix_secs())
-                .unwrap_or(u32::MAX)
-                .max(1);
-            let responder = lb_dns::Responder::new(
-                Arc::clone(shared.config()),
-                Arc::clone(&shared.setup.regions),
-                args.mesh.affinity_key()?,
-                pop,
-                Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,
-                serial,
-            )
-            .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
+            let frontend = reloader::DnsFrontend {
+                serving: Arc::new(Serving::new(first_responder(&generation, regions, args)?)),
+                key: args.mesh.affinity_key()?,
+                pop: lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+                serial: reloader::next_serial(0),
+            };
             let sockets = args.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
             });
-            let server = lb_dns::DnsServer::start(Arc::new(responder), &args.dns, sockets).await?;
+            let server =
+                lb_dns::DnsServer::start(Arc::clone(&frontend.serving), &args.dns, sockets).await?;
             eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
-            Some(server)
+            (Some(server), Some(frontend))
         };
         let mut proxies = Vec::new();
+        let mut proxy_serving = None;
         if !args.proxy.is_empty() || !args.proxy_tls.is_empty() {
             let defaults = lb_proxy::ProxySettings::default();
-            let proxy = Arc::new(
+            let serving = Arc::new(Serving::new(
                 lb_proxy::Proxy::new(
-                    Arc::clone(shared.config()),
-                    Arc::clone(&shared.setup.regions),
+                    Arc::clone(&generation),
+                    Arc::new(regions.clone()),
                     args.mesh.affinity_key()?,
                     lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
-                    Arc::clone(&shared) as Arc<dyn lb_edge::HealthSource>,
                     lb_proxy::ProxySettings {
                         workers: args.proxy_workers.unwrap_or(defaults.workers).max(1),
                         ..defaults
                     },
                 )
                 .map_err(|e| anyhow!("{}: {e}", args.config.display()))?,
-            );
+            ));
             for &addr in &args.proxy {
-                proxies.push(lb_proxy::listen(Arc::clone(&proxy), addr, None)?);
+                proxies.push(lb_proxy::listen(Arc::clone(&serving), addr, None)?);
             }
             if !args.proxy_tls.is_empty() {
                 if args.tls_cert.len() != args.tls_key.len() || args.tls_cert.is_empty() {
@@ -197,7 +202,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     .map_err(|e| anyhow!("TLS: {e}"))?;
                 for &addr in &args.proxy_tls {
                     proxies.push(lb_proxy::listen(
-                        Arc::clone(&proxy),
+                        Arc::clone(&serving),
                         addr,
                         Some(Arc::clone(&tls)),
                     )?);
@@ -206,22 +211,59 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             for p in &proxies {
                 eprintln!("HTTP proxy on {}", p.addr);
             }
+            proxy_serving = Some(serving);
         }
+        let (requests, mut requested) = tokio::sync::mpsc::channel(4);
+        let _ = shared.reload_requests.set(requests);
         let admin = tokio::spawn(aggregator::admin::serve(
             listener,
             Arc::clone(&shared),
             token,
         ));
+        let (adopter, adoptions) = Adopter::channel();
         let poll = (settings.gossip_interval / 2).max(Duration::from_millis(20));
         let tally_loop = tokio::spawn(service::run(
             Arc::clone(&shared),
             node.handle.chitchat(),
             Some(Arc::clone(&node.stats)),
             poll,
+            adoptions,
         ));
-        stopped().await;
+        let mut reloads = reloader::Reloader {
+            path: args.config.clone(),
+            regions: regions.clone(),
+            node_id: identity.node_id.clone(),
+            shared: Arc::clone(&shared),
+            adopter,
+            dns,
+            proxy: proxy_serving,
+        };
+        let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            .context("SIGHUP handler")?;
+        let mut watch = args.watch_config.then(|| {
+            reload::ConfigWatch::new(
+                &args.config,
+                Duration::from_millis(args.watch_interval_ms.max(10)),
+                &text,
+            )
+        });
+        reload::record(true);
+        let stop = stopped();
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                trigger = reload::next(&mut hup, watch.as_mut()) => {
+                    reloads.reload(trigger.name()).await;
+                }
+                Some(request) = requested.recv() => {
+                    let outcome = reloads.reload("POST /-/reload").await;
+                    let _ = request.reply.send(outcome);
+                }
+            }
+        }
         drop(proxies);
-        if let Some(dns) = dns {
+        if let Some(dns) = dns_server {
             dns.shutdown().await;
         }
         admin.abort();
@@ -229,4 +271,20 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let _ = node.handle.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// The first generation's responder.
+fn first_responder(
+    generation: &Arc<Generation>,
+    regions: &RegionsTable,
+    args: &Args,
+) -> anyhow::Result<lb_dns::Responder> {
+    lb_dns::Responder::new(
+        Arc::clone(generation),
+        Arc::new(regions.clone()),
+        args.mesh.affinity_key()?,
+        lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+        reloader::next_serial(0),
+    )
+    .map_err(|e| anyhow!("{}: {e}", args.config.display()))
 }

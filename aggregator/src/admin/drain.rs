@@ -19,7 +19,11 @@ struct Drained {
 /// traffic; affinity sessions stay for the load balancer's `drain_duration`, Cloudflare's
 /// "disable origin"); `DELETE` the same undoes it. Per aggregator: drain on each.
 pub(super) fn drain(shared: &Shared, method: &http::Method, query: &str) -> Reply {
-    let config = shared.config();
+    let Ok(mut tables) = shared.drains.tables.lock() else {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable");
+    };
+    // The tables' own config: their positions are its, also while a reload is adopted.
+    let config = std::sync::Arc::clone(&tables.config);
     let list = |drains: &std::collections::BTreeMap<(PoolId, EndpointId), u64>| {
         let v: Vec<Drained> = drains
             .iter()
@@ -32,10 +36,7 @@ pub(super) fn drain(shared: &Shared, method: &http::Method, query: &str) -> Repl
         json(StatusCode::OK, &v)
     };
     if method == http::Method::GET {
-        return match shared.drains.in_force.lock() {
-            Ok(drains) => list(&drains),
-            Err(_) => error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable"),
-        };
+        return list(&tables.in_force);
     }
     if method != http::Method::POST && method != http::Method::DELETE {
         return error(
@@ -68,18 +69,16 @@ pub(super) fn drain(shared: &Shared, method: &http::Method, query: &str) -> Repl
             &format!("pool `{pool}` has no endpoint `{endpoint}`"),
         );
     };
-    let (Ok(mut decisions), Ok(mut drains)) = (
-        shared.drains.decisions.lock(),
-        shared.drains.in_force.lock(),
-    ) else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "drain table unavailable");
-    };
     let at_ms = unix_ms();
     let draining = method == http::Method::POST;
     // A drain already in force keeps its start; the decision is published in gossip by the
     // tally loop, and takes effect here at once.
-    let since = drains.get(&(p, e)).copied().unwrap_or_else(unix_secs);
-    decisions.insert(
+    let since = tables
+        .in_force
+        .get(&(p, e))
+        .copied()
+        .unwrap_or_else(unix_secs);
+    tables.decisions.insert(
         (p, e),
         mesh::keys::DrainDecision {
             pool,
@@ -90,9 +89,9 @@ pub(super) fn drain(shared: &Shared, method: &http::Method, query: &str) -> Repl
         },
     );
     if draining {
-        drains.insert((p, e), since);
+        tables.in_force.insert((p, e), since);
     } else {
-        drains.remove(&(p, e));
+        tables.in_force.remove(&(p, e));
     }
-    list(&drains)
+    list(&tables.in_force)
 }

@@ -49,7 +49,8 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
             }
         }
     }
-    let config = shared.config();
+    let in_force = shared.in_force.load();
+    let config = in_force.config();
     let Some(lb) = lb_name.as_deref().and_then(|n| config.load_balancer(n)) else {
         return error(StatusCode::NOT_FOUND, "lb: no such load balancer");
     };
@@ -69,7 +70,7 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
     let regions = &shared.setup.regions;
     let key = lb_core::affinity::AffinityKey::derive(b"meshlb explain");
     let engine = Engine::new(config, regions, &key);
-    let snapshot = shared.latest.snapshot.load();
+    let snapshot = in_force.generation.snapshot();
     let now = lb_core::clock::unix_secs();
     let mut ctx = RequestContext::new(
         mode,

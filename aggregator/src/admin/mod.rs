@@ -12,10 +12,12 @@
 //! - `GET /healthz`: liveness of the aggregator itself, no token needed.
 //! - `GET /readyz`: 200 once its answers can be trusted (every monitored endpoint has a
 //!   verdict, or the warm-up timeout has passed), 503 before; no token needed.
+//! - `POST /-/reload`: re-read the config file (as SIGHUP does); always needs the token.
 
 mod drain;
 mod events;
 mod explain;
+mod reload;
 mod reply;
 mod status;
 
@@ -41,6 +43,15 @@ fn same_token(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
+}
+
+/// Whether the request carries the configured bearer token.
+fn authorized(token: &str, req: &Request<Incoming>) -> bool {
+    req.headers()
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|g| same_token(g, token))
 }
 
 fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply {
@@ -73,12 +84,7 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
         return r;
     }
     if let Some(token) = token {
-        let given = req
-            .headers()
-            .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        if !given.is_some_and(|g| same_token(g, token)) {
+        if !authorized(token, req) {
             return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
         }
     }
@@ -98,7 +104,7 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
         "/explain" => explain::explain(shared, req.uri().query().unwrap_or("")),
         _ => error(
             StatusCode::NOT_FOUND,
-            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz",
+            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz, /-/reload",
         ),
     }
 }
@@ -114,8 +120,16 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Str
         let token = token.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
-                let response = route(&shared, token.as_deref(), &req);
-                async move { Ok::<_, Infallible>(response) }
+                let shared = Arc::clone(&shared);
+                let token = token.clone();
+                async move {
+                    let response = if req.uri().path() == reload::PATH {
+                        reload::reload(&shared, token.as_deref(), &req).await
+                    } else {
+                        route(&shared, token.as_deref(), &req)
+                    };
+                    Ok::<_, Infallible>(response)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

@@ -2,10 +2,12 @@
 //! it (per region, per datacenter: healthy, RTT, code, reason — the shape of Cloudflare's pool
 //! health `pop_health`), EWMA RTTs, whether the aggregator is static.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
-use lb_core::config::{EndpointId, PoolId};
+use lb_core::clock::unix_secs;
+use lb_core::config::{Config, EndpointId, PoolId};
 use lb_core::health::Verdict;
 use serde::Serialize;
 
@@ -15,6 +17,10 @@ use crate::tally::LbState;
 
 #[derive(Serialize)]
 pub(super) struct Status {
+    /// The config generation in force (1 at start, one more per reload that changed it).
+    config_generation: u64,
+    config_hash: String,
+    config_loaded_at: u64,
     snapshot_version: u64,
     fail_static: bool,
     votes_counted: usize,
@@ -45,18 +51,74 @@ struct EndpointStatus {
     healthy: Option<bool>,
     verdict: &'static str,
     rtt_ms: BTreeMap<String, f64>,
-    /// Drained through `/drain` since (unix seconds).
+    /// Drained (no new traffic) since (unix seconds): through `/drain`, or by the config.
     #[serde(skip_serializing_if = "Option::is_none")]
     drained_since: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drain: Option<DrainStatus>,
     regions: Vec<RegionVotes>,
 }
 
+/// A drain in progress: who made it, and how long its sessions still hold.
+#[derive(Serialize)]
+struct DrainStatus {
+    since: u64,
+    /// `"api"` (`/drain`, here or on another aggregator), `"config"` (`enabled = false`), or
+    /// both.
+    by: Vec<&'static str>,
+    /// The longest `drain_duration` of the load balancers that use the pool.
+    drain_duration: u32,
+    /// Seconds until its sessions end (0: only the exclusion from new traffic is left).
+    seconds_left: u64,
+}
+
+/// The drain of one endpoint, when it has one.
+fn drain_status(
+    config: &Config,
+    pool: PoolId,
+    since: Option<u64>,
+    api: bool,
+    by_config: bool,
+    now: u64,
+) -> Option<DrainStatus> {
+    let since = since?;
+    let drain_duration = config
+        .load_balancers
+        .iter()
+        .filter(|lb| lb.settings.uses_pool(pool))
+        .map(|lb| lb.settings.session_affinity.drain_duration)
+        .max()
+        .unwrap_or(0);
+    let by = [(api, "api"), (by_config, "config")]
+        .into_iter()
+        .filter_map(|(yes, name)| yes.then_some(name))
+        .collect();
+    Some(DrainStatus {
+        since,
+        by,
+        drain_duration,
+        seconds_left: (since + u64::from(drain_duration)).saturating_sub(now),
+    })
+}
+
 pub(super) fn status(shared: &Shared) -> Status {
-    let config = shared.config();
-    let snapshot = shared.latest.snapshot.load();
-    let ballots = shared.latest.ballots.load();
-    let lb_states = shared.latest.lb_states.load();
+    let in_force = shared.in_force.load();
+    let config = &**in_force.config();
+    let snapshot = in_force.generation.snapshot();
+    let ballots = in_force.ballots.load();
+    let lb_states = in_force.lb_states.load();
     let region = shared.setup.settings.region;
+    let now = unix_secs();
+    // Drained through the API: the tables are kept by name-carried positions of their own
+    // config, which is this one once the loop has adopted it.
+    let api_drained = shared
+        .drains
+        .tables
+        .lock()
+        .ok()
+        .filter(|t| Arc::ptr_eq(&t.config, in_force.config()))
+        .map(|t| t.in_force.keys().copied().collect::<BTreeSet<_>>())
+        .unwrap_or_default();
     let pools = config
         .pools
         .iter()
@@ -87,13 +149,23 @@ pub(super) fn status(shared: &Shared) -> Status {
                         },
                         verdict: h.verdict.name(),
                         drained_since: h.disabled_at,
+                        drain: drain_status(
+                            config,
+                            PoolId(pi),
+                            h.disabled_at,
+                            api_drained.contains(&(PoolId(pi), EndpointId(ei))),
+                            in_force
+                                .config_drains
+                                .contains_key(&(PoolId(pi), EndpointId(ei))),
+                            now,
+                        ),
                         rtt_ms: h
                             .rtt_ms
                             .iter()
                             .map(|(r, v)| (r.code().to_string(), v))
                             .collect(),
                         regions: if p.monitor.is_some() {
-                            shared.endpoint_votes(&ballots, PoolId(pi), EndpointId(ei))
+                            shared.endpoint_votes(config, &ballots, PoolId(pi), EndpointId(ei))
                         } else {
                             Vec::new()
                         },
@@ -103,6 +175,9 @@ pub(super) fn status(shared: &Shared) -> Status {
         })
         .collect();
     Status {
+        config_generation: in_force.generation.id(),
+        config_hash: in_force.config_hash.clone(),
+        config_loaded_at: in_force.loaded_at,
         snapshot_version: snapshot.version,
         fail_static: snapshot.fail_static,
         votes_counted: shared.latest.votes_counted.load(Ordering::Relaxed),

@@ -27,7 +27,8 @@ pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) ->
         Change::Endpoint { to, .. } => filter.origin.passes(to == Verdict::Healthy),
         // A pool is unhealthy when critical (below minimum_origins); degraded still serves.
         Change::Pool { to, .. } => filter.pool.passes(to != PoolState::Critical),
-        Change::LoadBalancer { .. } => false,
+        // Made by the operator's reload, not news of health.
+        Change::LoadBalancer { .. } | Change::EndpointRemoved { .. } => false,
     }
 }
 
@@ -45,7 +46,10 @@ pub fn select<'a>(
 
 fn line(e: &HealthEvent) -> String {
     let subject = match &e.change {
-        Change::Endpoint { pool, endpoint, .. } => format!("endpoint {endpoint} of pool {pool}"),
+        Change::Endpoint { pool, endpoint, .. }
+        | Change::EndpointRemoved { pool, endpoint, .. } => {
+            format!("endpoint {endpoint} of pool {pool}")
+        }
         Change::Pool { pool, .. } => format!("pool {pool}"),
         Change::LoadBalancer { .. } => "load balancer".to_string(),
     };

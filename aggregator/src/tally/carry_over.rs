@@ -7,7 +7,7 @@
 //! Changing only how often or how patiently a monitor probes (interval, timeout, retries,
 //! thresholds) keeps the identity: the same thing is still checked the same way.
 
-use lb_core::config::{Config, Endpoint, MonitorKind, Pool};
+use lb_core::config::{Config, Endpoint, EndpointId, MonitorKind, Pool, PoolId};
 
 use super::TallyState;
 
@@ -34,6 +34,26 @@ fn identity<'a>(config: &'a Config, pool: &'a Pool, e: &'a Endpoint) -> Endpoint
             .and_then(|m| config.monitors.get(m))
             .map(|m| (m.name.as_str(), &m.kind)),
     }
+}
+
+/// The endpoints of `old` (by position) that `new` does not have as the same identity: gone,
+/// or changed in what or how it is probed.
+pub fn removed(old: &Config, new: &Config) -> Vec<(PoolId, EndpointId)> {
+    let mut gone = Vec::new();
+    for (pi, pool) in old.pools.iter().enumerate() {
+        let kept = new.pool_by_name(&pool.name).map(|np| new.pool(np));
+        for (ei, e) in pool.endpoints.iter().enumerate() {
+            let same = kept.is_some_and(|np| {
+                np.endpoint_by_name(&e.name).is_some_and(|ne| {
+                    identity(old, pool, e) == identity(new, np, &np.endpoints[ne.0])
+                })
+            });
+            if !same {
+                gone.push((PoolId(pi), EndpointId(ei)));
+            }
+        }
+    }
+    gone
 }
 
 impl TallyState {

@@ -23,6 +23,7 @@ use lb_core::health::{EndpointHealth, HealthSnapshot, PoolHealth, PoolState, Ver
 use lb_core::region::{Region, RegionMap};
 
 pub use ballot::{Ballot, ProberId, Vote};
+pub use carry_over::removed as removed_endpoints;
 pub use ewma::Ewma;
 pub use majority::{datacenter_vote, strict_majority};
 
@@ -102,6 +103,11 @@ impl TallyState {
             lb_states: vec![None; config.load_balancers.len()],
             version: 0,
         }
+    }
+
+    /// Each load balancer's state (`None`: not tallied yet), indexed like the config.
+    pub fn lb_states(&self) -> &[Option<LbState>] {
+        &self.lb_states
     }
 
     fn fits(&self, config: &Config) -> bool {
@@ -257,6 +263,7 @@ pub fn tally(
     let mut votes_counted = 0usize;
     let mut snapshot = HealthSnapshot {
         version: state.version,
+        generation: 0,
         pools: vec![PoolHealth::default(); config.pools.len()],
         endpoints: config
             .pools

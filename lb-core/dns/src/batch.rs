@@ -16,6 +16,7 @@ use nix::sys::socket::{
 };
 
 use super::respond::Responder;
+use lb_edge::Serving;
 
 /// Datagrams per system call.
 const BATCH: usize = 32;
@@ -39,7 +40,7 @@ fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
 }
 
 /// Serves `socket` (blocking, with a read timeout of `STOP_POLL`) until `stop` is set.
-pub(crate) fn serve(socket: UdpSocket, responder: Arc<Responder>, stop: Arc<AtomicBool>) {
+pub(crate) fn serve(socket: UdpSocket, serving: Arc<Serving<Responder>>, stop: Arc<AtomicBool>) {
     let fd = socket.as_raw_fd();
     let mut queries = vec![[0u8; MAX_QUERY]; BATCH];
     let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(1232)).collect();
@@ -77,6 +78,8 @@ pub(crate) fn serve(socket: UdpSocket, responder: Arc<Responder>, stop: Arc<Atom
         }
         to.clear();
         to_std_addr.clear();
+        // One load per batch: a reload takes effect from the next batch on.
+        let responder = serving.load();
         for (i, (len, src)) in received.iter().enumerate() {
             let Some(src) = *src else { continue };
             if src.port() == 0 {

@@ -24,18 +24,19 @@ use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
 use lb_core::steering::{Engine, Outcome};
-use lb_edge::{decide_live, HealthSource, PopInfo};
+use lb_edge::{decide_live, Generation, PopInfo};
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
 pub const EDNS_PAYLOAD: u16 = 1232;
 
-/// Everything needed to answer, built once per configuration.
+/// Everything needed to answer, built once per configuration generation.
 pub struct Responder {
+    /// The generation's config (`generation.config()`), at hand.
     config: Arc<Config>,
     regions: Arc<RegionsTable>,
     key: AffinityKey,
     pop: PopInfo,
-    health: Arc<dyn HealthSource>,
+    generation: Arc<Generation>,
     zones: ZoneSet,
     /// `records[lb][pool]`: one record per endpoint, owned by the load balancer's name with its
     /// TTL, for the pools the load balancer can answer with.
@@ -128,13 +129,13 @@ fn ecs_scope_applies(lb: &LoadBalancer) -> bool {
 impl Responder {
     /// `serial` is the SOA serial of zones that do not set one.
     pub fn new(
-        config: Arc<Config>,
+        generation: Arc<Generation>,
         regions: Arc<RegionsTable>,
         key: AffinityKey,
         pop: PopInfo,
-        health: Arc<dyn HealthSource>,
         serial: u32,
     ) -> Result<Responder, SetupError> {
+        let config = Arc::clone(generation.config());
         let zones = ZoneSet::build(&config, serial)?;
         let geo = Geolocator::new(&config.geolocation)?;
         let mut records = Vec::with_capacity(config.load_balancers.len());
@@ -168,7 +169,7 @@ impl Responder {
             regions,
             key,
             pop,
-            health,
+            generation,
             zones,
             records,
             lb_names,
@@ -298,7 +299,7 @@ impl Responder {
             qtype: qtype_name,
         });
         let engine = Engine::new(&self.config, &self.regions, &self.key);
-        let decision = decide_live(&engine, lbc, &*self.health, &ctx);
+        let decision = decide_live(&engine, lbc, &self.generation, &ctx);
         if let Outcome::Answer { pool, endpoints } = decision.outcome {
             for e in endpoints {
                 let Some(rec) = self.record(lb, pool, e.0, decision.ttl) else {

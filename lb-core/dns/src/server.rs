@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 use super::metrics::rcode_index;
 use super::respond::{Responder, EDNS_PAYLOAD};
+use lb_edge::Serving;
 
 /// A TCP client that sends nothing for this long is disconnected.
 const TCP_IDLE: Duration = Duration::from_secs(10);
@@ -93,7 +94,7 @@ fn error_only(header: &Header, rcode: ResponseCode, out: &mut Vec<u8>) -> bool {
 }
 
 /// hickory's seam: TCP queries come through here.
-struct Handler(Arc<Responder>);
+struct Handler(Arc<Serving<Responder>>);
 
 #[async_trait::async_trait]
 impl RequestHandler for Handler {
@@ -103,11 +104,12 @@ impl RequestHandler for Handler {
         mut response_handle: R,
     ) -> ResponseInfo {
         let start = Instant::now();
-        let reply = self.0.reply(request, request.src().ip());
+        let responder = self.0.load_full();
+        let reply = responder.reply(request, request.src().ip());
         let response = Responder::build(request, &reply);
         match response_handle.send_response(response).await {
             Ok(info) => {
-                self.0.metrics.record(
+                responder.metrics.record(
                     reply.lb,
                     reply.qtype,
                     rcode_index(reply.rcode),
@@ -159,9 +161,10 @@ fn udp_socket(addr: SocketAddr) -> io::Result<std::net::UdpSocket> {
 impl DnsServer {
     /// Serves `addrs` (UDP and TCP each) with `udp_sockets` SO_REUSEPORT sockets per address
     /// (the kernel spreads datagrams over them by flow hash). Port 0 picks one port per
-    /// address, shared by UDP and TCP.
+    /// address, shared by UDP and TCP. Each query is answered by the responder `serving`
+    /// holds when it arrives, so a reload replaces it there without a restart.
     pub async fn start(
-        responder: Arc<Responder>,
+        responder: Arc<Serving<Responder>>,
         addrs: &[SocketAddr],
         udp_sockets: usize,
     ) -> io::Result<DnsServer> {

@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{Name, RecordType};
@@ -17,7 +16,7 @@ use lb_core::config::Config;
 use lb_core::health::{HealthSnapshot, Verdict};
 use lb_core::region::Region;
 use lb_core::regions_table::RegionsTable;
-use lb_edge::{HealthSource, PopInfo};
+use lb_edge::{Generation, PopInfo};
 
 fn responder() -> Responder {
     let regions = RegionsTable::embedded().expect("regions");
@@ -55,14 +54,13 @@ default_pools = ["eu"]
     );
     let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
     let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
-    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(snapshot));
+    let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
     let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
     Responder::new(
-        config,
+        generation,
         Arc::new(regions),
         AffinityKey::derive(b"t"),
         pop,
-        health,
         7,
     )
     .expect("responder")
@@ -200,17 +198,14 @@ location_strategy = {{ mode = "resolver_ip", prefer_ecs = "never" }}
         env!("CARGO_MANIFEST_DIR")
     );
     let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
-    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(HealthSnapshot::uniform(
-        &config,
-        Verdict::Healthy,
-    )));
+    let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+    let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
     let pop = PopInfo::new(&regions, Region::Weu, None);
     let r = Responder::new(
-        config,
+        generation,
         Arc::new(regions),
         AffinityKey::derive(b"t"),
         pop,
-        health,
         1,
     )
     .expect("responder");

@@ -1,32 +1,22 @@
-//! What meshlb's frontends (`lb-dns`, `lb-proxy`) share: where the health snapshot comes from,
-//! the serving PoP, and one steering decision on the live snapshot with a
-//! per-thread RNG (no lock on the hot path). The decision itself is `lb-core`'s.
+//! What meshlb's frontends (`lb-dns`, `lb-proxy`) share: the configuration generation they
+//! serve with its live health, the serving PoP, and one steering decision on the live snapshot
+//! with a per-thread RNG (no lock on the hot path). The decision itself is `lb-core`'s.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 
 use lb_core::config::LoadBalancer;
 use lb_core::geo::Coordinates;
-use lb_core::health::HealthSnapshot;
 use lb_core::region::Region;
 use lb_core::regions_table::{CountryCode, RegionsTable};
 use lb_core::request::{Pop, RequestContext};
 use lb_core::steering::{Decision, Engine};
 
-/// Where the current health snapshot comes from (the aggregator's tally publishes it).
-pub trait HealthSource: Send + Sync + 'static {
-    fn current(&self) -> Guard<Arc<HealthSnapshot>>;
-}
+mod generation;
 
-impl HealthSource for ArcSwap<HealthSnapshot> {
-    fn current(&self) -> Guard<Arc<HealthSnapshot>> {
-        self.load()
-    }
-}
+pub use generation::{Generation, GenerationMismatch, Serving};
 
 /// The serving node: a client located by the PoP is here.
 #[derive(Debug, Clone)]
@@ -66,13 +56,13 @@ thread_local! {
     static RNG: RefCell<SmallRng> = RefCell::new(SmallRng::from_os_rng());
 }
 
-/// One decision on the current snapshot.
+/// One decision on the generation's current snapshot (`engine` steers over its config).
 pub fn decide_live(
     engine: &Engine<'_>,
     lb: &LoadBalancer,
-    health: &dyn HealthSource,
+    generation: &Generation,
     ctx: &RequestContext<'_>,
 ) -> Decision {
-    let snapshot = health.current();
+    let snapshot = generation.snapshot();
     RNG.with(|rng| engine.decide(lb, &snapshot, ctx, &mut *rng.borrow_mut()))
 }

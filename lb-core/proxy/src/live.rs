@@ -12,12 +12,9 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use hyper::body::{Body, Frame, SizeHint};
 
-use lb_core::config::{Address, Config, Endpoint, EndpointId, PoolId};
+use lb_core::config::{Address, Config, Endpoint, EndpointId, PoolId, Renumbering};
 use lb_core::request::LoadCounts;
 use lb_core::steering::Target;
-
-/// Open-connection counters by `host:port`.
-pub type ByAuthority = Arc<HashMap<String, Arc<AtomicU32>>>;
 
 /// `host:port` of an endpoint (port 0 is 80, or 443 when the proxy speaks TLS to origins).
 pub fn origin_authority(e: &Endpoint, tls: bool) -> String {
@@ -32,19 +29,56 @@ pub fn origin_authority(e: &Endpoint, tls: bool) -> String {
     }
 }
 
+/// The live counts of one config generation. Each counter is shared with the generation
+/// before it for every endpoint that is the same origin (`Renumbering`), so requests that
+/// began on the old config are still counted, and end, on the counter the new one reads.
 #[derive(Debug)]
 pub struct LiveLoad {
-    /// `endpoints[pool][endpoint]`.
-    endpoints: Vec<Vec<AtomicU32>>,
-    pools: Vec<AtomicU32>,
+    /// Requests in flight, `endpoints[pool][endpoint]`.
+    endpoints: Vec<Vec<Arc<AtomicU32>>>,
+    pools: Vec<Arc<AtomicU32>>,
     /// Open connections, `[pool][endpoint]`; endpoints at the same address share a counter.
     connections: Vec<Vec<Arc<AtomicU32>>>,
-    by_authority: ByAuthority,
 }
 
 impl LiveLoad {
     pub fn new(config: &Config) -> Self {
+        Self::carried(config, None)
+    }
+
+    /// The counters of `config`, taking over those of `before` (the previous generation's
+    /// config and counts) wherever the origin is the same: requests by endpoint, pools by
+    /// name, connections by `host:port`.
+    pub fn carried(config: &Config, before: Option<(&Config, &LiveLoad)>) -> Self {
         let mut by_authority: HashMap<String, Arc<AtomicU32>> = HashMap::new();
+        let mut endpoints: Vec<Vec<Arc<AtomicU32>>> = config
+            .pools
+            .iter()
+            .map(|p| p.endpoints.iter().map(|_| Arc::default()).collect())
+            .collect();
+        let mut pools: Vec<Arc<AtomicU32>> = config.pools.iter().map(|_| Arc::default()).collect();
+        if let Some((old, load)) = before {
+            let map = Renumbering::between(old, config);
+            for ((op, oe), (np, ne)) in map.kept() {
+                if let Some(c) = load.endpoints.get(op.0).and_then(|p| p.get(oe.0)) {
+                    endpoints[np.0][ne.0] = Arc::clone(c);
+                }
+            }
+            for (pi, c) in load.pools.iter().enumerate() {
+                if let Some(np) = map.pool(PoolId(pi)) {
+                    pools[np.0] = Arc::clone(c);
+                }
+            }
+            for (p, counters) in old.pools.iter().zip(&load.connections) {
+                for (e, c) in p.endpoints.iter().zip(counters) {
+                    for tls in [false, true] {
+                        by_authority
+                            .entry(origin_authority(e, tls))
+                            .or_insert_with(|| Arc::clone(c));
+                    }
+                }
+            }
+        }
         let connections = config
             .pools
             .iter()
@@ -64,14 +98,9 @@ impl LiveLoad {
             })
             .collect();
         LiveLoad {
+            endpoints,
+            pools,
             connections,
-            by_authority: Arc::new(by_authority),
-            endpoints: config
-                .pools
-                .iter()
-                .map(|p| p.endpoints.iter().map(|_| AtomicU32::new(0)).collect())
-                .collect(),
-            pools: config.pools.iter().map(|_| AtomicU32::new(0)).collect(),
         }
     }
 
@@ -90,18 +119,20 @@ impl LiveLoad {
     }
 
     fn counter(&self, t: Target) -> Option<&AtomicU32> {
-        self.endpoints.get(t.pool.0)?.get(t.endpoint.0)
+        self.endpoints
+            .get(t.pool.0)?
+            .get(t.endpoint.0)
+            .map(|c| &**c)
     }
 
-    /// The counters the workers' upstream pools keep.
-    pub fn by_authority(&self) -> ByAuthority {
-        Arc::clone(&self.by_authority)
+    /// The open-connection counter of an endpoint's origin, which its connections keep
+    /// (`origin/pool.rs`).
+    pub fn connection_counter(&self, t: Target) -> Option<&Arc<AtomicU32>> {
+        self.connections.get(t.pool.0)?.get(t.endpoint.0)
     }
 
     fn open_connections(&self, t: Target) -> u32 {
-        self.connections
-            .get(t.pool.0)
-            .and_then(|p| p.get(t.endpoint.0))
+        self.connection_counter(t)
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 

@@ -6,6 +6,7 @@ mod monitor;
 mod notifications;
 mod pool;
 mod raw;
+mod renumbering;
 mod validate;
 mod zone;
 
@@ -27,6 +28,7 @@ pub use pool::{
     Address, Endpoint, EndpointId, HealthSources, LoadShedding, OriginPolicy, OriginSteering, Pool,
     PoolId, ShedPolicy,
 };
+pub use renumbering::Renumbering;
 pub use zone::{GeoNetwork, Geolocation, Zone};
 
 use crate::error::{parse_toml_strict, ConfigError, ConfigErrors};

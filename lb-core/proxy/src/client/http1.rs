@@ -33,6 +33,7 @@ use crate::client::response::{
 use crate::lazy_timer::{deadline_after, LazyTimer};
 use crate::origin::pool::Upstream;
 use crate::route::{Begun, Peer, Proxy};
+use lb_edge::Serving;
 
 /// The read buffer's size (hyper's too); it grows for larger heads up to the limit.
 const READ_BUFFER: usize = 8 << 10;
@@ -98,11 +99,19 @@ impl HeadTimer {
     }
 }
 
-/// Serves `io` until it closes or a request for hyper arrives.
-pub async fn serve<I>(proxy: &Proxy, upstream: &Arc<Upstream>, peer: &Peer, mut io: I) -> Served<I>
+/// Serves `io` until it closes or a request for hyper arrives. Each request is served by the
+/// proxy `serving` holds when its head has arrived, so a keep-alive connection takes a reload
+/// from its next request on.
+pub async fn serve<I>(
+    serving: &Serving<Proxy>,
+    upstream: &Arc<Upstream>,
+    peer: &Peer,
+    mut io: I,
+) -> Served<I>
 where
     I: AsyncRead + AsyncWrite + Unpin,
 {
+    let mut proxy = serving.load_full();
     let max_head = proxy.settings.max_header_bytes;
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     let mut out = Vec::with_capacity(1 << 10);
@@ -138,6 +147,12 @@ where
             return Served::ToHyper(Prefixed::new(unread.freeze(), io));
         };
         drop(head);
+        {
+            let current = serving.load();
+            if !Arc::ptr_eq(&current, &proxy) {
+                proxy = arc_swap::Guard::into_inner(current);
+            }
+        }
         let head_request = req.method() == Method::HEAD;
         let answer = match proxy.begin(req, peer) {
             Begun::Answered(response) => Answer::Made(response),

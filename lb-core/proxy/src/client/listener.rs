@@ -26,6 +26,7 @@ use crate::client::http1::{self, Served};
 use crate::lazy_timer::LazyTimer;
 use crate::origin::pool::Upstream;
 use crate::route::{Peer, Proxy};
+use lb_edge::Serving;
 
 /// Running listener workers; they stop when this is dropped.
 #[derive(Debug)]
@@ -78,14 +79,15 @@ async fn sniff(stream: &TcpStream, within: Duration) -> Option<Http> {
     }
 }
 
-/// What every request of a connection needs, behind one reference count.
-type Connection = Arc<(Arc<Proxy>, Arc<Upstream>, Peer)>;
+/// What every request of a connection needs, behind one reference count: where the current
+/// proxy is, this worker's origin connections, the client.
+type Connection = Arc<(Arc<Serving<Proxy>>, Arc<Upstream>, Peer)>;
 
 /// Serves one client connection: HTTP/1 with the proxy's own server until a request it does
 /// not take, then with hyper's; HTTP/2 with hyper's (rather than hyper's automatic builder,
 /// which wraps every read to sniff the protocol).
 async fn serve_connection<I>(
-    proxy: Arc<Proxy>,
+    serving: Arc<Serving<Proxy>>,
     upstream: Arc<Upstream>,
     io: I,
     peer: SocketAddr,
@@ -94,11 +96,11 @@ async fn serve_connection<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let conn: Connection = Arc::new((proxy, upstream, Peer::new(peer, tls)));
+    let conn: Connection = Arc::new((serving, upstream, Peer::new(peer, tls)));
     match http {
         Http::One => {
-            let (proxy, upstream, peer) = &*conn;
-            if let Served::ToHyper(io) = http1::serve(proxy, upstream, peer, io).await {
+            let (serving, upstream, peer) = &*conn;
+            if let Served::ToHyper(io) = http1::serve(serving, upstream, peer, io).await {
                 serve_with_hyper(conn, io, http).await;
             }
         }
@@ -110,12 +112,19 @@ async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let header_read_timeout = conn.0.settings.header_read_timeout;
-    let max_buf = conn.0.settings.max_header_bytes;
+    let (header_read_timeout, max_buf) = {
+        let proxy = conn.0.load();
+        (
+            proxy.settings.header_read_timeout,
+            proxy.settings.max_header_bytes,
+        )
+    };
     let service = service_fn(move |req: Request<Incoming>| {
         let conn = Arc::clone(&conn);
         async move {
-            let (proxy, upstream, peer) = &*conn;
+            let (serving, upstream, peer) = &*conn;
+            // The proxy of the moment the request arrives; it serves the request to its end.
+            let proxy = serving.load_full();
             let req = req.map(ProxyBody::Stream);
             // HTTP/2 streams run at once, so each request has its own.
             let mut answer_timer = LazyTimer::default();
@@ -162,11 +171,15 @@ fn reuseport_listener(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
 
 async fn accept_loop(
     listener: TcpListener,
-    proxy: Arc<Proxy>,
+    serving: Arc<Serving<Proxy>>,
     acceptor: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let upstream = proxy.upstream();
+    // Settings are the listener's, not the config's: a reload does not change them.
+    let (upstream, header_read_timeout) = {
+        let proxy = serving.load();
+        (proxy.upstream(), proxy.settings.header_read_timeout)
+    };
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -181,27 +194,25 @@ async fn accept_loop(
             _ = stop.changed() => return,
         };
         let _ = stream.set_nodelay(true);
-        let proxy = Arc::clone(&proxy);
+        let serving = Arc::clone(&serving);
         let upstream = Arc::clone(&upstream);
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
             match acceptor {
                 Some(acceptor) => {
-                    let handshake = proxy.settings.header_read_timeout;
                     if let Ok(Ok(tls_stream)) =
-                        tokio::time::timeout(handshake, acceptor.accept(stream)).await
+                        tokio::time::timeout(header_read_timeout, acceptor.accept(stream)).await
                     {
                         let http = match tls_stream.get_ref().1.alpn_protocol() {
                             Some(b"h2") => Http::Two,
                             _ => Http::One,
                         };
-                        serve_connection(proxy, upstream, tls_stream, peer, true, http).await;
+                        serve_connection(serving, upstream, tls_stream, peer, true, http).await;
                     }
                 }
                 None => {
-                    let within = proxy.settings.header_read_timeout;
-                    if let Some(http) = sniff(&stream, within).await {
-                        serve_connection(proxy, upstream, stream, peer, false, http).await;
+                    if let Some(http) = sniff(&stream, header_read_timeout).await {
+                        serve_connection(serving, upstream, stream, peer, false, http).await;
                     }
                 }
             }
@@ -209,18 +220,20 @@ async fn accept_loop(
     }
 }
 
-/// Binds `addr` once per worker (`proxy.settings.workers`) and serves it, with TLS when `tls`
-/// is given. Port 0 picks a port for the first worker; the others share it.
+/// Binds `addr` once per worker (`settings.workers` of the proxy `serving` holds) and serves
+/// it, with TLS when `tls` is given. Port 0 picks a port for the first worker; the others
+/// share it. Each request is served by the proxy `serving` holds when it arrives.
 pub fn listen(
-    proxy: Arc<Proxy>,
+    serving: Arc<Serving<Proxy>>,
     addr: SocketAddr,
     tls: Option<Arc<rustls::ServerConfig>>,
 ) -> io::Result<ProxyListener> {
+    let workers = serving.load().settings.workers.max(1);
     let context = |e: io::Error| io::Error::new(e.kind(), format!("proxy listener on {addr}: {e}"));
     let first = reuseport_listener(addr).map_err(context)?;
     let addr = first.local_addr()?;
     let mut sockets = vec![first];
-    for _ in 1..proxy.settings.workers.max(1) {
+    for _ in 1..workers {
         sockets.push(reuseport_listener(addr).map_err(context)?);
     }
     let (stop, stopped) = watch::channel(false);
@@ -229,13 +242,14 @@ pub fn listen(
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let (proxy, acceptor, stopped) = (Arc::clone(&proxy), acceptor.clone(), stopped.clone());
+        let (serving, acceptor, stopped) =
+            (Arc::clone(&serving), acceptor.clone(), stopped.clone());
         std::thread::Builder::new()
             .name(format!("proxy-{}-{i}", addr.port()))
             .spawn(move || {
                 runtime.block_on(async move {
                     match TcpListener::from_std(socket) {
-                        Ok(listener) => accept_loop(listener, proxy, acceptor, stopped).await,
+                        Ok(listener) => accept_loop(listener, serving, acceptor, stopped).await,
                         Err(e) => tracing::error!(error = %e, "proxy worker cannot listen"),
                     }
                 });

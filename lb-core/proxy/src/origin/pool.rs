@@ -7,6 +7,7 @@
 //! connections the origin ended or that idled out, so they stop counting as open.
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,6 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::body::ProxyBody;
-use crate::live::ByAuthority;
 use crate::origin::body::OriginBody;
 use crate::origin::head::{Framing, HeadError, OriginHead};
 use crate::origin::http1::{Conn, Io, RequestHead};
@@ -33,6 +33,8 @@ pub struct Origin<'a> {
     pub authority: &'a str,
     /// TLS settings and the name to send as SNI and verify, when the origin speaks HTTPS.
     pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
+    /// The origin's open-connection count (`live.rs`), which a new connection joins while open.
+    pub opened: Option<&'a Arc<AtomicU32>>,
 }
 
 /// TLS settings of a connection: their identity (the config's address) and the server name.
@@ -127,7 +129,6 @@ struct Idle {
 /// One worker's connections to origins.
 pub struct Upstream {
     pools: Mutex<Pools>,
-    counters: ByAuthority,
     connect_timeout: Duration,
     idle_timeout: Duration,
     /// The longest an origin may go silent in the middle of a streamed body.
@@ -175,14 +176,12 @@ enum ExchangeFailure {
 impl Upstream {
     /// A pool; within a tokio runtime it sweeps its idle connections until dropped.
     pub fn new(
-        counters: ByAuthority,
         connect_timeout: Duration,
         idle_timeout: Duration,
         read_timeout: Duration,
     ) -> Arc<Self> {
         let upstream = Arc::new(Upstream {
             pools: Mutex::new(Pools::default()),
-            counters,
             connect_timeout,
             idle_timeout,
             read_timeout,
@@ -389,7 +388,7 @@ impl Upstream {
                 Err(_) => return Err(timed_out),
             };
         let _ = tcp.set_nodelay(true);
-        let counter = self.counters.get(origin.authority).cloned();
+        let counter = origin.opened.cloned();
         let Some((config, name)) = origin.tls else {
             return Ok(Conn::new(Io::Left(tcp), counter));
         };

@@ -122,6 +122,7 @@ impl Proxy {
                         let origin = Origin {
                             authority: route.authority,
                             tls: route.tls.zip(route.tls_name.as_deref()),
+                            opened: self.live.connection_counter(target),
                         };
                         let deadline =
                             crate::lazy_timer::deadline_after(self.settings.response_timeout);

@@ -18,12 +18,12 @@ use crate::origin::pool::Upstream;
 use crate::route::sessions::HeaderSessions;
 use lb_core::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
 use lb_core::clock::unix_secs;
-use lb_core::config::{AffinityKind, Config, LbId, OriginTls};
+use lb_core::config::{AffinityKind, Config, LbId, OriginTls, Renumbering};
 use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{HttpFields, Mode, RequestContext};
 use lb_core::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
-use lb_edge::{decide_live, HealthSource, PopInfo};
+use lb_edge::{decide_live, Generation, PopInfo};
 
 use crate::body::ProxyBody;
 
@@ -75,16 +75,18 @@ impl Default for ProxySettings {
     }
 }
 
-/// The proxy's state, shared by every connection.
+/// The proxy's state for one config generation, shared by every connection. A reload builds
+/// the next one with [`Proxy::reloaded`] and swaps it in (`lb_edge::Serving`).
 pub struct Proxy {
+    /// The generation's config (`generation.config()`), at hand.
     pub(super) config: Arc<Config>,
     pub(super) regions: Arc<RegionsTable>,
     pub(super) key: AffinityKey,
     pub(super) pop: PopInfo,
-    pub(super) health: Arc<dyn HealthSource>,
+    pub(super) generation: Arc<Generation>,
     pub(super) geo: Geolocator,
     pub(super) live: Arc<LiveLoad>,
-    pub(super) sessions: HeaderSessions,
+    pub(super) sessions: Arc<HeaderSessions>,
     /// TLS settings towards each load balancer's origins (`None`: plain HTTP).
     pub(super) origin_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
     /// `host:port` of every endpoint, `[pool][endpoint][tls]`, worked out once.
@@ -127,15 +129,55 @@ pub struct Forwarding {
 
 impl Proxy {
     pub fn new(
-        config: Arc<Config>,
+        generation: Arc<Generation>,
         regions: Arc<RegionsTable>,
         key: AffinityKey,
         pop: PopInfo,
-        health: Arc<dyn HealthSource>,
         settings: ProxySettings,
     ) -> Result<Proxy, SetupError> {
+        let live = Arc::new(LiveLoad::new(generation.config()));
+        Self::build(
+            generation,
+            regions,
+            key,
+            pop,
+            settings,
+            live,
+            Arc::default(),
+        )
+    }
+
+    /// The proxy of the next generation: the same listeners' settings, PoP and affinity key;
+    /// the live counts and header-affinity sessions of every endpoint that is still the same
+    /// origin carried over (`lb_core::config::Renumbering`), so least-outstanding and
+    /// least-connections steering and header sessions do not start from nothing. Requests in
+    /// flight on this proxy finish on it.
+    pub fn reloaded(&self, generation: Arc<Generation>) -> Result<Proxy, SetupError> {
+        let (old, new) = (&*self.config, &**generation.config());
+        let live = Arc::new(LiveLoad::carried(new, Some((old, &self.live))));
+        let sessions = Arc::new(self.sessions.carried(&Renumbering::between(old, new)));
+        Self::build(
+            generation,
+            Arc::clone(&self.regions),
+            self.key.clone(),
+            self.pop.clone(),
+            self.settings.clone(),
+            live,
+            sessions,
+        )
+    }
+
+    fn build(
+        generation: Arc<Generation>,
+        regions: Arc<RegionsTable>,
+        key: AffinityKey,
+        pop: PopInfo,
+        settings: ProxySettings,
+        live: Arc<LiveLoad>,
+        sessions: Arc<HeaderSessions>,
+    ) -> Result<Proxy, SetupError> {
+        let config = Arc::clone(generation.config());
         let geo = Geolocator::new(&config.geolocation)?;
-        let live = Arc::new(LiveLoad::new(&config));
         let mut origin_tls = Vec::new();
         for lb in &config.load_balancers {
             origin_tls.push(match lb.origin_tls {
@@ -170,9 +212,9 @@ impl Proxy {
             regions,
             key,
             pop,
-            health,
+            generation,
             geo,
-            sessions: HeaderSessions::default(),
+            sessions,
             origin_tls,
             settings,
         })
@@ -182,7 +224,6 @@ impl Proxy {
     /// live load, so least_connections sees every worker's.
     pub fn upstream(&self) -> Arc<Upstream> {
         Upstream::new(
-            self.live.by_authority(),
             self.settings.connect_timeout,
             self.settings.pool_idle_timeout,
             self.settings.response_timeout,
@@ -358,7 +399,7 @@ impl Proxy {
         ctx.load = Some(&*self.live);
         let had_binding = ctx.affinity_cookie.is_some() || ctx.header_binding.is_some();
         let engine = Engine::new(&self.config, &self.regions, &self.key);
-        let decision = decide_live(&engine, lb, &*self.health, &ctx);
+        let decision = decide_live(&engine, lb, &self.generation, &ctx);
         (decision, had_binding)
     }
 

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use lb_core::config::Renumbering;
 use lb_core::request::HeaderBinding;
 use lb_core::steering::Target;
 
@@ -31,6 +32,26 @@ impl HeaderSessions {
                 table.retain(|_, (_, seen)| now.saturating_sub(*seen) < ttl);
             }
             table.insert(key, (target, now));
+        }
+    }
+
+    /// The sessions of the next config generation: each one whose endpoint is still the same
+    /// origin, moved to its new position; the others end.
+    pub fn carried(&self, map: &Renumbering) -> HeaderSessions {
+        let table = self.table.lock().map_or_else(
+            |_| HashMap::new(),
+            |table| {
+                table
+                    .iter()
+                    .filter_map(|(&key, &(t, seen))| {
+                        let (pool, endpoint) = map.endpoint(t.pool, t.endpoint)?;
+                        Some((key, (Target { pool, endpoint }, seen)))
+                    })
+                    .collect()
+            },
+        );
+        HeaderSessions {
+            table: Mutex::new(table),
         }
     }
 

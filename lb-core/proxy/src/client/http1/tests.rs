@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use arc_swap::ArcSwap;
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -21,7 +20,7 @@ use lb_core::config::Config;
 use lb_core::health::{HealthSnapshot, Verdict};
 use lb_core::region::Region;
 use lb_core::regions_table::RegionsTable;
-use lb_edge::{HealthSource, PopInfo};
+use lb_edge::{Generation, PopInfo, Serving};
 
 /// A body of three chunks whose size is not known beforehand.
 struct Unsized(Vec<Bytes>);
@@ -107,14 +106,13 @@ default_pools = ["web"]
     );
     let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
     let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
-    let health: Arc<dyn HealthSource> = Arc::new(ArcSwap::from_pointee(snapshot));
+    let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
     let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
     let proxy = Proxy::new(
-        config,
+        generation,
         Arc::new(regions),
         AffinityKey::derive(b"t"),
         pop,
-        health,
         ProxySettings {
             workers: 1,
             ..settings
@@ -123,7 +121,7 @@ default_pools = ["web"]
     .expect("proxy");
     let proxy = Arc::new(proxy);
     let listener = listen(
-        Arc::clone(&proxy),
+        Arc::new(Serving::new_shared(Arc::clone(&proxy))),
         "127.0.0.1:0".parse().expect("addr"),
         None,
     )

@@ -2,7 +2,6 @@
 //! and what each kind of response (lengths, chunked with extensions and trailers, interim
 //! 1xx, HEAD/204/304, until-close) does to the body and to the connection's reuse.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -115,7 +114,6 @@ fn pool() -> Arc<Upstream> {
 /// A pool whose streamed bodies give up after `read_timeout` of the origin's silence.
 fn pool_reading_within(read_timeout: Duration) -> Arc<Upstream> {
     Upstream::new(
-        Arc::new(HashMap::new()),
         Duration::from_secs(2),
         Duration::from_secs(90),
         read_timeout,
@@ -140,6 +138,7 @@ async fn send(
     let origin = Origin {
         authority: &authority,
         tls: None,
+        opened: None,
     };
     let head = RequestHead {
         method: &method,
@@ -427,6 +426,7 @@ async fn requests_are_framed_by_this_hop() {
     let origin = Origin {
         authority: &authority,
         tls: None,
+        opened: None,
     };
     up.send(origin, &head, ProxyBody::Empty, 1024)
         .await

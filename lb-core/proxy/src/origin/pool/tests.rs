@@ -2,7 +2,6 @@
 //! idle connection), TLS with any certificate, with verified certificates (525/526 cases),
 //! and connect failures.
 
-use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -87,17 +86,8 @@ async fn answer<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: 
     }
 }
 
-fn counters(addr: SocketAddr) -> (ByAuthority, Arc<AtomicU32>) {
-    let c = Arc::new(AtomicU32::new(0));
-    (
-        Arc::new(HashMap::from([(addr.to_string(), Arc::clone(&c))])),
-        c,
-    )
-}
-
-fn pool(by: ByAuthority) -> Arc<Upstream> {
+fn pool() -> Arc<Upstream> {
     Upstream::new(
-        by,
         Duration::from_secs(2),
         Duration::from_secs(90),
         Duration::from_secs(10),
@@ -125,12 +115,13 @@ async fn until(what: &str, mut f: impl FnMut() -> bool) {
 #[tokio::test]
 async fn idle_connections_are_reused_and_counted_while_open() {
     let (addr, accepted) = origin(false, None).await;
-    let (by, open) = counters(addr);
-    let up = pool(by);
+    let open = Arc::new(AtomicU32::new(0));
+    let up = pool();
     let authority = addr.to_string();
     let o = Origin {
         authority: &authority,
         tls: None,
+        opened: Some(&open),
     };
     for _ in 0..3 {
         let (_, reply) = get(&up, o, 1024).await.expect("sent");
@@ -164,12 +155,13 @@ async fn idle_connections_are_reused_and_counted_while_open() {
 #[tokio::test]
 async fn a_connection_the_origin_closed_is_not_used_again() {
     let (addr, accepted) = origin(true, None).await;
-    let (by, open) = counters(addr);
-    let up = pool(by);
+    let open = Arc::new(AtomicU32::new(0));
+    let up = pool();
     let authority = addr.to_string();
     let o = Origin {
         authority: &authority,
         tls: None,
+        opened: Some(&open),
     };
     let (_, reply) = get(&up, o, 1024).await.expect("first");
     assert_eq!(body(reply).await, "ok");
@@ -189,11 +181,12 @@ async fn refused_connections_are_connect_failures() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let up = pool(Arc::new(HashMap::new()));
+    let up = pool();
     let authority = addr.to_string();
     let o = Origin {
         authority: &authority,
         tls: None,
+        opened: None,
     };
     let e = get(&up, o, 1024).await.err();
     assert_eq!(e, Some(UpstreamError::Connect { timed_out: false }));
@@ -234,7 +227,7 @@ fn pki() -> Pki {
 async fn tls_origins_full_strict_and_their_failures() {
     let pki = pki();
     let (addr, _) = origin(false, Some(Arc::clone(&pki.server))).await;
-    let up = pool(Arc::new(HashMap::new()));
+    let up = pool();
     let authority = addr.to_string();
     let dir = tempfile::Builder::new()
         .prefix("meshlb-upstream-")
@@ -248,6 +241,7 @@ async fn tls_origins_full_strict_and_their_failures() {
     let o = Origin {
         authority: &authority,
         tls: Some((&any, "origin.test")),
+        opened: None,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("full");
     assert_eq!(body(reply).await, "ok");
@@ -257,12 +251,14 @@ async fn tls_origins_full_strict_and_their_failures() {
     let o = Origin {
         authority: &authority,
         tls: Some((&verified, "origin.test")),
+        opened: None,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("strict");
     assert_eq!(body(reply).await, "ok");
     let o = Origin {
         authority: &authority,
         tls: Some((&verified, "elsewhere.test")),
+        opened: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -274,6 +270,7 @@ async fn tls_origins_full_strict_and_their_failures() {
     let o = Origin {
         authority: &authority,
         tls: Some((&public, "origin.test")),
+        opened: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -286,6 +283,7 @@ async fn tls_origins_full_strict_and_their_failures() {
     let o = Origin {
         authority: &plain,
         tls: Some((&any, "origin.test")),
+        opened: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),

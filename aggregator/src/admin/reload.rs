@@ -1,0 +1,63 @@
+//! `POST /-/reload`: re-read the config file, as SIGHUP does (Prometheus's own endpoint has
+//! the same path). It changes what every frontend of this node serves, so it always needs
+//! the bearer token: with none configured it is refused. The answer says whether the file
+//! was taken, and if not, every error in it.
+
+use http::StatusCode;
+use hyper::body::Incoming;
+
+use super::reply::{error, json, Reply};
+use crate::reload::Request;
+use crate::shared::Shared;
+
+pub(super) const PATH: &str = "/-/reload";
+
+/// How long the answer waits for the reload (reading, validating, building, adopting).
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+pub(super) async fn reload(
+    shared: &Shared,
+    token: Option<&str>,
+    req: &http::Request<Incoming>,
+) -> Reply {
+    let Some(token) = token else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "a reload needs the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
+        );
+    };
+    if !super::authorized(token, req) {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    }
+    if req.method() != http::Method::POST {
+        return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");
+    }
+    let Some(requests) = shared.reload_requests.get() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this aggregator takes no reloads",
+        );
+    };
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    if requests.send(Request { reply }).await.is_err() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the reload task is not running",
+        );
+    }
+    match tokio::time::timeout(WAIT, answer).await {
+        Ok(Ok(outcome)) => {
+            let status = if outcome.reloaded || outcome.unchanged {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            json(status, &outcome)
+        }
+        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the reload task stopped"),
+        Err(_) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the reload did not finish in 30 s; see the log",
+        ),
+    }
+}

@@ -1,0 +1,179 @@
+//! The aggregator's reload: read and validate the file, build the next generation's
+//! frontends (a DNS responder, a proxy) carrying their live state over, have the tally loop
+//! adopt the generation, then swap the frontends in. Anything that fails before the adoption
+//! leaves the running config serving, untouched; the errors go to the log, the reload's HTTP
+//! answer and the metrics (`super::super::reload::record`).
+//!
+//! Flags are not config: listeners, region, datacenter, keys, the regions table, worker
+//! counts and timeouts stay as the node started.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use aggregator::reload::{Adopter, Outcome};
+use aggregator::shared::{InForce, Shared};
+use lb_core::config::Config;
+use lb_core::RegionsTable;
+use lb_edge::{Generation, PopInfo, Serving};
+use mesh::node::config_hash;
+
+use crate::cmd::reload as report;
+
+/// What a reload rebuilds, and what it needs to.
+pub struct Reloader {
+    pub path: PathBuf,
+    pub regions: RegionsTable,
+    pub node_id: String,
+    pub shared: Arc<Shared>,
+    pub adopter: Adopter,
+    pub dns: Option<DnsFrontend>,
+    pub proxy: Option<Arc<Serving<lb_proxy::Proxy>>>,
+}
+
+/// The DNS server's responder and what building the next one takes.
+pub struct DnsFrontend {
+    pub serving: Arc<Serving<lb_dns::Responder>>,
+    pub key: lb_core::affinity::AffinityKey,
+    pub pop: PopInfo,
+    /// The SOA serial of zones that set none; rises with every reload.
+    pub serial: u32,
+}
+
+/// The SOA serial for a config loaded now, after `previous`.
+pub fn next_serial(previous: u32) -> u32 {
+    let now = u32::try_from(lb_core::clock::unix_secs()).unwrap_or(u32::MAX);
+    now.max(previous.saturating_add(1)).max(1)
+}
+
+impl Reloader {
+    /// One reload, for `why` (logged); never leaves a half-applied config.
+    pub async fn reload(&mut self, why: &str) -> Outcome {
+        let before = self.shared.in_force.load_full();
+        let refused = |errors: Vec<String>| Outcome {
+            reloaded: false,
+            generation: before.generation.id(),
+            config_hash: before.config_hash.clone(),
+            unchanged: false,
+            errors,
+        };
+        let outcome = match self.prepare(&before) {
+            Err(errors) => refused(errors),
+            Ok(None) => Outcome {
+                reloaded: false,
+                generation: before.generation.id(),
+                config_hash: before.config_hash.clone(),
+                unchanged: true,
+                errors: Vec::new(),
+            },
+            Ok(Some(next)) => match self.apply(next).await {
+                Ok(outcome) => outcome,
+                Err(e) => refused(vec![e]),
+            },
+        };
+        let ok = outcome.reloaded || outcome.unchanged;
+        report::record(ok);
+        report::count(ok);
+        if outcome.reloaded {
+            eprintln!(
+                "config reloaded ({why}): generation {}, hash {}",
+                outcome.generation, outcome.config_hash
+            );
+        } else if outcome.unchanged {
+            eprintln!("config reload ({why}): the file is the one in force");
+        } else {
+            eprintln!(
+                "config reload ({why}) refused, keeping generation {}:",
+                outcome.generation
+            );
+            for e in &outcome.errors {
+                eprintln!("  {e}");
+            }
+        }
+        outcome
+    }
+
+    /// Reads and validates the file, and builds everything the next generation serves with;
+    /// `None` when the file is the one in force.
+    fn prepare(&self, before: &InForce) -> Result<Option<Next>, Vec<String>> {
+        let file = self.path.display().to_string();
+        let text = std::fs::read_to_string(&self.path)
+            .map_err(|e| vec![format!("{file}: cannot read the config: {e}")])?;
+        let hash = config_hash(&text);
+        if hash == before.config_hash {
+            return Ok(None);
+        }
+        let config = Config::parse(&file, &text, &self.regions)
+            .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        let config = Arc::new(config);
+        let id = before.generation.id() + 1;
+        let generation = Arc::new(Generation::unknown(id, Arc::clone(&config)));
+        let notifier =
+            aggregator::notify::Notifier::start(Arc::clone(&config), self.node_id.clone())
+                .map_err(|e| vec![format!("{file}: notifications: {e}")])?;
+        let responder = match &self.dns {
+            None => None,
+            Some(dns) => {
+                let serial = next_serial(dns.serial);
+                let r = lb_dns::Responder::new(
+                    Arc::clone(&generation),
+                    Arc::new(self.regions.clone()),
+                    dns.key.clone(),
+                    dns.pop.clone(),
+                    serial,
+                )
+                .map_err(|e| vec![format!("{file}: DNS: {e}")])?;
+                Some((r, serial))
+            }
+        };
+        let proxy = match &self.proxy {
+            None => None,
+            Some(serving) => Some(
+                serving
+                    .load()
+                    .reloaded(Arc::clone(&generation))
+                    .map_err(|e| vec![format!("{file}: proxy: {e}")])?,
+            ),
+        };
+        let now = lb_core::clock::unix_secs();
+        let config_drains = aggregator::drains::from_config(
+            &config,
+            Some((before.config(), &before.config_drains)),
+            now,
+        );
+        Ok(Some(Next {
+            in_force: InForce::new(generation, hash, now, config_drains, notifier),
+            responder,
+            proxy,
+        }))
+    }
+
+    /// Has the tally loop adopt the generation, then serves it.
+    async fn apply(&mut self, next: Next) -> Result<Outcome, String> {
+        let outcome = Outcome {
+            reloaded: true,
+            generation: next.in_force.generation.id(),
+            config_hash: next.in_force.config_hash.clone(),
+            unchanged: false,
+            errors: Vec::new(),
+        };
+        self.adopter
+            .adopt(next.in_force)
+            .await
+            .map_err(|e| e.to_string())?;
+        if let (Some(dns), Some((responder, serial))) = (&mut self.dns, next.responder) {
+            dns.serving.replace(Arc::new(responder));
+            dns.serial = serial;
+        }
+        if let (Some(serving), Some(proxy)) = (&self.proxy, next.proxy) {
+            serving.replace(Arc::new(proxy));
+        }
+        Ok(outcome)
+    }
+}
+
+/// A validated config and what serves it, not yet in force.
+struct Next {
+    in_force: InForce,
+    responder: Option<(lb_dns::Responder, u32)>,
+    proxy: Option<lb_proxy::Proxy>,
+}
