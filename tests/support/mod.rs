@@ -326,6 +326,21 @@ fn serve_named(mut s: TcpStream, name: &str, hold: Duration) {
     if path == "/hold" {
         std::thread::sleep(hold);
     }
+    // A slow download: 80 chunks of 1 KiB of `d`, one every 100 ms (8 s in all).
+    if path == "/drip" {
+        let chunk = format!("400\r\n{}\r\n", "d".repeat(0x400));
+        let _ = s.write_all(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n",
+        );
+        for _ in 0..80 {
+            if s.write_all(chunk.as_bytes()).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = s.write_all(b"0\r\n\r\n");
+        return;
+    }
     // A 1 MiB answer of 64 chunks of `x`.
     if path == "/big" {
         let chunk = format!("4000\r\n{}\r\n", "x".repeat(0x4000));
@@ -396,6 +411,17 @@ pub fn start_mesh_seeded(
     admin: SocketAddr,
     extra: &[String],
 ) -> (Procs, SocketAddr) {
+    start_mesh_split(config, config, key, admin, extra)
+}
+
+/// `start_mesh_seeded` with one config file for the aggregator and another for the probers.
+pub fn start_mesh_split(
+    config: &std::path::Path,
+    probers_config: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    extra: &[String],
+) -> (Procs, SocketAddr) {
     let bin = env!("CARGO_BIN_EXE_meshlb");
     let gossip = free_udp();
     let mesh = |listen: SocketAddr| -> Vec<String> {
@@ -425,7 +451,7 @@ pub fn start_mesh_seeded(
     for dc in ["ams", "fra", "lhr"] {
         procs.0.push(
             std::process::Command::new(bin)
-                .args(["prober", "--config", &config.display().to_string()])
+                .args(["prober", "--config", &probers_config.display().to_string()])
                 .args(["--region", "WEU", "--dc", dc])
                 .args(mesh(free_udp()))
                 .stdout(std::process::Stdio::null())
