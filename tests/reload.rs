@@ -51,6 +51,8 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
     symlink("..data/meshlb.toml", map.join("meshlb.toml")).expect("file symlink");
     let log = map.join("prober.log");
     let metrics_addr = free_tcp();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).expect("token");
     let child = Command::new(env!("CARGO_BIN_EXE_meshlb"))
         .args([
             "prober",
@@ -62,6 +64,7 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
         .args(["--key-file", key.to_str().unwrap()])
         .args(["--metrics", &metrics_addr.to_string()])
         .args(["--watch-config", "--watch-interval-ms", "100"])
+        .args(["--admin-token-file", token.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).expect("log"))
         .spawn()
@@ -123,6 +126,17 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
         scrape_metric("meshlb_config_last_reload_successful", ""),
         Some(1.0)
     );
+
+    // `POST /-/reload` on the metrics listener, with the token only.
+    assert_eq!(post_reload(metrics_addr, None).0, 401);
+    let (status, answer) = post_reload(metrics_addr, Some(TOKEN));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["reloaded"], true, "{answer}");
+    assert_eq!(answer["generation"], 5, "the start and four reloads: {answer}");
+    publish(map, 5, &(config(3) + "surprise = true\n"));
+    let (status, answer) = post_reload(metrics_addr, Some(TOKEN));
+    assert_eq!(status, 422, "{answer}");
+    assert!(answer["errors"][0].as_str().is_some_and(|e| e.contains("surprise")), "{answer}");
 }
 
 const TOKEN: &str = "secret-token";

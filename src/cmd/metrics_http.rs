@@ -190,8 +190,84 @@ fn describe() {
     );
 }
 
-/// Serves `GET /metrics` (anything else: 404) until the task is dropped.
-pub async fn serve(addr: SocketAddr, handle: PrometheusHandle) -> anyhow::Result<()> {
+/// Where a prober's `POST /-/reload` goes: the token it needs (none configured: refused) and
+/// the reload task.
+#[derive(Clone)]
+pub struct ReloadEndpoint {
+    pub token: Option<std::sync::Arc<str>>,
+    pub requests: tokio::sync::mpsc::Sender<aggregator::reload::Request>,
+}
+
+fn answer(status: hyper::StatusCode, body: String, json: bool) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    let kind = if json {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(kind),
+    );
+    r
+}
+
+/// `POST /-/reload` on a prober, as on the aggregator's admin API (`aggregator/src/admin/reload.rs`).
+async fn reload(
+    endpoint: &ReloadEndpoint,
+    req: &hyper::Request<hyper::body::Incoming>,
+) -> hyper::Response<Full<Bytes>> {
+    use hyper::StatusCode;
+    let error = |status: StatusCode, why: &str| {
+        answer(status, serde_json::json!({ "error": why }).to_string(), true)
+    };
+    let Some(token) = &endpoint.token else {
+        return error(
+            StatusCode::FORBIDDEN,
+            "a reload needs the admin token: start the prober with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
+        );
+    };
+    let given = req
+        .headers()
+        .get(hyper::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if !given.is_some_and(|g| aggregator::admin::same_token(g, token)) {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    }
+    if req.method() != hyper::Method::POST {
+        return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");
+    }
+    let (reply, outcome) = tokio::sync::oneshot::channel();
+    if endpoint
+        .requests
+        .send(aggregator::reload::Request { reply })
+        .await
+        .is_err()
+    {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the reload task is not running");
+    }
+    match tokio::time::timeout(std::time::Duration::from_secs(30), outcome).await {
+        Ok(Ok(o)) => {
+            let status = if o.reloaded || o.unchanged {
+                StatusCode::OK
+            } else {
+                StatusCode::UNPROCESSABLE_ENTITY
+            };
+            answer(status, serde_json::to_string(&o).unwrap_or_default(), true)
+        }
+        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the reload task stopped"),
+        Err(_) => error(StatusCode::GATEWAY_TIMEOUT, "the reload did not finish in 30 s"),
+    }
+}
+
+/// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given.
+pub async fn serve(
+    addr: SocketAddr,
+    handle: PrometheusHandle,
+    reloads: Option<ReloadEndpoint>,
+) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} for /metrics"))?;
@@ -200,23 +276,32 @@ pub async fn serve(addr: SocketAddr, handle: PrometheusHandle) -> anyhow::Result
             continue;
         };
         let handle = handle.clone();
+        let reloads = reloads.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let response = if req.uri().path() == "/metrics" {
-                    let mut r = hyper::Response::new(Full::new(Bytes::from(handle.render())));
-                    r.headers_mut().insert(
-                        hyper::header::CONTENT_TYPE,
-                        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4"),
-                    );
-                    r
-                } else {
-                    let mut r = hyper::Response::new(Full::new(Bytes::from_static(
-                        b"not found: /metrics\n",
-                    )));
-                    *r.status_mut() = hyper::StatusCode::NOT_FOUND;
-                    r
-                };
-                async move { Ok::<_, Infallible>(response) }
+                let handle = handle.clone();
+                let reloads = reloads.clone();
+                async move {
+                    let response = match (req.uri().path(), &reloads) {
+                        ("/metrics", _) => {
+                            let mut r = answer(hyper::StatusCode::OK, handle.render(), false);
+                            r.headers_mut().insert(
+                                hyper::header::CONTENT_TYPE,
+                                hyper::header::HeaderValue::from_static(
+                                    "text/plain; version=0.0.4",
+                                ),
+                            );
+                            r
+                        }
+                        ("/-/reload", Some(endpoint)) => reload(endpoint, &req).await,
+                        _ => answer(
+                            hyper::StatusCode::NOT_FOUND,
+                            "not found: /metrics, /-/reload\n".into(),
+                            false,
+                        ),
+                    };
+                    Ok::<_, Infallible>(response)
+                }
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

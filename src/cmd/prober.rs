@@ -36,9 +36,14 @@ pub struct Args {
     /// Probes in flight at once.
     #[arg(long, default_value_t = 512)]
     concurrency: usize,
-    /// Serve Prometheus metrics on this address (GET /metrics).
+    /// Serve Prometheus metrics on this address (GET /metrics), and `POST /-/reload` (needs
+    /// the admin token).
     #[arg(long, value_name = "ADDR")]
     metrics: Option<std::net::SocketAddr>,
+    /// File holding the bearer token of `POST /-/reload` (else MESHLB_ADMIN_TOKEN; none: the
+    /// endpoint refuses every reload).
+    #[arg(long, value_name = "FILE")]
+    admin_token_file: Option<PathBuf>,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -52,6 +57,24 @@ fn load(path: &PathBuf, regions: &RegionsTable) -> anyhow::Result<(Config, Strin
     Ok((config, config_hash(&text), text))
 }
 
+/// The config a prober runs: its hash, and how many loads it took to get there (1: the start).
+struct Running {
+    hash: String,
+    generation: u64,
+}
+
+impl Running {
+    fn outcome(&self, reloaded: bool, errors: Vec<String>) -> aggregator::reload::Outcome {
+        aggregator::reload::Outcome {
+            reloaded,
+            generation: self.generation,
+            config_hash: self.hash.clone(),
+            unchanged: false,
+            errors,
+        }
+    }
+}
+
 fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
     targets
         .iter()
@@ -62,6 +85,16 @@ fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let (config, hash, text) = load(&args.config, regions)?;
     let settings = args.mesh.settings()?;
+    let token: Option<Arc<str>> = match &args.admin_token_file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .with_context(|| format!("cannot read {}", f.display()))?
+                .trim()
+                .into(),
+        ),
+        None => std::env::var("MESHLB_ADMIN_TOKEN").ok().map(Into::into),
+    };
+    let (requests, mut requested) = tokio::sync::mpsc::channel(4);
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let identity = NodeIdentity {
@@ -69,7 +102,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             role: mesh::Role::Prober,
             region: args.region.code().to_string(),
             datacenter: args.dc.clone(),
-            config_hash: hash,
+            config_hash: hash.clone(),
             config_loaded_at: lb_core::clock::unix_secs(),
         };
         let node = mesh::start(&identity, &settings).await?;
@@ -80,8 +113,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 ("node_dc", &args.dc),
             ])
             .ok_or_else(|| anyhow!("a metrics recorder is already installed"))?;
+            let endpoint = super::metrics_http::ReloadEndpoint {
+                token: token.clone(),
+                requests: requests.clone(),
+            };
             tokio::spawn(async move {
-                if let Err(e) = super::metrics_http::serve(addr, handle).await {
+                if let Err(e) = super::metrics_http::serve(addr, handle, Some(endpoint)).await {
                     eprintln!("metrics: {e:#}");
                 }
             });
@@ -128,19 +165,19 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             )
         });
         reload::record(true);
+        let mut running = Running { hash, generation: 1 };
+        let stop = stopped();
+        tokio::pin!(stop);
         loop {
-            let trigger = tokio::select! {
-                _ = stopped() => break,
-                t = reload::next(&mut hup, watch.as_mut()) => t,
+            let (why, reply) = tokio::select! {
+                () = &mut stop => break,
+                t = reload::next(&mut hup, watch.as_mut()) => (t.name(), None),
+                Some(r) = requested.recv() => ("POST /-/reload", Some(r.reply)),
             };
-            match load(&args.config, regions) {
+            let outcome = match load(&args.config, regions) {
                 Ok((config, hash, _)) => {
                     let targets = prober::targets(&config, Some(args.region));
-                    eprintln!(
-                        "config reloaded ({}): {} targets",
-                        trigger.name(),
-                        targets.len()
-                    );
+                    eprintln!("config reloaded ({why}): {} targets", targets.len());
                     publisher.retain(keep(&targets));
                     scheduler.replace_targets(targets);
                     let loaded_at = lb_core::clock::unix_secs().to_string();
@@ -151,17 +188,23 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                             me.set(mesh::keys::CONFIG_LOADED_AT, &loaded_at);
                         })
                         .await;
+                    running.generation += 1;
+                    running.hash = hash;
                     reload::record(true);
                     reload::count(true);
+                    running.outcome(true, Vec::new())
                 }
                 Err(e) => {
                     eprintln!(
-                        "config reload ({}) refused, keeping the running config: {e:#}",
-                        trigger.name()
+                        "config reload ({why}) refused, keeping the running config: {e:#}"
                     );
                     reload::record(false);
                     reload::count(false);
+                    running.outcome(false, format!("{e:#}").lines().map(str::to_string).collect())
                 }
+            };
+            if let Some(reply) = reply {
+                let _ = reply.send(outcome);
             }
         }
         scheduler.shutdown().await;

@@ -37,7 +37,7 @@ use crate::shared::Shared;
 use reply::{error, json, Reply};
 
 /// Compares in time independent of where the strings differ.
-fn same_token(a: &str, b: &str) -> bool {
+pub fn same_token(a: &str, b: &str) -> bool {
     a.len() == b.len()
         && a.bytes()
             .zip(b.bytes())
