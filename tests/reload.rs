@@ -132,11 +132,19 @@ fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
     let (status, answer) = post_reload(metrics_addr, Some(TOKEN));
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["reloaded"], true, "{answer}");
-    assert_eq!(answer["generation"], 5, "the start and four reloads: {answer}");
+    assert_eq!(
+        answer["generation"], 5,
+        "the start and four reloads: {answer}"
+    );
     publish(map, 5, &(config(3) + "surprise = true\n"));
     let (status, answer) = post_reload(metrics_addr, Some(TOKEN));
     assert_eq!(status, 422, "{answer}");
-    assert!(answer["errors"][0].as_str().is_some_and(|e| e.contains("surprise")), "{answer}");
+    assert!(
+        answer["errors"][0]
+            .as_str()
+            .is_some_and(|e| e.contains("surprise")),
+        "{answer}"
+    );
 }
 
 const TOKEN: &str = "secret-token";
@@ -168,13 +176,16 @@ fn exchange(s: &mut std::net::TcpStream, host: &str, path: &str) -> Option<(u16,
     exchange_with(s, host, path, "").map(|(status, _, body)| (status, body))
 }
 
+/// An answer: status, fields (names in lower case), body.
+type Answer = (u16, Vec<(String, String)>, Vec<u8>);
+
 /// `exchange` with extra header lines (each ending in CRLF); the answer's fields too.
 fn exchange_with(
     s: &mut std::net::TcpStream,
     host: &str,
     path: &str,
     extra: &str,
-) -> Option<(u16, Vec<(String, String)>, Vec<u8>)> {
+) -> Option<Answer> {
     use std::io::{BufRead, BufReader, Read, Write};
     write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{extra}\r\n").ok()?;
     let mut r = BufReader::new(s.try_clone().ok()?);

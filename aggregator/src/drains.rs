@@ -12,6 +12,9 @@ use mesh::keys::DrainDecision;
 
 pub type Decisions = BTreeMap<(PoolId, EndpointId), DrainDecision>;
 
+/// Drains in force: (pool, endpoint) -> since (unix seconds).
+pub type Since = BTreeMap<(PoolId, EndpointId), u64>;
+
 /// Whether `d` supersedes `than`: made later, or at the same millisecond and a drain (the
 /// cautious side).
 fn newer(d: &DrainDecision, than: &DrainDecision) -> bool {
@@ -71,11 +74,7 @@ pub fn apply(snapshot: &mut HealthSnapshot, in_force: &BTreeMap<(PoolId, Endpoin
 /// map: an endpoint disabled there already keeps its start; one enabled there starts draining
 /// `now`; one new to the config, or disabled in the config a node starts with, has nothing to
 /// drain (since 0).
-pub fn from_config(
-    config: &Config,
-    before: Option<(&Config, &BTreeMap<(PoolId, EndpointId), u64>)>,
-    now: u64,
-) -> BTreeMap<(PoolId, EndpointId), u64> {
+pub fn from_config(config: &Config, before: Option<(&Config, &Since)>, now: u64) -> Since {
     let mut was: BTreeMap<(PoolId, EndpointId), Option<u64>> = BTreeMap::new();
     if let Some((old, drains)) = before {
         let map = lb_core::config::Renumbering::between(old, config);
@@ -102,10 +101,7 @@ pub fn from_config(
 }
 
 /// The drains of both kinds together: an endpoint drained both ways drains from the earlier.
-pub fn merged(
-    admin: &BTreeMap<(PoolId, EndpointId), u64>,
-    config: &BTreeMap<(PoolId, EndpointId), u64>,
-) -> BTreeMap<(PoolId, EndpointId), u64> {
+pub fn merged(admin: &Since, config: &Since) -> Since {
     let mut out = admin.clone();
     for (&k, &since) in config {
         out.entry(k)

@@ -220,7 +220,11 @@ async fn reload(
 ) -> hyper::Response<Full<Bytes>> {
     use hyper::StatusCode;
     let error = |status: StatusCode, why: &str| {
-        answer(status, serde_json::json!({ "error": why }).to_string(), true)
+        answer(
+            status,
+            serde_json::json!({ "error": why }).to_string(),
+            true,
+        )
     };
     let Some(token) = &endpoint.token else {
         return error(
@@ -246,7 +250,10 @@ async fn reload(
         .await
         .is_err()
     {
-        return error(StatusCode::SERVICE_UNAVAILABLE, "the reload task is not running");
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the reload task is not running",
+        );
     }
     match tokio::time::timeout(std::time::Duration::from_secs(30), outcome).await {
         Ok(Ok(o)) => {
@@ -258,7 +265,10 @@ async fn reload(
             answer(status, serde_json::to_string(&o).unwrap_or_default(), true)
         }
         Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the reload task stopped"),
-        Err(_) => error(StatusCode::GATEWAY_TIMEOUT, "the reload did not finish in 30 s"),
+        Err(_) => error(
+            StatusCode::GATEWAY_TIMEOUT,
+            "the reload did not finish in 30 s",
+        ),
     }
 }
 

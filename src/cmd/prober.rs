@@ -165,7 +165,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             )
         });
         reload::record(true);
-        let mut running = Running { hash, generation: 1 };
+        let mut running = Running {
+            hash,
+            generation: 1,
+        };
         let stop = stopped();
         tokio::pin!(stop);
         loop {
@@ -195,12 +198,13 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     running.outcome(true, Vec::new())
                 }
                 Err(e) => {
-                    eprintln!(
-                        "config reload ({why}) refused, keeping the running config: {e:#}"
-                    );
+                    eprintln!("config reload ({why}) refused, keeping the running config: {e:#}");
                     reload::record(false);
                     reload::count(false);
-                    running.outcome(false, format!("{e:#}").lines().map(str::to_string).collect())
+                    running.outcome(
+                        false,
+                        format!("{e:#}").lines().map(str::to_string).collect(),
+                    )
                 }
             };
             if let Some(reply) = reply {

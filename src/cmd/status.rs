@@ -67,6 +67,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 .flatten()
                 .map(|r| format!("{} {}", r["region"].as_str().unwrap_or(""), region_cell(r)))
                 .collect();
+            let drain = &e["drain"];
+            let drain = if drain.is_object() {
+                let by: Vec<&str> = drain["by"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                format!(
+                    "  DRAINING by {} ({} s of sessions left)",
+                    by.join("+"),
+                    drain["seconds_left"]
+                )
+            } else {
+                String::new()
+            };
             let (name, state) = if i == 0 {
                 (
                     pool["name"].as_str().unwrap_or(""),
@@ -76,7 +92,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 ("", "")
             };
             println!(
-                "{:<20} {:<10} {:<20} {:<10} {:<22} {}",
+                "{:<20} {:<10} {:<20} {:<10} {:<22} {}{drain}",
                 name,
                 state,
                 e["name"].as_str().unwrap_or(""),
@@ -87,8 +103,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         }
     }
     println!(
-        "\nsnapshot {} — {} votes counted",
-        status["snapshot_version"], status["votes_counted"]
+        "\nsnapshot {} — {} votes counted — config generation {} ({})",
+        status["snapshot_version"],
+        status["votes_counted"],
+        status["config_generation"],
+        status["config_hash"].as_str().unwrap_or("?")
     );
     let members = args.admin.get("/members")?;
     println!();

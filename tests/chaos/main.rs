@@ -2,8 +2,8 @@
 //! three continents with emulated inter-region latency, two aggregators, a client), every
 //! process the real `meshlb` binary, and the failures users inflict on their meshes: probers,
 //! regions, links, origins, pools and aggregators killed, latency raised, the whole prober
-//! fleet restarted. Each scenario asserts and records its figures; the run writes
-//! `target/chaos/report.json` and `report.md`.
+//! fleet restarted, the whole mesh reloaded under load. Each scenario asserts and records its
+//! figures; the run writes `target/chaos/report.json` and `report.md`.
 //!
 //! Needs root (namespaces), iproute2, dig and curl.
 
@@ -890,6 +890,97 @@ fn chaos() {
         )
         .false_changes(c)
         .detection(up),
+    );
+
+    // 9. Reload the whole mesh (both aggregators and every prober) under client load.
+    let before = m.all_changes();
+    let config = m.world.dir.join("meshlb.toml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let changed = text
+        .replacen("name = \"eu-2\", ", "name = \"eu-2\", weight = 0.5, ", 1)
+        .replacen(
+            "fallback_pool = \"fallback\"\nttl = 5",
+            "fallback_pool = \"fallback\"\nttl = 6",
+            1,
+        );
+    assert_ne!(text, changed, "the scenario changes the config");
+    let streams: Vec<_> = m
+        .agg
+        .iter()
+        .map(|&a| {
+            let netns = m.world.netns("client").to_string();
+            std::thread::spawn(move || {
+                let progress = std::sync::atomic::AtomicUsize::new(0);
+                stream_requests(
+                    &netns,
+                    SocketAddr::new(a.into(), 8080),
+                    Duration::from_secs(6),
+                    &progress,
+                )
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_secs(1));
+    std::fs::write(&config, &changed).expect("new config");
+    let sent_at = Instant::now();
+    let mut names: Vec<String> = vec!["agg1".into(), "agg2".into()];
+    names.extend(m.all_probers());
+    for n in &names {
+        m.world.node(n).hangup();
+    }
+    let converged = support::wait_until(Duration::from_secs(30), || {
+        let hashes: std::collections::BTreeSet<String> = (0..2)
+            .filter_map(|i| m.world.json("client", m.admin(i), "/members"))
+            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
+            .filter(|x| x["alive"] == true)
+            .filter_map(|x| x["config_hash"].as_str().map(str::to_string))
+            .collect();
+        hashes.len() == 1
+            && (0..2).all(|i| m.status(i).is_some_and(|s| s["config_generation"] == 2))
+    });
+    let (mut sent, mut failed) = (0, 0);
+    for s in streams {
+        let (a, b) = s.join().expect("client");
+        sent += a;
+        failed += b;
+    }
+    let c = m.all_changes() - before;
+    // The new config serves: its TTL on the answer's records.
+    let ttl: Vec<String> = m
+        .world
+        .exec(
+            "client",
+            &[
+                "dig",
+                &format!("@{}", m.agg[0]),
+                "fo.chaos.test",
+                "A",
+                "+tries=1",
+                "+time=2",
+                "+noall",
+                "+answer",
+            ],
+        )
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect();
+    let new_ttl = !ttl.is_empty() && ttl.iter().all(|t| t == "6");
+    outcomes.push(
+        Outcome::new(
+            "reload the whole mesh (SIGHUP to both aggregators and 39 probers) under client load",
+            "zero false changes, zero failed requests; every node on the new config",
+            format!(
+                "{sent} requests, {failed} failed; {c} changes; one config everywhere {}; answer TTLs {ttl:?}",
+                converged.map_or("never (30 s)".to_string(), |d| format!(
+                    "{:.1} s after the SIGHUPs",
+                    d.as_secs_f64()
+                ))
+            ),
+            c == 0 && failed == 0 && sent > 0 && converged.is_some() && new_ttl,
+        )
+        .false_changes(c)
+        .failed_requests(failed)
+        .detection(converged.unwrap_or(sent_at.elapsed())),
     );
 
     report::write(&outcomes);

@@ -69,6 +69,19 @@ impl Node {
             self.spawn();
         }
     }
+
+    /// SIGHUP: reload the config. `ip netns exec` runs the command in its own process (it
+    /// execs), so the child is meshlb itself.
+    pub fn hangup(&self) {
+        if let Some(c) = &self.child {
+            if let Ok(pid) = i32::try_from(c.id()) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGHUP,
+                );
+            }
+        }
+    }
 }
 
 pub struct World {
