@@ -572,6 +572,16 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
         metric(&metrics, "meshlb_config_last_reload_successful", ""),
         Some(1.0)
     );
+    // The endpoint the last reload removed no longer shows as healthy (no alert on the gone).
+    let c_healthy: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.starts_with("meshlb_endpoint_state{"))
+        .filter(|l| l.contains("endpoint=\"c\"") && l.contains("state=\"healthy\""))
+        .collect();
+    assert!(
+        !c_healthy.is_empty() && c_healthy.iter().all(|l| l.ends_with(" 0")),
+        "{c_healthy:?}"
+    );
 }
 
 #[test]

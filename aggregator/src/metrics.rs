@@ -31,6 +31,36 @@ const LB_STATES: [(LbState, &str); 3] = [
     (LbState::Critical, "critical"),
 ];
 
+/// After a reload from `old` to `new`: the state gauges of every endpoint, pool and load
+/// balancer `new` no longer names are set to 0 in every state, so no alert keeps firing on
+/// something that is gone. (The exporter cannot drop a series; they stay at 0 until a restart.)
+pub fn record_gone(old: &Config, new: &Config) {
+    for pool in &old.pools {
+        let kept = new.pool_by_name(&pool.name).map(|p| new.pool(p));
+        if kept.is_none() {
+            for s in POOL_STATES {
+                metrics::gauge!("meshlb_pool_state", "pool" => pool.name.clone(), "state" => s.name())
+                    .set(0.0);
+            }
+        }
+        for e in &pool.endpoints {
+            if kept.is_some_and(|p| p.endpoint_by_name(&e.name).is_some()) {
+                continue;
+            }
+            for (_, name) in VERDICTS {
+                metrics::gauge!("meshlb_endpoint_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "state" => name).set(0.0);
+            }
+        }
+    }
+    for lb in &old.load_balancers {
+        if new.load_balancer_id(&lb.name).is_none() {
+            for (_, name) in LB_STATES {
+                metrics::gauge!("meshlb_load_balancer_state", "load_balancer" => lb.name.clone(), "state" => name).set(0.0);
+            }
+        }
+    }
+}
+
 pub fn record_tally(
     config: &Config,
     snapshot: &HealthSnapshot,

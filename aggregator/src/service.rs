@@ -108,6 +108,7 @@ impl Loop {
         let before = self.shared.in_force.load_full();
         let (old, new) = (Arc::clone(before.config()), Arc::clone(next.config()));
         self.state = self.state.carry_over(&old, &new);
+        crate::metrics::record_gone(&old, &new);
         let removed = crate::tally::removed_endpoints(&old, &new);
         let gone = crate::events::removed(&old, &removed, &before.generation.snapshot(), unix_ms());
         if let Ok(mut log) = self.shared.events.lock() {

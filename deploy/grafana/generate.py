@@ -102,6 +102,15 @@ def mesh():
     b.panel("stat", "Members on another config", [target('max(meshlb_config_drift_members)')], w=6, h=5)
     b.panel("stat", "Rejected gossip packets (5m)", [target('sum(increase(meshlb_gossip_rejected_packets_total[5m]))')], w=6, h=5)
     b.panel("stat", "Notifications given up (1h)", [target('sum(increase(meshlb_notifications_total{result="failed"}[1h]))')], w=6, h=5)
+    b.row("Configuration")
+    b.panel("stat", "Nodes whose last reload was refused", [target(
+        'count(meshlb_config_last_reload_successful == 0) or vector(0)')], w=6, h=5,
+        description="A refused file leaves the node on its previous config; the errors are in its log.")
+    b.panel("timeseries", "Config reloads", [target(
+        'sum by (result) (increase(meshlb_config_reloads_total[$__rate_interval]))', "{{result}}")], w=9, h=5)
+    b.panel("timeseries", "Config age", [target(
+        'time() - max by (instance) (meshlb_config_last_reload_success_timestamp_seconds)', "{{instance}}")],
+        w=9, h=5, unit="s", description="Since each node loaded the config it runs.")
     b.row("Gossip")
     b.panel("timeseries", "Gossip bytes/s", [
         target('sum by (instance) (rate(meshlb_gossip_sent_bytes_total[$__rate_interval]))', "sent {{instance}}"),

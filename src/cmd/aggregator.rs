@@ -247,7 +247,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 &text,
             )
         });
-        reload::record(true);
+        reload::started();
         let stop = stopped();
         tokio::pin!(stop);
         loop {

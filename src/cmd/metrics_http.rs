@@ -51,7 +51,7 @@ fn describe() {
         "meshlb_probe_overruns_total",
         "Probe rounds skipped because the previous probe of the target still ran."
     );
-    // Configuration reloads (probers).
+    // Configuration reloads (every node).
     describe_gauge!(
         "meshlb_config_last_reload_successful",
         "1 if the last configuration reload (or the start) succeeded, 0 if the file was refused."

@@ -164,7 +164,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 &text,
             )
         });
-        reload::record(true);
+        reload::started();
         let mut running = Running {
             hash,
             generation: 1,

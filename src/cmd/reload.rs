@@ -104,6 +104,15 @@ pub fn record(ok: bool) {
     }
 }
 
+/// Records the config a node starts with: a successful load, and no reload yet (both counts
+/// exported at 0, so dashboards and alerts see the series from the start).
+pub fn started() {
+    record(true);
+    for result in ["success", "failure"] {
+        metrics::counter!("meshlb_config_reloads_total", "result" => result).absolute(0);
+    }
+}
+
 /// Counts a reload attempt (not the start) by its result.
 pub fn count(ok: bool) {
     let result = if ok { "success" } else { "failure" };

@@ -2,7 +2,7 @@
 //! frontends (a DNS responder, a proxy) carrying their live state over, have the tally loop
 //! adopt the generation, then swap the frontends in. Anything that fails before the adoption
 //! leaves the running config serving, untouched; the errors go to the log, the reload's HTTP
-//! answer and the metrics (`super::super::reload::record`).
+//! answer and the metrics (`src/cmd/reload.rs`).
 //!
 //! Flags are not config: listeners, region, datacenter, keys, the regions table, worker
 //! counts and timeouts stay as the node started.
