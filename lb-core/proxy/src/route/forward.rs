@@ -205,7 +205,11 @@ impl Proxy {
             .host_header
             .as_deref()
             .and_then(|h| HeaderValue::from_str(h).ok());
-        let tls = self.origin_tls.get(lb_index.0).and_then(Option::as_ref);
+        let tls = self
+            .origin_tls
+            .get(lb_index.0)
+            .and_then(Option::as_ref)
+            .map(|t| &t.client);
         let tls_name = tls.map(|_| {
             host.as_ref()
                 .or_else(|| p.headers.get(header::HOST))

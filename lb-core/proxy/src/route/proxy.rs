@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use http::{Request, Response, StatusCode};
 
 use super::host::{is_host_syntax, request_host, HostFields};
+use super::origin_tls::{self, OriginTlsConfig};
 use super::own_answer::{fixed, status, text};
 use super::prepare::{prepare, Peer, Prepared};
 use crate::headers::{cookies, fields, is_upgrade};
@@ -18,7 +19,7 @@ use crate::origin::pool::Upstream;
 use crate::route::sessions::HeaderSessions;
 use lb_core::affinity::{header_session_key, AffinityKey, COOKIE_NAME};
 use lb_core::clock::unix_secs;
-use lb_core::config::{AffinityKind, Config, LbId, OriginTls, Renumbering};
+use lb_core::config::{AffinityKind, Config, LbId, Renumbering};
 use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{HttpFields, Mode, RequestContext};
@@ -88,7 +89,7 @@ pub struct Proxy {
     pub(super) live: Arc<LiveLoad>,
     pub(super) sessions: Arc<HeaderSessions>,
     /// TLS settings towards each load balancer's origins (`None`: plain HTTP).
-    pub(super) origin_tls: Vec<Option<Arc<rustls::ClientConfig>>>,
+    pub(super) origin_tls: Vec<Option<OriginTlsConfig>>,
     /// `host:port` of every endpoint, `[pool][endpoint][tls]`, worked out once.
     pub(super) authorities: Vec<Vec<[String; 2]>>,
     pub(super) metrics: ProxyMetrics,
@@ -102,6 +103,10 @@ impl std::fmt::Debug for Proxy {
             .finish_non_exhaustive()
     }
 }
+
+/// What a reload does not change (the node's flags): the regions table, the affinity key, the
+/// PoP, the listeners' settings.
+type Fixed = (Arc<RegionsTable>, AffinityKey, PopInfo, ProxySettings);
 
 /// A request after routing and steering.
 // Moved once, into the forwarding's future: boxing the large variant would allocate for
@@ -136,14 +141,13 @@ impl Proxy {
         settings: ProxySettings,
     ) -> Result<Proxy, SetupError> {
         let live = Arc::new(LiveLoad::new(generation.config()));
+        let origin_tls = origin_tls::for_load_balancers(generation.config(), None)?;
         Self::build(
             generation,
-            regions,
-            key,
-            pop,
-            settings,
+            (regions, key, pop, settings),
             live,
             Arc::default(),
+            origin_tls,
         )
     }
 
@@ -154,45 +158,32 @@ impl Proxy {
     /// flight on this proxy finish on it.
     pub fn reloaded(&self, generation: Arc<Generation>) -> Result<Proxy, SetupError> {
         let (old, new) = (&*self.config, &**generation.config());
+        let origin_tls = origin_tls::for_load_balancers(new, Some((old, &self.origin_tls)))?;
         let live = Arc::new(LiveLoad::carried(new, Some((old, &self.live))));
         let sessions = Arc::new(self.sessions.carried(&Renumbering::between(old, new)));
         Self::build(
             generation,
-            Arc::clone(&self.regions),
-            self.key.clone(),
-            self.pop.clone(),
-            self.settings.clone(),
+            (
+                Arc::clone(&self.regions),
+                self.key.clone(),
+                self.pop.clone(),
+                self.settings.clone(),
+            ),
             live,
             sessions,
+            origin_tls,
         )
     }
 
     fn build(
         generation: Arc<Generation>,
-        regions: Arc<RegionsTable>,
-        key: AffinityKey,
-        pop: PopInfo,
-        settings: ProxySettings,
+        (regions, key, pop, settings): Fixed,
         live: Arc<LiveLoad>,
         sessions: Arc<HeaderSessions>,
+        origin_tls: Vec<Option<OriginTlsConfig>>,
     ) -> Result<Proxy, SetupError> {
         let config = Arc::clone(generation.config());
         let geo = Geolocator::new(&config.geolocation)?;
-        let mut origin_tls = Vec::new();
-        for lb in &config.load_balancers {
-            origin_tls.push(match lb.origin_tls {
-                OriginTls::Off => None,
-                OriginTls::Full => Some(lb_tls::client_config(true, None)?),
-                OriginTls::Strict => Some(
-                    lb_tls::client_config(false, lb.origin_ca_file.as_deref()).map_err(
-                        |error| SetupError::OriginCa {
-                            load_balancer: lb.name.clone(),
-                            error,
-                        },
-                    )?,
-                ),
-            });
-        }
         let metrics = ProxyMetrics::new(&config);
         let authorities = config
             .pools
