@@ -2,7 +2,8 @@
 //! probers probing real HTTP origins over loopback), queried with real `dig` over UDP and TCP,
 //! IPv4 and IPv6: equal and unequal weights, AAAA and CNAME endpoints, EDNS Client Subnet geo
 //! steering, REFUSED/NXDOMAIN/NODATA with the SOA, and failover primary -> secondary ->
-//! fallback -> nothing -> back as origins stop and start.
+//! fallback (also once its origin is down) -> nothing once a reload disables it -> back as
+//! origins stop and start.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -225,7 +226,8 @@ default_pools = ["alias"]
         .map(|a| a.to_string())
         .chain(["--dns-sockets".to_string(), "2".to_string()])
         .collect();
-    let _procs = start_mesh(&config, &key, admin, &extra);
+    let procs = start_mesh(&config, &key, admin, &extra);
+    let aggregator = nix::unistd::Pid::from_raw(i32::try_from(procs.0[0].id()).expect("pid"));
 
     // Equal weights: every healthy address of the primary pool, with the load balancer's TTL.
     let all_up = wait_for("the primary pool answered", Duration::from_secs(30), || {
@@ -341,13 +343,44 @@ default_pools = ["alias"]
     wait_for("the fallback pool", Duration::from_secs(15), || {
         addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.31"]
     });
-    // ... then nothing: NODATA with the SOA (docs/design.md#when-nothing-is-left), its TTL the negative TTL.
+    // ... which keeps answering once its own origin is down and voted unhealthy: the fallback
+    // pool's "state is not considered when routing" (seed 001) ...
     o["127.0.0.31"].stop();
+    wait_for(
+        "the fallback's origin voted down",
+        Duration::from_secs(15),
+        || {
+            get(admin, "/status").is_some_and(|s| {
+                s["pools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|p| p["name"] == "last" && p["endpoints"][0]["verdict"] == "unhealthy")
+            })
+        },
+    );
+    assert_eq!(
+        addresses(&one(dns4, &["www.example.test", "A"])),
+        ["127.0.0.31"],
+        "the fallback answers whatever its health"
+    );
+    // ... then nothing once a reload disables the fallback: NODATA with the SOA
+    // (docs/design.md#when-nothing-is-left), its TTL the negative TTL.
+    let text = std::fs::read_to_string(&config).expect("config");
+    let disabled = text.replacen("name = \"last\"\n", "name = \"last\"\nenabled = false\n", 1);
+    assert_ne!(text, disabled);
+    std::fs::write(&config, &disabled).expect("config");
+    nix::sys::signal::kill(aggregator, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
     wait_for("NODATA", Duration::from_secs(15), || {
         let d = one(dns4, &["www.example.test", "A"]);
         d.status == "NOERROR"
             && d.answers.is_empty()
             && d.authority.first().is_some_and(|a| a.0 == "SOA")
+    });
+    std::fs::write(&config, &text).expect("config");
+    nix::sys::signal::kill(aggregator, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    wait_for("the fallback again", Duration::from_secs(15), || {
+        addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.31"]
     });
     // Restore the primary: back to it.
     o["127.0.0.11"].start();

@@ -222,7 +222,6 @@ adaptive_routing = {{ failover_across_pools = true }}
 name = "dead.example.test"
 proxied = true
 default_pools = ["dead"]
-fallback_pool = "dead"
 [[load_balancers]]
 name = "tls.example.test"
 proxied = true
@@ -290,7 +289,8 @@ default_pools = ["weighted"]
         get(admin, "/readyz").is_some_and(|r| r["ready"] == true)
     });
 
-    // 530 with a body naming the load balancer when no pool (nor the fallback) can serve.
+    // 530 with a body naming the load balancer when no pool can serve and there is no
+    // fallback.
     let r = curl(&url, "dead.example.test", &[]);
     assert_eq!(r.status, 530);
     assert!(r.body.contains("dead.example.test"), "{r:?}");

@@ -218,36 +218,38 @@ fn proxy_mode_dynamic_latency_and_rules() {
     assert_eq!(v["fixed_responses"], 5);
 }
 
+/// Runs `meshlb simulate` expecting it to fail; its standard error.
+fn refused(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .arg("simulate")
+        .args(args)
+        .output()
+        .expect("run");
+    assert!(!out.status.success(), "{args:?} succeeded");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 #[test]
 fn bad_inputs_are_clear_errors() {
     let cfg = example("failover.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args([
-            "simulate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--lb",
-            "nope.test",
-        ])
-        .output()
-        .expect("run");
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no load balancer is named `nope.test`"));
-    let (_st_dir, st) = state(
-        "bad.json",
-        r#"{"endpoints":{"primary/ghost":{"healthy":false}}}"#,
+    let cfg = cfg.to_str().unwrap();
+    assert!(refused(&["--config", cfg, "--lb", "nope.test"])
+        .contains("no load balancer is named `nope.test`"));
+    let with_state = |json: &str| {
+        let (_dir, st) = state("state.json", json);
+        refused(&["--config", cfg, "--lb", "www.example.test", "--state", &st])
+    };
+    let err = with_state(r#"{"endpoints":{"primary/ghost":{"healthy":false}}}"#);
+    assert!(
+        err.contains("pool `primary` has no endpoint `ghost`"),
+        "{err}"
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args([
-            "simulate",
-            "--config",
-            cfg.to_str().unwrap(),
-            "--lb",
-            "www.example.test",
-            "--state",
-            &st,
-        ])
-        .output()
-        .expect("run");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("pool `primary` has no endpoint `ghost`"));
+    // A state the mesh could never be in: the health of an endpoint no monitor checks.
+    let err = with_state(r#"{"endpoints":{"maintenance/sorry":{"healthy":false}}}"#);
+    assert!(
+        err.contains(
+            "endpoints.maintenance/sorry: pool `maintenance` has no monitor: its endpoints are always healthy"
+        ),
+        "{err}"
+    );
 }

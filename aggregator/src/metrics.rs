@@ -71,7 +71,7 @@ pub fn record_tally(
     took: Duration,
 ) {
     for (pi, pool) in config.pools.iter().enumerate() {
-        let state = snapshot.pool_state(config, PoolId(pi), region);
+        let state = snapshot.shown_pool_state(config, PoolId(pi), region);
         for s in POOL_STATES {
             metrics::gauge!("meshlb_pool_state", "pool" => pool.name.clone(), "state" => s.name())
                 .set(f64::from(u8::from(s == state)));

@@ -180,6 +180,17 @@ impl HealthSnapshot {
             && self.endpoint_healthy(config.pool(pool), pool, endpoint, pop)
     }
 
+    /// The pool's state as shown in `/status`, metrics and events: `NoHealth` for a pool that
+    /// serves only as a fallback pool, whose state is never consulted (seed 001), else
+    /// [`HealthSnapshot::pool_state`].
+    pub fn shown_pool_state(&self, config: &Config, pool: PoolId, pop: Region) -> PoolState {
+        if config.fallback_only(pool) {
+            PoolState::NoHealth
+        } else {
+            self.pool_state(config, pool, pop)
+        }
+    }
+
     /// The pool's state as seen from `pop` (docs/design.md#pool-states).
     pub fn pool_state(&self, config: &Config, pool: PoolId, pop: Region) -> PoolState {
         let p = config.pool(pool);

@@ -31,8 +31,9 @@ pub struct StateFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointState {
-    #[serde(default = "yes")]
-    pub healthy: bool,
+    /// Unset: healthy. Refused for a pool without a monitor, whose endpoints are always
+    /// healthy: such a state could not happen.
+    pub healthy: Option<bool>,
     /// Per-region verdicts, for pools with regional health sources.
     #[serde(default)]
     pub regional: BTreeMap<String, bool>,
@@ -44,10 +45,6 @@ pub struct EndpointState {
     pub connections: u32,
     /// Unix seconds when the endpoint was disabled (drain start).
     pub disabled_at: Option<u64>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -111,6 +108,16 @@ impl StateFile {
                     format!("pool `{pool_name}` has no endpoint `{ep_name}`"),
                 )
             })?;
+            if config.pool(pool).monitor.is_none()
+                && (st.healthy.is_some() || !st.regional.is_empty())
+            {
+                return Err(state_error(
+                    format!("endpoints.{key}"),
+                    format!(
+                        "pool `{pool_name}` has no monitor: its endpoints are always healthy, so a state file cannot set their health"
+                    ),
+                ));
+            }
             let mut regional = RegionMap::default();
             for (r, &v) in &st.regional {
                 let region = r.parse::<Region>().map_err(|e| {
@@ -119,7 +126,7 @@ impl StateFile {
                 regional.set(region, Some(v));
             }
             snap.endpoints[pool.0][ep.0] = EndpointHealth {
-                verdict: if st.healthy {
+                verdict: if st.healthy.unwrap_or(true) {
                     Verdict::Healthy
                 } else {
                     Verdict::Unhealthy

@@ -52,6 +52,15 @@ struct Mesh {
 }
 
 impl Mesh {
+    /// The config generation each aggregator runs (0: no answer).
+    fn generations(&self) -> [u64; 2] {
+        [0, 1].map(|i| {
+            self.status(i)
+                .and_then(|s| s["config_generation"].as_u64())
+                .unwrap_or(0)
+        })
+    }
+
     fn admin(&self, agg: usize) -> SocketAddr {
         SocketAddr::new(self.agg[agg].into(), 9090)
     }
@@ -582,6 +591,19 @@ fallback_pool = "fallback"
     }
 }
 
+/// Writes `text` as the config and sends both aggregators SIGHUP; how long until both run a
+/// new generation (`None`: not within 20 s).
+fn reload_aggregators(m: &mut Mesh, config: &std::path::Path, text: &str) -> Option<Duration> {
+    let before = m.generations();
+    std::fs::write(config, text).expect("config");
+    for a in ["agg1", "agg2"] {
+        m.world.node(a).hangup();
+    }
+    support::wait_until(Duration::from_secs(20), || {
+        m.generations() == before.map(|g| g + 1)
+    })
+}
+
 /// Kills `names`, waits until the tallies run without their votes, counts changes, restarts
 /// them and waits for the mesh.
 fn kill_and_watch(m: &mut Mesh, names: &[String]) -> usize {
@@ -728,7 +750,6 @@ fn chaos() {
         (vec!["eu-1", "eu-2"], vec!["us-1", "us-2"]),
         (vec!["us-1", "us-2"], vec!["ap-1", "ap-2"]),
         (vec!["ap-1", "ap-2"], vec!["static"]),
-        (vec!["static"], vec![]),
     ] {
         for n in &stop {
             m.origins[*n].stop();
@@ -740,23 +761,55 @@ fn chaos() {
         steps.push(format!(
             "stop {} -> {} in {:.1} s",
             stop.join("+"),
-            if expect.is_empty() {
-                "nothing".into()
-            } else {
-                expect.join("+")
-            },
+            expect.join("+"),
             t.as_secs_f64()
         ));
     }
+    // The fallback's own origin dies too: its health is not considered (seed 001), so traffic
+    // stays on it; the load balancer is Critical.
+    let stopped_ms = now_ms();
+    m.origins["static"].stop();
+    let marked = m.wait_event("static", "unhealthy", stopped_ms, Duration::from_secs(30));
+    let still = answer(&m).1 == ip_of(&m, &["static"]);
+    let lb_critical = m.status(0).is_some_and(|s| {
+        s["load_balancers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|l| l["name"] == "fo.chaos.test" && l["state"] == "critical")
+    });
+    ok &= marked.is_some() && still && lb_critical;
+    steps.push(format!(
+        "stop static -> still static once it is marked unhealthy ({}), load balancer critical: {lb_critical}",
+        if still { "answered" } else { "NOT answered" }
+    ));
+    // Disable the fallback by a reload of both aggregators: nothing is left.
+    let config = m.world.dir.join("meshlb.toml");
+    let original = std::fs::read_to_string(&config).expect("config");
+    let disabled = original.replacen(
+        "name = \"fallback\"\nmonitor = \"http\"",
+        "name = \"fallback\"\nenabled = false\nmonitor = \"http\"",
+        1,
+    );
+    assert_ne!(
+        original, disabled,
+        "the scenario disables the fallback pool"
+    );
+    let reloaded = reload_aggregators(&mut m, &config, &disabled).is_some();
     let (status, a) = answer(&m);
     let (code, _) = m.proxy(0);
     let soa = m.soa(0, "fo.chaos.test");
-    ok &= status == "NOERROR" && a.is_empty() && soa && code == 530;
+    ok &= reloaded && status == "NOERROR" && a.is_empty() && soa && code == 530;
     steps.push(format!(
-        "all down: DNS {status} with {} answers{}, proxy {code}",
+        "fallback disabled by a reload: DNS {status} with {} answers{}, proxy {code}",
         a.len(),
         if soa { " and the SOA" } else { ", no SOA" }
     ));
+    // Enabled again (its origin still down): back on the fallback.
+    let again = reload_aggregators(&mut m, &config, &original).is_some();
+    let back = answer(&m).1 == ip_of(&m, &["static"]);
+    ok &= again && back;
+    steps.push(format!("fallback enabled again -> static: {back}"));
     for (start, expect) in [
         (vec!["static"], vec!["static"]),
         (vec!["ap-1", "ap-2"], vec!["ap-1", "ap-2"]),
@@ -782,8 +835,8 @@ fn chaos() {
     let (code, body) = m.proxy(0);
     ok &= code == 200 && body.starts_with("eu-");
     outcomes.push(Outcome::new(
-        "kill the primary pool's origins, then the next, then all; restore",
-        "failover eu -> us -> ap -> fallback; then NODATA+SOA and 530; recovery in order",
+        "kill the primary pool's origins, then the next, then all (the fallback's too); disable the fallback by a reload; restore",
+        "failover eu -> us -> ap -> fallback, which serves even when its origin is down; disabled: NODATA+SOA and 530; recovery in order",
         steps.join("; "),
         ok,
     ));
@@ -894,6 +947,7 @@ fn chaos() {
 
     // 9. Reload the whole mesh (both aggregators and every prober) under client load.
     let before = m.all_changes();
+    let generations = m.generations();
     let config = m.world.dir.join("meshlb.toml");
     let text = std::fs::read_to_string(&config).expect("config");
     let changed = text
@@ -935,8 +989,7 @@ fn chaos() {
             .filter(|x| x["alive"] == true)
             .filter_map(|x| x["config_hash"].as_str().map(str::to_string))
             .collect();
-        hashes.len() == 1
-            && (0..2).all(|i| m.status(i).is_some_and(|s| s["config_generation"] == 2))
+        hashes.len() == 1 && m.generations() == generations.map(|g| g + 1)
     });
     let (mut sent, mut failed) = (0, 0);
     for s in streams {

@@ -125,7 +125,7 @@ pub(super) fn status(shared: &Shared) -> Status {
         .enumerate()
         .map(|(pi, p)| PoolStatus {
             name: p.name.clone(),
-            state: snapshot.pool_state(config, PoolId(pi), region).name(),
+            state: snapshot.shown_pool_state(config, PoolId(pi), region).name(),
             rtt_ms: snapshot
                 .pool(PoolId(pi))
                 .rtt_ms

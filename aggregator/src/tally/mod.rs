@@ -380,7 +380,7 @@ pub fn tally(
         state.verdicts[pool.0][endpoint.0] = verdict;
     }
     for (pi, _) in config.pools.iter().enumerate() {
-        let to = snapshot.pool_state(config, PoolId(pi), settings.region);
+        let to = snapshot.shown_pool_state(config, PoolId(pi), settings.region);
         let from = previous.pool_states[pi];
         if to != from {
             changes.push(HealthChange::Pool {

@@ -47,6 +47,46 @@ pub struct Config {
     pub notifications: Notifications,
     pool_index: HashMap<String, PoolId>,
     lb_index: HashMap<String, LbId>,
+    /// `fallback_only[pool]`: the pool serves only as a fallback pool (`Config::fallback_only`).
+    fallback_only: Vec<bool>,
+}
+
+/// For each of `pools` pools: whether some load balancer (or one of its rules) names it as its
+/// fallback pool and none routes to it otherwise (default, region, country or PoP pools).
+fn fallback_only(pools: usize, load_balancers: &[LoadBalancer]) -> Vec<bool> {
+    let (mut fallback, mut routed) = (vec![false; pools], vec![false; pools]);
+    for lb in load_balancers {
+        let overridden = lb.rules.iter().filter_map(|r| match &r.action {
+            RuleAction::Overrides(o) => {
+                let mut settings = lb.settings.clone();
+                o.apply_to(&mut settings);
+                Some(settings)
+            }
+            RuleAction::FixedResponse(_) => None,
+        });
+        for settings in std::iter::once(lb.settings.clone()).chain(overridden) {
+            if let Some(f) = settings.fallback_pool {
+                if let Some(slot) = fallback.get_mut(f.0) {
+                    *slot = true;
+                }
+            }
+            let maps = settings
+                .region_pools
+                .values()
+                .chain(settings.country_pools.values())
+                .chain(settings.pop_pools.values());
+            for p in settings.default_pools.iter().chain(maps.flatten()) {
+                if let Some(slot) = routed.get_mut(p.0) {
+                    *slot = true;
+                }
+            }
+        }
+    }
+    fallback
+        .iter()
+        .zip(&routed)
+        .map(|(&f, &r)| f && !r)
+        .collect()
 }
 
 impl Config {
@@ -71,6 +111,12 @@ impl Config {
 
     pub fn pool(&self, id: PoolId) -> &Pool {
         &self.pools[id.0]
+    }
+
+    /// Whether the pool serves only as a fallback pool: its state is never consulted, and it
+    /// is shown as `no_health` (seed 001: "No health: reserved for the Fallback Pool").
+    pub fn fallback_only(&self, pool: PoolId) -> bool {
+        self.fallback_only.get(pool.0).copied().unwrap_or(false)
     }
 
     pub fn pool_by_name(&self, name: &str) -> Option<PoolId> {

@@ -30,7 +30,7 @@ use crate::config::{
 use crate::health::HealthSnapshot;
 use crate::regions_table::RegionsTable;
 use crate::request::{Mode, RequestContext};
-use endpoint::EndpointView;
+use endpoint::{Admit, EndpointView};
 use trace::Trace;
 use traffic::PoolView;
 
@@ -286,7 +286,7 @@ impl<'a> Engine<'a> {
             .chain(s.settings.fallback_pool)
             .filter(|&p| p != bound.pool)
             .collect();
-        let (retry, retry_cookie) = self.retry_target(s, bound, &next);
+        let (retry, retry_cookie) = self.retry_target(s, bound, &next, Admit::Healthy);
         (
             Outcome::Forward {
                 target: bound,
@@ -333,7 +333,13 @@ impl<'a> Engine<'a> {
                 shed_from.push(pool);
                 continue;
             }
-            if let Some(found) = self.in_pool(s, pool, &pools[i + 1..], candidates.last_resort) {
+            if let Some(found) = self.in_pool(
+                s,
+                pool,
+                &pools[i + 1..],
+                candidates.last_resort,
+                Admit::Healthy,
+            ) {
                 return Some(found);
             }
         }
@@ -346,19 +352,24 @@ impl<'a> Engine<'a> {
                     self.config.pool(pool).name
                 )
             });
-            if let Some(found) = self.in_pool(s, pool, &shed_from[i + 1..], candidates.last_resort)
-            {
+            if let Some(found) = self.in_pool(
+                s,
+                pool,
+                &shed_from[i + 1..],
+                candidates.last_resort,
+                Admit::Healthy,
+            ) {
                 return Some(found);
             }
         }
         let fallback = candidates.last_resort.filter(|&f| Some(f) != exclude)?;
         s.trace.note(|| {
             format!(
-                "no usable pool: fallback pool {}",
+                "no usable pool: fallback pool {} (its health not considered)",
                 self.config.pool(fallback).name
             )
         });
-        self.in_pool(s, fallback, &[], None)
+        self.in_pool(s, fallback, &[], None, Admit::Enabled)
     }
 
     /// Steers within one pool; `None` when it has no eligible endpoint.
@@ -368,8 +379,9 @@ impl<'a> Engine<'a> {
         pool: PoolId,
         later: &[PoolId],
         last_resort: Option<PoolId>,
+        admit: Admit,
     ) -> Option<(Outcome, AffinityUpdate, Option<SetCookie>)> {
-        let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut s.trace);
+        let eligible = endpoint::eligible(&s.endpoints, pool, None, admit, &mut s.trace);
         if eligible.is_empty() {
             s.trace.note(|| {
                 format!(
@@ -394,7 +406,7 @@ impl<'a> Engine<'a> {
         };
         let mut next_pools = PoolList::from_slice(later);
         next_pools.extend(last_resort);
-        let (retry, retry_cookie) = self.retry_target(s, target, &next_pools);
+        let (retry, retry_cookie) = self.retry_target(s, target, &next_pools, admit);
         let update = match s.settings.session_affinity.kind {
             AffinityKind::Cookie | AffinityKind::IpCookie => {
                 AffinityUpdate::SetCookie(self.affinity_cookie(s.lb, s.settings, target, s.ctx))
@@ -455,13 +467,20 @@ impl<'a> Engine<'a> {
         s: &mut Step<'_, '_>,
         target: Target,
         next_pools: &[PoolId],
+        admit: Admit,
     ) -> (Option<Target>, Option<SetCookie>) {
         let mode = s.settings.session_affinity.zero_downtime_failover;
         if mode == ZeroDowntimeFailover::None {
             return (None, None);
         }
         let mut quiet = Trace::new(false);
-        let same = endpoint::eligible(&s.endpoints, target.pool, Some(target.endpoint), &mut quiet);
+        let same = endpoint::eligible(
+            &s.endpoints,
+            target.pool,
+            Some(target.endpoint),
+            admit,
+            &mut quiet,
+        );
         let mut retry =
             endpoint::pick(&s.endpoints, target.pool, &same, s.rng, &mut quiet).map(|endpoint| {
                 Target {
@@ -471,7 +490,8 @@ impl<'a> Engine<'a> {
             });
         if retry.is_none() && s.settings.adaptive_routing.failover_across_pools {
             for &pool in next_pools {
-                let eligible = endpoint::eligible(&s.endpoints, pool, None, &mut quiet);
+                let eligible =
+                    endpoint::eligible(&s.endpoints, pool, None, Admit::Healthy, &mut quiet);
                 if let Some(endpoint) =
                     endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut quiet)
                 {

@@ -84,6 +84,7 @@ pub(super) fn validate(
     let geolocation = v.geolocation(&raw.geolocation);
     let notifications = v.notifications(&raw.notifications);
     let pool_index = v.pool_index;
+    let fallback_only = super::fallback_only(pools.len(), &load_balancers);
     v.sink.finish(Config {
         monitors,
         pools,
@@ -93,6 +94,7 @@ pub(super) fn validate(
         notifications,
         pool_index: pool_index.into_iter().collect(),
         lb_index,
+        fallback_only,
     })
 }
 

@@ -44,18 +44,34 @@ impl EndpointView<'_> {
     }
 }
 
-/// The endpoints that may take new traffic: enabled, healthy, weight above 0, not excluded,
-/// and for the `latency` policy within the priority and latency-sensitivity cut.
+/// Which endpoints a pool admits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// Enabled and healthy: every pool, as steering reaches it.
+    Healthy,
+    /// Enabled, whatever their health: the fallback pool as the last resort, whose "state is
+    /// not considered when routing" (seed 001; docs/design.md#the-fallback-pool).
+    Enabled,
+}
+
+/// The endpoints that may take new traffic: enabled, healthy unless `admit` says otherwise,
+/// weight above 0, not excluded, and for the `latency` policy within the priority and
+/// latency-sensitivity cut.
 pub(crate) fn eligible(
     view: &EndpointView<'_>,
     pool: PoolId,
     exclude: Option<EndpointId>,
+    admit: Admit,
     trace: &mut Trace,
 ) -> EndpointList {
     let p = view.config.pool(pool);
+    let admitted = |e: EndpointId| match admit {
+        Admit::Healthy => view.usable(pool, e),
+        Admit::Enabled => view.health.endpoint_enabled(view.config, pool, e),
+    };
     let usable: EndpointList = (0..p.endpoints.len())
         .map(EndpointId)
-        .filter(|&e| Some(e) != exclude && view.usable(pool, e) && view.weight(pool, e) > 0.0)
+        .filter(|&e| Some(e) != exclude && admitted(e) && view.weight(pool, e) > 0.0)
         .collect();
     if p.origin_steering.policy == OriginPolicy::Latency {
         latency::filter(

@@ -129,9 +129,9 @@ fn fallback_table_dynamic() {
     // Unhealthy, it does not take part while A is usable.
     w.set("b/b1", Verdict::Unhealthy);
     assert_eq!(w.one("lb.test", &ctx), "a/a1");
-    // Everything down: nothing (NODATA / 530).
+    // Everything down: the fallback as the last resort, its health not considered (seed 001).
     w.set("a/a1", Verdict::Unhealthy);
-    assert_eq!(w.one("lb.test", &ctx), "none");
+    assert_eq!(w.one("lb.test", &ctx), "b/b1");
 }
 
 #[test]
@@ -160,11 +160,69 @@ fn fallback_is_the_last_resort_for_every_policy() {
     ] {
         let mut w = fallback_world(policy, "");
         w.set("a/a1", Verdict::Unhealthy);
-        let ctx = w.ctx(Mode::Proxy, Region::Weu);
-        assert_eq!(w.one("lb.test", &ctx), "b/b1", "{policy}");
-        w.set("b/b1", Verdict::Unhealthy);
-        assert_eq!(w.one("lb.test", &ctx), "none", "{policy}");
+        for mode in [Mode::Proxy, Mode::Dns] {
+            let ctx = w.ctx(mode, Region::Weu);
+            assert_eq!(w.one("lb.test", &ctx), "b/b1", "{policy}");
+            // Seed 001: the fallback's "state is not considered when routing"; seed 000: "it
+            // does not depend on health monitor data". Unhealthy or never voted on, it serves.
+            for verdict in [Verdict::Unhealthy, Verdict::Unknown] {
+                w.set("b/b1", verdict);
+                assert_eq!(w.one("lb.test", &ctx), "b/b1", "{policy} {verdict:?}");
+            }
+            w.set("b/b1", Verdict::Healthy);
+        }
     }
+}
+
+/// Only a disabled (or absent) fallback leaves nothing: 530 and NODATA with the SOA. Within it,
+/// endpoint steering runs over its enabled endpoints by weight, whatever their health.
+#[test]
+fn a_disabled_fallback_leaves_nothing_and_an_enabled_one_steers_by_weight() {
+    let mut w = World::new(
+        r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "a"
+monitor = "m"
+origins = [{ name = "a1", address = "192.0.2.1" }]
+[[pools]]
+name = "b"
+monitor = "m"
+origins = [{ name = "b1", address = "192.0.2.2", weight = 0.25 }, { name = "b2", address = "192.0.2.3", weight = 0.75 }, { name = "off", address = "192.0.2.4", enabled = false }]
+[[pools]]
+name = "c"
+monitor = "m"
+enabled = false
+origins = [{ name = "c1", address = "192.0.2.5" }]
+[[load_balancers]]
+name = "lb.test"
+default_pools = ["a"]
+fallback_pool = "b"
+[[load_balancers]]
+name = "off.test"
+default_pools = ["a"]
+fallback_pool = "c"
+[[load_balancers]]
+name = "none.test"
+default_pools = ["a"]
+"#,
+    );
+    for e in ["a/a1", "b/b1", "b/b2", "b/off", "c/c1"] {
+        w.set(e, Verdict::Unhealthy);
+    }
+    let ctx = w.ctx(Mode::Proxy, Region::Weu);
+    let shares = w.shares("lb.test", &ctx, 20_000, true);
+    near(&shares, "b/b1", 0.25, 0.02);
+    near(&shares, "b/b2", 0.75, 0.02);
+    assert!(
+        !shares.contains_key("b/off"),
+        "a disabled endpoint takes nothing"
+    );
+    assert_eq!(w.one("off.test", &ctx), "none", "a disabled fallback");
+    assert_eq!(w.one("none.test", &ctx), "none", "no fallback");
+    let dns = w.ctx(Mode::Dns, Region::Weu);
+    assert_eq!(w.one("off.test", &dns), "none");
 }
 
 fn geo_world() -> World {

@@ -16,7 +16,9 @@ use crate::steering::location::ClientLocation;
 use crate::steering::trace::Trace;
 use crate::steering::PoolList;
 
-/// Pools in preference order, and the fallback pool when it is only a last resort.
+/// Pools in preference order (the fallback among them where the policy lets it take part,
+/// with its health counted), and the fallback pool as the last resort after all of them,
+/// its health not counted.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Candidates {
     pub pools: PoolList,
@@ -119,8 +121,10 @@ pub(crate) fn candidates(
             proximity::order(&with_healthy_fallback(defaults), view, trace)
         }
     };
-    let last_resort = fallback.filter(|f| !pools.contains(f));
-    Candidates { pools, last_resort }
+    Candidates {
+        pools,
+        last_resort: fallback,
+    }
 }
 
 /// Appends the pools of `rest` not yet in `order`, keeping `rest`'s (failover) order.
