@@ -715,7 +715,8 @@ default_pools = ["weighted"]
         !failures.is_empty(),
         "without the retry some of {total} requests must fail"
     );
-    assert!(failures.iter().all(|(_, s)| *s == 502), "{failures:?}");
+    // The origin refused the connection: Cloudflare's 521.
+    assert!(failures.iter().all(|(_, s)| *s == 521), "{failures:?}");
     // Only until the mesh marks z1 down: interval x consecutive_down + 1 s = 3 s after the
     // kill, with a margin for a loaded machine.
     let last = failures.iter().map(|(t, _)| *t).max().unwrap();
@@ -752,6 +753,25 @@ default_pools = ["weighted"]
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0.0)
     };
+    // The proxy's own error answers by Cloudflare's code: the refused origin's 521s, the 530s
+    // of the load balancer with nothing left.
+    let errors = |lb: &str, code: &str| -> f64 {
+        let prefix = format!(
+            "meshlb_proxy_errors_total{{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"{lb}\",code=\"{code}\"}} "
+        );
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    };
+    assert_eq!(
+        errors("nozdt.example.test", "521"),
+        failures.len() as f64,
+        "every failure counted as a 521"
+    );
+    assert!(errors("dead.example.test", "530") >= 1.0);
+    assert_eq!(errors("weighted.example.test", "524"), 0.0);
     assert!(
         sent("reused") == 0.0 && sent("new") > 100.0,
         "reused {} new {}",

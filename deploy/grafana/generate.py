@@ -189,6 +189,10 @@ def traffic():
     b.panel("timeseries", "Requests to origins by connection (reused, new, resent)", [target(
         'sum by (connection) (rate(meshlb_proxy_origin_requests_total[$__rate_interval]))', "{{connection}}")],
         unit="reqps")
+    b.panel("timeseries", "The proxy's error answers by code", [target(
+        'sum by (load_balancer, code) (rate(meshlb_proxy_errors_total[$__rate_interval])) > 0', "{{code}} {{load_balancer}}")],
+        unit="reqps", description="Cloudflare's codes: 521 origin refused, 522 connect timed out, 523 unreachable, "
+        "524 no answer in time, 525/526 TLS, 530 no pool (error 1016); 502 an answer that broke off.")
     return b
 
 

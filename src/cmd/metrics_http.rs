@@ -181,6 +181,10 @@ fn describe() {
         "Zero-downtime failover retries."
     );
     describe_counter!(
+        "meshlb_proxy_errors_total",
+        "The proxy's own error answers, by Cloudflare's code (521 refused, 522 connect timeout, 523 unreachable, 524 no answer in time, 525/526 TLS, 530 no pool, 502 broken answer)."
+    );
+    describe_counter!(
         "meshlb_proxy_affinity_hits_total",
         "Requests that followed an existing session affinity binding."
     );

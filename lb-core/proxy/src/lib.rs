@@ -28,5 +28,5 @@ mod spares;
 pub use body::ProxyBody;
 pub use client::listener::{listen, ProxyListener};
 pub use client::tls::{CertificateError, Certificates};
-pub use origin::pool::{Origin, Upstream, UpstreamError};
+pub use origin::pool::{ConnectFailure, Origin, Upstream, UpstreamError};
 pub use route::{Peer, Proxy, ProxySettings, SetupError};

@@ -1,8 +1,9 @@
 //! Per-request metrics with handles registered at start, so a request costs one hash lookup
 //! and a few atomic adds instead of building label sets:
 //! `meshlb_proxy_requests_total{load_balancer, pool, endpoint, status_class}`,
-//! `meshlb_proxy_request_duration_seconds{load_balancer}`, `meshlb_proxy_retries_total` and
-//! `meshlb_proxy_affinity_hits_total` (by load balancer).
+//! `meshlb_proxy_request_duration_seconds{load_balancer}`, `meshlb_proxy_retries_total`,
+//! `meshlb_proxy_affinity_hits_total` (by load balancer) and
+//! `meshlb_proxy_errors_total{load_balancer, code}` (the proxy's own error answers).
 
 use metrics::{counter, histogram, Counter, Histogram};
 
@@ -10,6 +11,10 @@ use lb_core::config::{Config, LbId};
 use lb_core::steering::Target;
 
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The error answers the proxy makes itself, by Cloudflare's codes (`route/forward.rs`,
+/// `route/proxy.rs`).
+pub(crate) const ERROR_CODES: [u16; 8] = [502, 521, 522, 523, 524, 525, 526, 530];
 
 type Classes = [Counter; 5];
 
@@ -30,6 +35,17 @@ pub(crate) struct LbMetrics {
     pub duration: Histogram,
     pub retries: Counter,
     pub affinity_hits: Counter,
+    /// `errors[i]` counts `ERROR_CODES[i]`.
+    errors: [Counter; 8],
+}
+
+impl LbMetrics {
+    /// Counts one error answer the proxy made; codes outside `ERROR_CODES` are not counted.
+    pub fn error(&self, code: u16) {
+        if let Some(i) = ERROR_CODES.iter().position(|&c| c == code) {
+            self.errors[i].increment(1);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -56,6 +72,9 @@ impl ProxyMetrics {
                     duration: histogram!("meshlb_proxy_request_duration_seconds", "load_balancer" => lb.name.clone()),
                     retries: counter!("meshlb_proxy_retries_total", "load_balancer" => lb.name.clone()),
                     affinity_hits: counter!("meshlb_proxy_affinity_hits_total", "load_balancer" => lb.name.clone()),
+                    errors: ERROR_CODES.map(|code| {
+                        counter!("meshlb_proxy_errors_total", "load_balancer" => lb.name.clone(), "code" => code.to_string())
+                    }),
                 }
             })
             .collect();

@@ -99,8 +99,8 @@ impl Pools {
 /// How reaching the origin failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UpstreamError {
-    /// Nothing reached the origin: refused, unreachable, or the connect timed out.
-    Connect { timed_out: bool },
+    /// Nothing reached the origin.
+    Connect(ConnectFailure),
     /// The TLS handshake failed (Cloudflare's 525).
     TlsHandshake,
     /// The origin's certificate is not valid for the name (Cloudflare's 526).
@@ -109,6 +109,29 @@ pub enum UpstreamError {
     Exchange,
     /// The origin's answer broke off after its head (a short body read whole).
     BrokenAnswer,
+}
+
+/// Why no connection to an origin could be opened, as Cloudflare tells them apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// The origin refused the connection (Cloudflare's 521).
+    Refused,
+    /// The connection was not accepted within the connect timeout (522).
+    TimedOut,
+    /// No route to the origin, or its hostname did not resolve (523).
+    Unreachable,
+}
+
+impl ConnectFailure {
+    /// The failure an error of `connect(2)` stands for.
+    pub(crate) fn of(e: &std::io::Error) -> ConnectFailure {
+        use std::io::ErrorKind;
+        match e.kind() {
+            ErrorKind::ConnectionRefused => ConnectFailure::Refused,
+            ErrorKind::TimedOut => ConnectFailure::TimedOut,
+            _ => ConnectFailure::Unreachable,
+        }
+    }
 }
 
 /// The response's body as `send` leaves it.
@@ -379,13 +402,11 @@ impl Upstream {
     }
 
     async fn connect(&self, origin: Origin<'_>) -> Result<Conn, UpstreamError> {
-        let refused = UpstreamError::Connect { timed_out: false };
-        let timed_out = UpstreamError::Connect { timed_out: true };
         let tcp =
             match tokio::time::timeout(self.connect_timeout, tcp_connect(origin.authority)).await {
                 Ok(Ok(s)) => s,
-                Ok(Err(_)) => return Err(refused),
-                Err(_) => return Err(timed_out),
+                Ok(Err(why)) => return Err(UpstreamError::Connect(why)),
+                Err(_) => return Err(UpstreamError::Connect(ConnectFailure::TimedOut)),
             };
         let _ = tcp.set_nodelay(true);
         let counter = origin.opened.cloned();
@@ -416,18 +437,22 @@ async fn sweep(upstream: Weak<Upstream>) {
     }
 }
 
-async fn tcp_connect(authority: &str) -> std::io::Result<TcpStream> {
+/// Connects to `ip:port`, or to each address of `host:port` in turn; a name that does not
+/// resolve is unreachable.
+async fn tcp_connect(authority: &str) -> Result<TcpStream, ConnectFailure> {
     if let Ok(addr) = authority.parse::<SocketAddr>() {
-        return TcpStream::connect(addr).await;
+        return TcpStream::connect(addr)
+            .await
+            .map_err(|e| ConnectFailure::of(&e));
     }
-    let mut last = std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!("{authority}: no address"),
-    );
-    for addr in tokio::net::lookup_host(authority).await? {
+    let addrs = tokio::net::lookup_host(authority)
+        .await
+        .map_err(|_| ConnectFailure::Unreachable)?;
+    let mut last = ConnectFailure::Unreachable;
+    for addr in addrs {
         match TcpStream::connect(addr).await {
             Ok(s) => return Ok(s),
-            Err(e) => last = e,
+            Err(e) => last = ConnectFailure::of(&e),
         }
     }
     Err(last)

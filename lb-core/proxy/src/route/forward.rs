@@ -27,7 +27,7 @@ use crate::lazy_timer::LazyTimer;
 use crate::live::{Counted, InFlight};
 use crate::origin::head::OriginHead;
 use crate::origin::http1::{Io, RequestHead};
-use crate::origin::pool::{Origin, Reply, Upstream, UpstreamError};
+use crate::origin::pool::{ConnectFailure, Origin, Reply, Upstream, UpstreamError};
 use lb_core::affinity::SetCookie;
 use lb_core::config::{LbId, LoadBalancer, ZeroDowntimeFailover};
 use lb_core::steering::{AffinityUpdate, Decision, Target};
@@ -109,7 +109,7 @@ impl Proxy {
             let failure = loop {
                 let in_flight = self.live.start(target);
                 let failure = match self.origin_route(lb_index, target, &p) {
-                    None => Failure::Connect(UpstreamError::Connect { timed_out: false }),
+                    None => Failure::Connect(UpstreamError::Connect(ConnectFailure::Unreachable)),
                     Some(route) => {
                         let head = RequestHead {
                             method: &p.method,
@@ -171,7 +171,11 @@ impl Proxy {
                 }
                 break failure;
             };
-            Answer::Made(failure_response(&failure, lb))
+            let (code, response) = failure_response(&failure, lb);
+            if let Some(m) = self.metrics.lbs.get(lb_index.0) {
+                m.error(code);
+            }
+            Answer::Made(response)
         };
         self.record(
             start,
@@ -288,38 +292,39 @@ fn for_client(
     }
 }
 
-/// What the client gets when no attempt brought an answer (Cloudflare's codes where they
-/// have one).
-fn failure_response(failure: &Failure, lb: &LoadBalancer) -> Response<ProxyBody> {
-    match failure {
-        Failure::Connect(UpstreamError::Connect { timed_out: true })
-        | Failure::Exchange { timed_out: true } => text(
-            StatusCode::GATEWAY_TIMEOUT,
-            format!("meshlb: the origin of {} did not answer in time\n", lb.name),
+/// What the client gets when no attempt brought an answer: Cloudflare's code for it
+/// (521-526; 502 where Cloudflare has none of these), with a short body naming the load
+/// balancer and the reason.
+fn failure_response(failure: &Failure, lb: &LoadBalancer) -> (u16, Response<ProxyBody>) {
+    let (code, why) = match failure {
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::Refused)) => {
+            (521, "refused the connection")
+        }
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::TimedOut)) => (
+            522,
+            "did not accept the connection within the connect timeout",
         ),
-        Failure::Connect(UpstreamError::TlsHandshake) => text(
-            status(525),
-            format!(
-                "meshlb: the TLS handshake with the origin of {} failed (error 525)\n",
-                lb.name
-            ),
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::Unreachable)) => (
+            523,
+            "is unreachable (no route to it, or its name does not resolve)",
         ),
-        Failure::Connect(UpstreamError::TlsCertificate) => text(
-            status(526),
-            format!(
-                "meshlb: the origin of {} has an invalid certificate (error 526)\n",
-                lb.name
-            ),
-        ),
-        Failure::BrokenAnswer => text(
-            StatusCode::BAD_GATEWAY,
-            format!("meshlb: the origin of {} broke off its answer\n", lb.name),
-        ),
-        _ => text(
-            StatusCode::BAD_GATEWAY,
-            format!("meshlb: the origin of {} could not be reached\n", lb.name),
-        ),
-    }
+        Failure::Exchange { timed_out: true } => {
+            (524, "did not answer within the response timeout")
+        }
+        Failure::Connect(UpstreamError::TlsHandshake) => (525, "failed the TLS handshake"),
+        Failure::Connect(UpstreamError::TlsCertificate) => (526, "has an invalid certificate"),
+        Failure::BrokenAnswer => (502, "broke off its answer"),
+        Failure::Connect(UpstreamError::Exchange | UpstreamError::BrokenAnswer)
+        | Failure::Exchange { timed_out: false } => {
+            (502, "closed the connection without answering")
+        }
+    };
+    let body = if code == 502 {
+        format!("meshlb: the origin of {} {why}\n", lb.name)
+    } else {
+        format!("meshlb: the origin of {} {why} (error {code})\n", lb.name)
+    };
+    (code, text(status(code), body))
 }
 
 /// Carries a WebSocket (or any upgraded protocol) both ways until either side closes; it
@@ -338,4 +343,87 @@ async fn tunnel(
         return;
     }
     let _ = tokio::io::copy_bidirectional(&mut client, &mut origin).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_core::config::Config;
+    use lb_core::RegionsTable;
+
+    #[test]
+    fn each_failure_has_cloudflares_code_and_names_the_load_balancer() {
+        let config = Config::parse(
+            "t.toml",
+            "[[pools]]\nname = \"p\"\norigins = [{ name = \"a\", address = \"127.0.0.1\" }]\n[[load_balancers]]\nname = \"www.example.test\"\nproxied = true\ndefault_pools = [\"p\"]\n",
+            &RegionsTable::embedded().expect("regions"),
+        )
+        .expect("config");
+        let lb = &config.load_balancers[0];
+        let connect = |f| Failure::Connect(UpstreamError::Connect(f));
+        for (failure, code, words) in [
+            (
+                connect(ConnectFailure::Refused),
+                521,
+                "refused the connection",
+            ),
+            (
+                connect(ConnectFailure::TimedOut),
+                522,
+                "within the connect timeout",
+            ),
+            (connect(ConnectFailure::Unreachable), 523, "unreachable"),
+            (
+                Failure::Exchange { timed_out: true },
+                524,
+                "response timeout",
+            ),
+            (
+                Failure::Connect(UpstreamError::TlsHandshake),
+                525,
+                "TLS handshake",
+            ),
+            (
+                Failure::Connect(UpstreamError::TlsCertificate),
+                526,
+                "invalid certificate",
+            ),
+            (
+                Failure::Exchange { timed_out: false },
+                502,
+                "without answering",
+            ),
+            (Failure::BrokenAnswer, 502, "broke off"),
+        ] {
+            let (got, response) = failure_response(&failure, lb);
+            assert_eq!((got, response.status().as_u16()), (code, code));
+            let ProxyBody::Bytes(Some(body)) = response.into_body() else {
+                panic!("a whole body");
+            };
+            let text = String::from_utf8_lossy(&body).into_owned();
+            assert!(
+                text.contains("www.example.test") && text.contains(words),
+                "{code}: {text}"
+            );
+            assert_eq!(
+                text.contains(&format!("(error {code})")),
+                code != 502,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn connect_errors_are_told_apart_as_cloudflare_does() {
+        use std::io::{Error, ErrorKind};
+        for (kind, want) in [
+            (ErrorKind::ConnectionRefused, ConnectFailure::Refused),
+            (ErrorKind::TimedOut, ConnectFailure::TimedOut),
+            (ErrorKind::HostUnreachable, ConnectFailure::Unreachable),
+            (ErrorKind::NetworkUnreachable, ConnectFailure::Unreachable),
+            (ErrorKind::AddrNotAvailable, ConnectFailure::Unreachable),
+        ] {
+            assert_eq!(ConnectFailure::of(&Error::from(kind)), want, "{kind:?}");
+        }
+    }
 }

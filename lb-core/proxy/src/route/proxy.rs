@@ -279,13 +279,18 @@ impl Proxy {
         let (decision, had_binding) = self.decide(lb_index, &req, client);
         let response = match &decision.outcome {
             Outcome::Fixed(f) => fixed(f),
-            Outcome::NoPool | Outcome::Answer { .. } => text(
-                status(530),
-                format!(
-                    "meshlb: no healthy pool can serve {} (error 1016)\n",
-                    lb.name
-                ),
-            ),
+            Outcome::NoPool | Outcome::Answer { .. } => {
+                if let Some(m) = self.metrics.lbs.get(lb_index.0) {
+                    m.error(530);
+                }
+                text(
+                    status(530),
+                    format!(
+                        "meshlb: no pool can serve {}: every pool is down and no fallback pool can take it (error 1016)\n",
+                        lb.name
+                    ),
+                )
+            }
             Outcome::Forward { target, retry } => {
                 let (target, retry) = (*target, *retry);
                 self.remember(&decision);

@@ -450,3 +450,24 @@ async fn a_client_that_leaves_mid_request_ends_the_origin_exchange() {
         "the request outlived its client"
     );
 }
+
+#[tokio::test]
+async fn an_origin_silent_past_the_response_timeout_is_a_524() {
+    let p = proxy(ProxySettings {
+        response_timeout: Duration::from_millis(300),
+        ..ProxySettings::default()
+    })
+    .await;
+    let mut s = connect(&p).await;
+    send(&mut s, get("/hold")).await;
+    let (status, _, body) = response(&mut s, false).await;
+    assert_eq!(status, 524);
+    let body = String::from_utf8_lossy(&body);
+    assert!(
+        body.contains("www.example.test") && body.contains("(error 524)"),
+        "{body}"
+    );
+    // The connection stays usable.
+    send(&mut s, get("/after")).await;
+    assert_eq!(response(&mut s, false).await.2, b"/after");
+}

@@ -189,7 +189,7 @@ async fn refused_connections_are_connect_failures() {
         opened: None,
     };
     let e = get(&up, o, 1024).await.err();
-    assert_eq!(e, Some(UpstreamError::Connect { timed_out: false }));
+    assert_eq!(e, Some(UpstreamError::Connect(ConnectFailure::Refused)));
 }
 
 struct Pki {
