@@ -194,6 +194,11 @@ name = "sticky.example.test"
 proxied = true
 default_pools = ["three"]
 session_affinity = "cookie"
+session_affinity_ttl = 1800
+[[load_balancers.rules]]
+name = "checkout gets time"
+condition = 'http.request.uri.path == "/checkout"'
+overrides = {{ session_affinity_ttl = 7200 }}
 [[load_balancers]]
 name = "ipcookie.example.test"
 proxied = true
@@ -508,7 +513,33 @@ default_pools = ["weighted"]
             &["-H", &format!("Cookie: {cookie}")],
         );
         assert_eq!(r.origin(), bound);
+        assert!(r.header("set-cookie").is_none(), "never extended elsewhere");
     }
+    // A rule that sets the affinity TTL for /checkout resets the session there (seed 000):
+    // the same endpoint, the cookie issued again with the rule's TTL.
+    assert!(set_cookie.contains("max-age=1800"), "{set_cookie}");
+    let checkout = format!("{}checkout", url);
+    let r = curl(
+        &checkout,
+        "sticky.example.test",
+        &["-H", &format!("Cookie: {cookie}")],
+    );
+    assert_eq!(r.origin(), bound);
+    let reset = r
+        .header("set-cookie")
+        .expect("the session is reset on /checkout");
+    assert!(
+        reset.to_ascii_lowercase().contains("max-age=7200"),
+        "{reset}"
+    );
+    let reset = reset.split(';').next().expect("value").to_string();
+    assert_ne!(reset, cookie, "a new cookie");
+    let r = curl(
+        &url,
+        "sticky.example.test",
+        &["-H", &format!("Cookie: {reset}")],
+    );
+    assert_eq!(r.origin(), bound, "the reset session is followed");
     let mut tampered = cookie.clone().into_bytes();
     let last = tampered.len() - 2;
     tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };

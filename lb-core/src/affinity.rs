@@ -19,7 +19,9 @@ type HmacSha256 = Hmac<Sha256>;
 /// The affinity cookie's name.
 pub const COOKIE_NAME: &str = "__meshlb";
 
-const COOKIE_VERSION: u8 = 1;
+/// Version 2 carries the session's TTL; version 1 (without it) is still read.
+const COOKIE_VERSION: u8 = 2;
+const COOKIE_VERSION_WITHOUT_TTL: u8 = 1;
 const TAG_LEN: usize = 16;
 /// Cookies longer than this are not ours; refuse before decoding.
 const MAX_COOKIE_LEN: usize = 1024;
@@ -62,6 +64,9 @@ pub struct CookieClaim {
     pub endpoint: String,
     /// Unix seconds; the cookie expires `ttl` after this and is never extended.
     pub issued_at: u64,
+    /// The session's TTL in seconds when it was issued (a rule may have set it); `None` in a
+    /// cookie of the first version, whose TTL is the load balancer's.
+    pub ttl: Option<u32>,
 }
 
 /// Encodes and signs a binding for load balancer `lb`.
@@ -69,6 +74,7 @@ pub fn encode_cookie(key: &AffinityKey, lb: &str, claim: &CookieClaim) -> String
     let mut payload = Vec::with_capacity(16 + claim.pool.len() + claim.endpoint.len());
     payload.push(COOKIE_VERSION);
     payload.extend_from_slice(&claim.issued_at.to_be_bytes());
+    payload.extend_from_slice(&claim.ttl.unwrap_or(0).to_be_bytes());
     for part in [&claim.pool, &claim.endpoint] {
         let len = u16::try_from(part.len()).unwrap_or(u16::MAX);
         payload.extend_from_slice(&len.to_be_bytes());
@@ -91,11 +97,17 @@ pub fn decode_cookie(key: &AffinityKey, lb: &str, value: &str) -> Option<CookieC
     // Constant-time comparison of the truncated tag.
     key.mac(lb, payload).verify_truncated_left(tag).ok()?;
     let (&version, rest) = payload.split_first()?;
-    if version != COOKIE_VERSION {
-        return None;
-    }
     let issued_at = u64::from_be_bytes(rest.get(..8)?.try_into().ok()?);
     let mut rest = &rest[8..];
+    let ttl = match version {
+        COOKIE_VERSION => {
+            let ttl = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?);
+            rest = &rest[4..];
+            Some(ttl).filter(|&t| t > 0)
+        }
+        COOKIE_VERSION_WITHOUT_TTL => None,
+        _ => return None,
+    };
     let mut parts = Vec::with_capacity(2);
     for _ in 0..2 {
         let len = usize::from(u16::from_be_bytes(rest.get(..2)?.try_into().ok()?));
@@ -112,6 +124,7 @@ pub fn decode_cookie(key: &AffinityKey, lb: &str, value: &str) -> Option<CookieC
         pool,
         endpoint,
         issued_at,
+        ttl,
     })
 }
 
@@ -198,7 +211,30 @@ mod tests {
             pool: "eu-west".into(),
             endpoint: "web-1".into(),
             issued_at: 1_700_000_000,
+            ttl: Some(7_200),
         }
+    }
+
+    #[test]
+    fn a_cookie_of_the_first_version_is_still_read() {
+        // Version 1: no TTL field, so the load balancer's TTL applies to it.
+        let key = AffinityKey::derive(b"cluster secret");
+        let mut payload = vec![COOKIE_VERSION_WITHOUT_TTL];
+        payload.extend_from_slice(&1_700_000_000u64.to_be_bytes());
+        for part in ["eu-west", "web-1"] {
+            payload.extend_from_slice(&u16::try_from(part.len()).expect("short").to_be_bytes());
+            payload.extend_from_slice(part.as_bytes());
+        }
+        let tag = key.mac("www.example.com", &payload).finalize().into_bytes();
+        payload.extend_from_slice(&tag[..TAG_LEN]);
+        let v = URL_SAFE_NO_PAD.encode(payload);
+        assert_eq!(
+            decode_cookie(&key, "www.example.com", &v),
+            Some(CookieClaim {
+                ttl: None,
+                ..claim()
+            })
+        );
     }
 
     #[test]

@@ -25,7 +25,9 @@ pub(super) fn bound_target(engine: &Engine<'_>, s: &mut Step<'_, '_>) -> Option<
                 });
                 return None;
             };
-            if now >= claim.issued_at.saturating_add(u64::from(affinity.ttl)) {
+            // The TTL the cookie was issued with (a rule's, perhaps), else the load balancer's.
+            let ttl = claim.ttl.unwrap_or(affinity.ttl);
+            if now >= claim.issued_at.saturating_add(u64::from(ttl)) {
                 s.trace.note(|| "affinity cookie expired".to_string());
                 return None;
             }

@@ -273,8 +273,24 @@ impl<'a> Engine<'a> {
         s: &mut Step<'_, '_>,
         bound: Target,
     ) -> (Outcome, AffinityUpdate, Option<SetCookie>) {
+        let affinity = &s.settings.session_affinity;
+        // A cookie is never extended (Cloudflare's rule), except by a custom rule that sets
+        // the session affinity of the requests it matches: the session is reset with the
+        // rule's attributes, its TTL among them ("the session affinity TTL can be reset based
+        // on a request to a specific URL path", seed 000).
+        let reset_by_rule = matches!(affinity.kind, AffinityKind::Cookie | AffinityKind::IpCookie)
+            && *affinity != s.lb.settings.session_affinity;
         let update = match s.header_key {
             Some(key) => AffinityUpdate::TouchHeaderSession { key },
+            None if reset_by_rule => {
+                s.trace.note(|| {
+                    format!(
+                        "a rule sets the session affinity: the cookie is issued again (TTL {} s)",
+                        affinity.ttl
+                    )
+                });
+                AffinityUpdate::SetCookie(self.affinity_cookie(s.lb, s.settings, bound, s.ctx))
+            }
             None => AffinityUpdate::None,
         };
         // The pools a retry may move to, in failover order.
@@ -522,6 +538,7 @@ impl<'a> Engine<'a> {
             pool: pool.name.clone(),
             endpoint: pool.endpoints[target.endpoint.0].name.clone(),
             issued_at: ctx.now,
+            ttl: Some(settings.session_affinity.ttl),
         };
         let value = encode_cookie(self.key, &lb.name, &claim);
         SetCookie::new(

@@ -349,3 +349,70 @@ fn a_shed_session_with_nowhere_to_go_stays() {
         "q is critical: the session keeps its endpoint"
     );
 }
+
+/// Seed 000: "the session affinity TTL can be reset based on a request to a specific URL
+/// path, so that the client has time to finish the transaction". A rule that sets the session
+/// affinity for /checkout issues the cookie again, with its TTL, and the session then holds
+/// for that TTL on every path.
+#[test]
+fn a_rule_that_sets_the_affinity_ttl_resets_the_session() {
+    let w = World::new(
+        r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "p"
+monitor = "m"
+origins = [{ name = "e1", address = "192.0.2.1" }, { name = "e2", address = "192.0.2.2" }]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p"]
+session_affinity = "cookie"
+session_affinity_ttl = 1800
+[[load_balancers.rules]]
+name = "checkout"
+condition = 'http.request.uri.path == "/checkout"'
+overrides = { session_affinity_ttl = 7200 }
+"#,
+    );
+    let on = |path: &'static str, cookie: Option<&str>, now: u64| {
+        let http = HttpFields {
+            method: "GET",
+            host: "lb.test",
+            path,
+            query: "",
+            headers: &[],
+            cookies: &[],
+            tls: false,
+        };
+        let mut ctx = w.ctx(Mode::Proxy, Region::Weu);
+        ctx.http = Some(http);
+        ctx.affinity_cookie = cookie;
+        ctx.now = now;
+        let d = w.decide("lb.test", &ctx, &mut StdRng::seed_from_u64(3));
+        let set = match d.affinity {
+            AffinityUpdate::SetCookie(c) => Some((c.value.clone(), c.header_value())),
+            _ => None,
+        };
+        (w.label(&d.outcome, true), set)
+    };
+    let (first, set) = on("/", None, T0);
+    let (cookie, header) = set.expect("a new session");
+    assert!(header.contains("Max-Age=1800"), "{header}");
+    // Elsewhere the cookie is followed and not re-issued.
+    assert_eq!(on("/cart", Some(&cookie), T0 + 60), (first.clone(), None));
+    // On /checkout: the same endpoint, the cookie issued again with the rule's TTL.
+    let (again, set) = on("/checkout", Some(&cookie), T0 + 1000);
+    assert_eq!(again, first);
+    let (reset, header) = set.expect("the rule resets the session");
+    assert!(header.contains("Max-Age=7200"), "{header}");
+    // The old cookie ends at 1800 s; the reset one holds for 7200 s from the reset, on any path.
+    assert_ne!(
+        on("/", Some(&cookie), T0 + 1800).1,
+        None,
+        "expired: a new session"
+    );
+    assert_eq!(on("/", Some(&reset), T0 + 1000 + 7199), (first, None));
+    assert!(on("/", Some(&reset), T0 + 1000 + 7200).1.is_some());
+}
