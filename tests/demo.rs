@@ -117,6 +117,13 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         geo.contains("127.0.1.3"),
         "SEAS clients get the ap pool: {geo}"
     );
+    // The proxied www.demo.test resolves to the demo's PoP (its proxy), never to an origin
+    // (seed 000: proxied hides the endpoints).
+    wait_for(
+        "www.demo.test to name the PoP",
+        Duration::from_secs(20),
+        || dig_short(dns, "www.demo.test") == vec![proxy.ip().to_string()],
+    );
     // The proxy serves www.demo.test from an origin.
     let page = Command::new("curl")
         .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])

@@ -399,3 +399,130 @@ default_pools = ["alias"]
         assert!(metrics.contains(needle), "{needle} missing from:\n{metrics}");
     }
 }
+
+/// The answer's addresses in the order they came.
+fn in_order(d: &Dig) -> Vec<String> {
+    d.answers.iter().map(|(_, v)| v.clone()).collect()
+}
+
+/// Seed 000: a proxied load balancer hides its origins. Two aggregators (PoPs WEU and ENAM)
+/// advertise their proxies; DNS answers the proxied name with them, nearest to the client
+/// first (by the PoP, or by the ECS subnet's region), never with an origin; a PoP that dies
+/// leaves the answer.
+#[test]
+fn a_proxied_name_resolves_to_the_nearest_live_pops() {
+    let (scratch, key) = scratch_dir_with_key("dns-pops");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[pools]]
+name = "web"
+origins = [{ name = "o", address = "192.0.2.1" }]
+[[zones]]
+name = "example.test"
+[geolocation]
+networks = [{ cidr = "10.2.0.0/16", region = "ENAM" }]
+[[load_balancers]]
+name = "www.example.test"
+proxied = true
+default_pools = ["web"]
+location_strategy = { prefer_ecs = "always" }
+"#,
+    )
+    .expect("config");
+    let (admin_a, admin_b, dns) = (free_tcp(), free_tcp(), free_tcp());
+    let gossip_a = free_udp();
+    let spawn = |region: &str, admin: SocketAddr, listen: SocketAddr, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["aggregator", "--config", config.to_str().unwrap()])
+            .args(["--region", region, "--admin", &admin.to_string()])
+            .args(["--proxy", &free_tcp().to_string(), "--proxy-workers", "1"])
+            .args([
+                "--listen",
+                &listen.to_string(),
+                "--seed",
+                &gossip_a.to_string(),
+            ])
+            .args([
+                "--key-file",
+                key.to_str().unwrap(),
+                "--gossip-interval-ms",
+                "100",
+            ])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("aggregator")
+    };
+    let dns_arg = dns.to_string();
+    let a = spawn(
+        "WEU",
+        admin_a,
+        gossip_a,
+        &[
+            "--dns",
+            &dns_arg,
+            "--dns-sockets",
+            "1",
+            "--advertise-proxy",
+            "127.0.0.11",
+        ],
+    );
+    let b = spawn(
+        "ENAM",
+        admin_b,
+        free_udp(),
+        &[
+            "--advertise-proxy",
+            "127.0.0.12",
+            "--advertise-proxy",
+            "::1",
+        ],
+    );
+    let mut procs = Procs(vec![a, b]);
+    let query = |args: &[&str]| one(dns, args);
+    wait_for("both PoPs in the answer", Duration::from_secs(30), || {
+        addresses(&query(&["www.example.test", "A"])) == ["127.0.0.11", "127.0.0.12"]
+    });
+    // Located by the PoP answering (WEU): the WEU PoP first.
+    assert_eq!(
+        in_order(&query(&["www.example.test", "A"])),
+        ["127.0.0.11", "127.0.0.12"]
+    );
+    // A client subnet in ENAM: the ENAM PoP first, scoped to the network that decided.
+    let enam = query(&["+subnet=10.2.3.0/24", "www.example.test", "A"]);
+    assert_eq!(in_order(&enam), ["127.0.0.12", "127.0.0.11"]);
+    assert_eq!(enam.ecs.as_deref(), Some("10.2.3.0/24/16"), "{enam:?}");
+    assert_eq!(
+        in_order(&query(&["www.example.test", "AAAA"])),
+        ["::1"],
+        "the PoPs' IPv6 addresses for AAAA"
+    );
+    for qtype in ["A", "AAAA", "ANY"] {
+        let d = query(&["www.example.test", qtype]);
+        assert!(
+            !d.answers.iter().any(|(_, v)| v == "192.0.2.1"),
+            "an origin revealed for {qtype}: {d:?}"
+        );
+    }
+    // `explain` shows the eligible PoPs and the order.
+    let explained =
+        get(admin_a, "/explain?lb=www.example.test&mode=dns&pop=ENAM").expect("explain");
+    let nodes: Vec<&str> = explained["pops"]
+        .as_array()
+        .expect("pops")
+        .iter()
+        .filter_map(|p| p["region"].as_str())
+        .collect();
+    assert_eq!(nodes, ["ENAM", "WEU"], "{explained}");
+    // The ENAM PoP dies: it leaves the answer.
+    let _ = procs.0[1].kill();
+    let _ = procs.0[1].wait();
+    wait_for(
+        "the dead PoP out of the answer",
+        Duration::from_secs(30),
+        || in_order(&query(&["www.example.test", "A"])) == ["127.0.0.11"],
+    );
+}

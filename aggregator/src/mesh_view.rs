@@ -33,6 +33,11 @@ pub struct Member {
     pub alive: bool,
     /// Runs a config other than this aggregator's.
     pub config_drift: bool,
+    /// An aggregator's advertised proxy addresses (`--advertise-proxy`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub proxy_addrs: Vec<std::net::IpAddr>,
+    /// An aggregator that says it is ready (`GET /readyz`).
+    pub ready: bool,
 }
 
 fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S::Ok, S::Error> {
@@ -86,6 +91,11 @@ impl MeshView {
                 config_loaded_at: st.get(keys::CONFIG_LOADED_AT).and_then(|t| t.parse().ok()),
                 alive: live.contains(id),
                 config_drift: false,
+                proxy_addrs: st
+                    .get(keys::PROXY_ADDRS)
+                    .map(keys::decode_addrs)
+                    .unwrap_or_default(),
+                ready: st.get(keys::READY) == Some("1"),
             };
             let member = Member {
                 config_drift: !member.config_hash.is_empty()
@@ -129,7 +139,7 @@ impl MeshView {
         changed |= self.probers.len() != before;
         let liveness = |m: &[Member]| {
             m.iter()
-                .map(|m| (m.node_id.clone(), m.alive))
+                .map(|m| (m.node_id.clone(), m.alive, m.ready, m.proxy_addrs.clone()))
                 .collect::<Vec<_>>()
         };
         changed |= liveness(&members) != liveness(&self.members);
@@ -137,6 +147,23 @@ impl MeshView {
         changed |= drains != self.drains;
         self.drains = drains;
         changed
+    }
+
+    /// The PoPs DNS answers proxied names with: live, ready aggregators that advertise proxy
+    /// addresses and tell their region.
+    pub fn proxy_pops(&self) -> Vec<lb_core::pops::ProxyPop> {
+        self.members
+            .iter()
+            .filter(|m| m.role == Role::Aggregator && m.alive && m.ready)
+            .filter(|m| !m.proxy_addrs.is_empty())
+            .filter_map(|m| {
+                Some(lb_core::pops::ProxyPop {
+                    node: m.node_id.clone(),
+                    region: m.region?,
+                    addresses: m.proxy_addrs.clone(),
+                })
+            })
+            .collect()
     }
 
     /// Drain decisions published by live aggregators.

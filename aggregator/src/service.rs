@@ -29,6 +29,8 @@ struct Loop {
     view: MeshView,
     state: TallyState,
     published_drains: String,
+    /// The readiness last published in gossip (`keys::READY`).
+    published_ready: Option<bool>,
 }
 
 /// Runs until the task is dropped: polls the mesh every `poll` and tallies at once when
@@ -48,6 +50,7 @@ pub async fn run(
         view: MeshView::default(),
         state,
         published_drains: String::new(),
+        published_ready: None,
     };
     let mut last: Option<Instant> = None;
     let mut ticker = tokio::time::interval(poll);
@@ -96,8 +99,19 @@ impl Loop {
                 tracing::error!(error = %e, "drain decisions not saved");
             }
         }
+        let ready = self.shared.readiness().ready;
+        if self.published_ready != Some(ready) {
+            c.self_node_state()
+                .set(keys::READY, if ready { "1" } else { "0" });
+            self.published_ready = Some(ready);
+        }
         let hash = self.shared.in_force.load().config_hash.clone();
-        self.view.refresh(&c, &hash, now)
+        let changed = self.view.refresh(&c, &hash, now);
+        let pops = self.view.proxy_pops();
+        if **self.shared.pops.load() != pops {
+            self.shared.pops.store(Arc::new(pops));
+        }
+        changed
     }
 
     /// Makes `next` the config in force: the tally's state, the drain tables and the load

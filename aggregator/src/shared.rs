@@ -120,6 +120,9 @@ pub struct Shared {
     pub outputs: Outputs,
     /// Where `POST /-/reload` asks for a reload (the binary's reload task reads it).
     pub reload_requests: OnceLock<tokio::sync::mpsc::Sender<crate::reload::Request>>,
+    /// The live, ready PoPs of the mesh (DNS answers proxied names with them); the loop
+    /// updates it from gossip.
+    pub pops: Arc<lb_edge::Pops>,
 }
 
 impl Shared {
@@ -152,6 +155,7 @@ impl Shared {
                 started: Instant::now(),
             },
             reload_requests: OnceLock::new(),
+            pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
         })
     }
 

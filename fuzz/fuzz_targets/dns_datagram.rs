@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use lb_core::affinity::AffinityKey;
 use lb_core::config::Config;
 use lb_dns::Responder;
-use lb_edge::{Generation, PopInfo};
+use lb_edge::{Generation, PopInfo, Pops};
 use lb_core::health::{HealthSnapshot, Verdict};
 use lb_core::{Region, RegionsTable};
 use libfuzzer_sys::fuzz_target;
@@ -38,7 +38,8 @@ fn responder() -> &'static Responder {
         let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
         let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
         let pop = PopInfo::new(&regions, Region::Weu, None);
-        Responder::new(generation, Arc::new(regions), AffinityKey::derive(b"fuzz"), pop, 1)
+        let pops = Arc::new(Pops::from_pointee(Vec::new()));
+        Responder::new(generation, Arc::new(regions), AffinityKey::derive(b"fuzz"), pop, pops, 1)
             .expect("responder")
     })
 }

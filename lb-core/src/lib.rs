@@ -14,6 +14,7 @@ pub mod error;
 pub mod geo;
 pub mod geolocation;
 pub mod health;
+pub mod pops;
 pub mod region;
 pub mod regions_table;
 pub mod request;

@@ -54,6 +54,11 @@ pub struct Args {
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
+    /// An address clients reach this aggregator's proxy at (repeatable, IPv4 and IPv6):
+    /// gossiped with its region, DNS answers proxied load balancers' names with the nearest
+    /// live, ready PoPs' addresses. Needs --proxy or --proxy-tls.
+    #[arg(long = "advertise-proxy", value_name = "IP")]
+    advertise_proxy: Vec<std::net::IpAddr>,
     /// Serve the proxy with TLS on this address (repeatable; needs --tls-cert/--tls-key).
     #[arg(long = "proxy-tls", value_name = "ADDR")]
     proxy_tls: Vec<SocketAddr>,
@@ -94,6 +99,22 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ),
         None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
     };
+    if !args.advertise_proxy.is_empty() && args.proxy.is_empty() && args.proxy_tls.is_empty() {
+        return Err(anyhow!(
+            "--advertise-proxy names where clients reach this aggregator's proxy: give --proxy or --proxy-tls too"
+        ));
+    }
+    if !args.dns.is_empty()
+        && args.advertise_proxy.is_empty()
+        && config.load_balancers.iter().any(|lb| lb.proxied)
+    {
+        tracing::warn!(
+            "proxied load balancers are answered over DNS with the PoPs' addresses, and this aggregator advertises none (--advertise-proxy): until a live, ready aggregator does, their names get NODATA"
+        );
+        eprintln!(
+            "warning: no --advertise-proxy: proxied load balancers' names get NODATA until some aggregator of the mesh advertises its proxy"
+        );
+    }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let hash = config_hash(&text);
@@ -109,6 +130,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             config_loaded_at: loaded_at,
         };
         let node = mesh::start(&identity, &settings).await?;
+        if !args.advertise_proxy.is_empty() {
+            let addrs = mesh::keys::encode_addrs(&args.advertise_proxy);
+            node.handle
+                .with_chitchat(|c| c.self_node_state().set(mesh::keys::PROXY_ADDRS, &addrs))
+                .await;
+        }
         let tally = TallySettings {
             region: args.region,
             warmup_timeout: Duration::from_secs(args.warmup_timeout),
@@ -152,7 +179,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             (None, None)
         } else {
             let frontend = reloader::DnsFrontend {
-                serving: Arc::new(Serving::new(first_responder(&generation, regions, args)?)),
+                serving: Arc::new(Serving::new(first_responder(
+                    &generation,
+                    regions,
+                    args,
+                    Arc::clone(&shared.pops),
+                )?)),
                 key: args.mesh.affinity_key()?,
                 pop: lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
                 serial: reloader::next_serial(0),
@@ -278,12 +310,14 @@ fn first_responder(
     generation: &Arc<Generation>,
     regions: &RegionsTable,
     args: &Args,
+    pops: Arc<lb_edge::Pops>,
 ) -> anyhow::Result<lb_dns::Responder> {
     lb_dns::Responder::new(
         Arc::clone(generation),
         Arc::new(regions.clone()),
         args.mesh.affinity_key()?,
         lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+        pops,
         reloader::next_serial(0),
     )
     .map_err(|e| anyhow!("{}: {e}", args.config.display()))

@@ -51,5 +51,21 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     for (i, step) in v["steps"].as_array().into_iter().flatten().enumerate() {
         println!("  {}. {}", i + 1, step.as_str().unwrap_or(""));
     }
+    for (i, p) in v["pops"].as_array().into_iter().flatten().enumerate() {
+        let addrs: Vec<&str> = p["addresses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(serde_json::Value::as_str)
+            .collect();
+        println!(
+            "  PoP {}: {} ({}, {} km): {}",
+            i + 1,
+            p["node"].as_str().unwrap_or(""),
+            p["region"].as_str().unwrap_or(""),
+            p["distance_km"],
+            addrs.join(", ")
+        );
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,6 +17,17 @@ struct Explained {
     ttl: u32,
     matched_rules: Vec<String>,
     steps: Vec<String>,
+    /// For a proxied load balancer asked over DNS: the PoPs that were eligible, nearest first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pops: Vec<PopExplained>,
+}
+
+#[derive(Serialize)]
+struct PopExplained {
+    node: String,
+    region: String,
+    addresses: Vec<std::net::IpAddr>,
+    distance_km: f64,
 }
 
 pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
@@ -84,6 +95,9 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
     );
     ctx.client_ip = client;
     ctx.explain = true;
+    if lb.proxied && mode == Mode::Dns {
+        return explain_pops(shared, lb, &ctx);
+    }
     let mut rng = rand::rng();
     let d = engine.decide(lb, &snapshot, &ctx, &mut rng);
     let name = |p: lb_core::config::PoolId, e: EndpointId| {
@@ -123,6 +137,65 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
             ttl: d.ttl,
             matched_rules: d.matched_rules,
             steps: d.explanation,
+            pops: Vec::new(),
+        },
+    )
+}
+
+/// A proxied load balancer over DNS: the live, ready PoPs, nearest to the client first, as
+/// the DNS server answers (`lb-core/dns/src/respond.rs`); never its origins.
+fn explain_pops(
+    shared: &Shared,
+    lb: &lb_core::config::LoadBalancer,
+    ctx: &lb_core::request::RequestContext<'_>,
+) -> Reply {
+    let regions = &shared.setup.regions;
+    let settings = &lb.settings;
+    let client = lb_core::steering::locate(
+        settings.location_strategy,
+        settings.steering_policy,
+        ctx,
+        regions,
+    );
+    let pops = shared.pops.load();
+    let ranked = lb_core::pops::nearest_first(&pops, client.coordinates, regions);
+    let mut steps = vec![format!(
+        "proxied: answered with meshlb's PoPs, never its origins; the client is located by {} in {}",
+        client.source.name(),
+        client.region.code()
+    )];
+    steps.push(format!(
+        "{} live, ready PoP(s) advertise proxy addresses",
+        ranked.len()
+    ));
+    let outcome = match ranked.first() {
+        Some(first) => format!(
+            "answer the PoPs nearest first: {} ({}, {:.0} km) first",
+            first.pop.node,
+            first.pop.region.code(),
+            first.distance_km
+        ),
+        None => "NODATA with the SOA: no PoP advertises its proxy (--advertise-proxy)".into(),
+    };
+    json(
+        StatusCode::OK,
+        &Explained {
+            load_balancer: lb.name.clone(),
+            pop: ctx.pop.region.code().to_string(),
+            mode: "dns",
+            outcome,
+            ttl: settings.ttl,
+            matched_rules: Vec::new(),
+            steps,
+            pops: ranked
+                .iter()
+                .map(|r| PopExplained {
+                    node: r.pop.node.clone(),
+                    region: r.pop.region.code().to_string(),
+                    addresses: r.pop.addresses.clone(),
+                    distance_km: (r.distance_km * 10.0).round() / 10.0,
+                })
+                .collect(),
         },
     )
 }

@@ -24,10 +24,13 @@ use lb_core::geolocation::Geolocator;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
 use lb_core::steering::{Engine, Outcome};
-use lb_edge::{decide_live, Generation, PopInfo};
+use lb_edge::{decide_live, Generation, PopInfo, Pops};
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
 pub const EDNS_PAYLOAD: u16 = 1232;
+
+/// The most PoP addresses a proxied name's answer carries (of each family), nearest first.
+pub const MAX_POP_ANSWERS: usize = 8;
 
 /// Everything needed to answer, built once per configuration generation.
 pub struct Responder {
@@ -37,6 +40,8 @@ pub struct Responder {
     key: AffinityKey,
     pop: PopInfo,
     generation: Arc<Generation>,
+    /// Where proxied load balancers' names point: meshlb's own PoPs.
+    pops: Arc<Pops>,
     zones: ZoneSet,
     /// `records[lb][pool]`: one record per endpoint, owned by the load balancer's name with its
     /// TTL, for the pools the load balancer can answer with.
@@ -133,6 +138,7 @@ impl Responder {
         regions: Arc<RegionsTable>,
         key: AffinityKey,
         pop: PopInfo,
+        pops: Arc<Pops>,
         serial: u32,
     ) -> Result<Responder, SetupError> {
         let config = Arc::clone(generation.config());
@@ -170,6 +176,7 @@ impl Responder {
             key,
             pop,
             generation,
+            pops,
             zones,
             records,
             lb_names,
@@ -279,7 +286,9 @@ impl Responder {
             if s.source_prefix() > 0 {
                 if let Ok(net) = IpNet::new(s.addr(), s.source_prefix()) {
                     let found = self.geo.locate(net.addr());
-                    if ecs_scope_applies(lbc) {
+                    // A proxied name's PoPs are chosen by distance: the subnet decides when it
+                    // located the client (`answer_with_pops` resets the scope otherwise).
+                    if lbc.proxied || ecs_scope_applies(lbc) {
                         // The network that decided, or (unknown) the whole source prefix.
                         scope = found.map_or(s.source_prefix(), |(_, p)| p);
                     }
@@ -287,6 +296,10 @@ impl Responder {
                 }
             }
             r.ecs = Some(ClientSubnet::new(s.addr(), s.source_prefix(), scope));
+        }
+        if lbc.proxied {
+            self.answer_with_pops(r, lb, qtype, &ctx);
+            return;
         }
         let qtype_name = match qtype {
             RecordType::A => "A",
@@ -311,6 +324,54 @@ impl Responder {
                 };
                 if fits {
                     r.answers.push(rec);
+                }
+            }
+        }
+    }
+
+    /// A proxied load balancer's name: the addresses of meshlb's own PoPs, nearest to the
+    /// client first (located as its `location_strategy` says), never an origin's. No PoP, or
+    /// none of the asked family: NODATA with the SOA. A disabled load balancer answers nothing.
+    fn answer_with_pops(
+        &self,
+        r: &mut Reply<'_>,
+        lb: LbId,
+        qtype: RecordType,
+        ctx: &RequestContext<'_>,
+    ) {
+        let lbc = self.config.lb(lb);
+        if !lbc.enabled {
+            return;
+        }
+        let settings = &lbc.settings;
+        let client = lb_core::steering::locate(
+            settings.location_strategy,
+            settings.steering_policy,
+            ctx,
+            &self.regions,
+        );
+        if client.source != lb_core::steering::LocationSource::Ecs {
+            // The answer did not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
+            if let Some(ecs) = &mut r.ecs {
+                *ecs = ClientSubnet::new(ecs.addr(), ecs.source_prefix(), 0);
+            }
+        }
+        let pops = self.pops.load();
+        let ranked = lb_core::pops::nearest_first(&pops, client.coordinates, &self.regions);
+        let owner = &self.lb_names[lb.0];
+        for v6 in [false, true] {
+            let wanted = match qtype {
+                RecordType::A => !v6,
+                RecordType::AAAA => v6,
+                RecordType::ANY => true,
+                _ => false,
+            };
+            if !wanted {
+                continue;
+            }
+            for address in lb_core::pops::answer_addresses(&ranked, v6, MAX_POP_ANSWERS) {
+                if let Some(rec) = endpoint_record(owner, settings.ttl, &Address::Ip(address)) {
+                    r.answers.push(Cow::Owned(rec));
                 }
             }
         }

@@ -16,7 +16,7 @@ use lb_core::config::Config;
 use lb_core::health::{HealthSnapshot, Verdict};
 use lb_core::region::Region;
 use lb_core::regions_table::RegionsTable;
-use lb_edge::{Generation, PopInfo};
+use lb_edge::{Generation, PopInfo, Pops};
 
 fn responder() -> Responder {
     let regions = RegionsTable::embedded().expect("regions");
@@ -61,6 +61,7 @@ default_pools = ["eu"]
         Arc::new(regions),
         AffinityKey::derive(b"t"),
         pop,
+        Arc::new(Pops::from_pointee(Vec::new())),
         7,
     )
     .expect("responder")
@@ -206,6 +207,7 @@ location_strategy = {{ mode = "resolver_ip", prefer_ecs = "never" }}
         Arc::new(regions),
         AffinityKey::derive(b"t"),
         pop,
+        Arc::new(Pops::from_pointee(Vec::new())),
         1,
     )
     .expect("responder");
@@ -252,4 +254,89 @@ proptest! {
 fn responder_once() -> &'static Responder {
     static R: std::sync::OnceLock<Responder> = std::sync::OnceLock::new();
     R.get_or_init(responder)
+}
+
+/// Seed 000: a proxied load balancer hides its origins. Its name is answered with meshlb's own
+/// PoPs, nearest to the client first; with none, NODATA with the SOA.
+#[test]
+fn a_proxied_name_is_answered_with_the_pops_never_the_origins() {
+    use lb_core::pops::ProxyPop;
+    let regions = RegionsTable::embedded().expect("regions");
+    let text = r#"
+[[pools]]
+name = "web"
+origins = [{ name = "o", address = "198.51.100.1" }]
+[[zones]]
+name = "example.test"
+[geolocation]
+networks = [{ cidr = "10.2.0.0/16", region = "ENAM" }]
+[[load_balancers]]
+name = "www.example.test"
+proxied = true
+default_pools = ["web"]
+location_strategy = { prefer_ecs = "always" }
+"#;
+    let config = Arc::new(Config::parse("t.toml", text, &regions).expect("config"));
+    let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+    let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
+    let pops = Arc::new(Pops::from_pointee(Vec::new()));
+    let r = Responder::new(
+        generation,
+        Arc::new(regions.clone()),
+        AffinityKey::derive(b"t"),
+        PopInfo::new(&regions, Region::Weu, Some("ams")),
+        Arc::clone(&pops),
+        1,
+    )
+    .expect("responder");
+    let addresses =
+        |m: &Message| -> Vec<String> { m.answers().iter().map(|a| a.data().to_string()).collect() };
+    // No PoP advertised: NODATA with the SOA, never the origin.
+    let none = ask(&r, &query("www.example.test.", RecordType::A, None)).unwrap();
+    assert_eq!(none.response_code(), ResponseCode::NoError);
+    assert!(none.answers().is_empty());
+    assert!(none
+        .name_servers()
+        .iter()
+        .any(|n| n.record_type() == RecordType::SOA));
+    pops.store(Arc::new(vec![
+        ProxyPop {
+            node: "agg-weu".into(),
+            region: Region::Weu,
+            addresses: vec!["192.0.2.1".parse().unwrap(), "2001:db8::1".parse().unwrap()],
+        },
+        ProxyPop {
+            node: "agg-enam".into(),
+            region: Region::Enam,
+            addresses: vec!["192.0.2.2".parse().unwrap()],
+        },
+    ]));
+    // Located by the PoP (WEU): the WEU PoP first.
+    let m = ask(&r, &query("www.example.test.", RecordType::A, None)).unwrap();
+    assert_eq!(addresses(&m), ["192.0.2.1", "192.0.2.2"]);
+    // A client subnet in ENAM: the ENAM PoP first, the scope its network's prefix.
+    let mut e = edns(1232);
+    e.options_mut().insert(EdnsOption::Subnet(ClientSubnet::new(
+        "10.2.3.0".parse().unwrap(),
+        24,
+        0,
+    )));
+    let m = ask(&r, &query("www.example.test.", RecordType::A, Some(e))).unwrap();
+    assert_eq!(addresses(&m), ["192.0.2.2", "192.0.2.1"]);
+    assert_eq!(subnet(&m).map(|s| s.scope_prefix()), Some(16));
+    // AAAA: the PoPs' IPv6 addresses only; never the origin's address in any answer.
+    let m = ask(&r, &query("www.example.test.", RecordType::AAAA, None)).unwrap();
+    assert_eq!(addresses(&m), ["2001:db8::1"]);
+    for qtype in [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::ANY,
+        RecordType::CNAME,
+    ] {
+        let m = ask(&r, &query("www.example.test.", qtype, None)).unwrap();
+        assert!(
+            !addresses(&m).contains(&"198.51.100.1".to_string()),
+            "{qtype}"
+        );
+    }
 }

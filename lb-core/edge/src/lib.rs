@@ -18,6 +18,11 @@ mod generation;
 
 pub use generation::{Generation, GenerationMismatch, Serving};
 
+/// The PoPs serving the proxy that DNS answers proxied names with (`lb_core::pops`): live and
+/// ready aggregators with advertised proxy addresses, as the aggregator last saw the mesh.
+/// Not tied to a config generation: it survives reloads.
+pub type Pops = arc_swap::ArcSwap<Vec<lb_core::pops::ProxyPop>>;
+
 /// The serving node: a client located by the PoP is here.
 #[derive(Debug, Clone)]
 pub struct PopInfo {

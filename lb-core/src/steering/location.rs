@@ -35,7 +35,8 @@ pub struct ClientLocation {
     pub source: LocationSource,
 }
 
-pub(crate) fn locate(
+/// Where the client of `ctx` is, by `strategy` (and the policy, which `prefer_ecs` may name).
+pub fn locate(
     strategy: LocationStrategy,
     policy: SteeringPolicy,
     ctx: &RequestContext<'_>,

@@ -20,7 +20,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smallvec::SmallVec;
 
-pub use location::{ClientLocation, LocationSource};
+pub use location::{locate, ClientLocation, LocationSource};
 
 use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};
 use crate::config::{

@@ -23,6 +23,28 @@ pub const PROGRESS: &str = "progress";
 pub const POOL_PREFIX: &str = "pool/";
 /// An aggregator's drain decisions (its admin API's), shared so every aggregator drains.
 pub const DRAINS: &str = "drains";
+/// Where clients reach an aggregator's proxy (`--advertise-proxy`): addresses, comma-separated.
+/// DNS answers proxied names with them (`lb_core::pops`).
+pub const PROXY_ADDRS: &str = "proxy_addrs";
+/// `1` while an aggregator is ready (`GET /readyz`), `0` before: only ready PoPs are answered.
+pub const READY: &str = "ready";
+
+/// The addresses of a `proxy_addrs` value; anything that is not an address is skipped.
+pub fn decode_addrs(value: &str) -> Vec<std::net::IpAddr> {
+    value
+        .split(',')
+        .filter_map(|a| a.trim().parse().ok())
+        .collect()
+}
+
+/// A `proxy_addrs` value.
+pub fn encode_addrs(addrs: &[std::net::IpAddr]) -> String {
+    addrs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// One drain decision: the newest decision about an endpoint, from any aggregator, wins.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -119,6 +119,7 @@ impl Reloader {
                     Arc::new(self.regions.clone()),
                     dns.key.clone(),
                     dns.pop.clone(),
+                    Arc::clone(&self.shared.pops),
                     serial,
                 )
                 .map_err(|e| vec![format!("{file}: DNS: {e}")])?;

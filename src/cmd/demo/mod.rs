@@ -187,6 +187,8 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             "aggregator", "--config", &str_path(&config_path), "--region", "WEU", "--dc", "ams",
             "--admin", &args.admin.to_string(), "--dns", &args.dns.to_string(),
             "--proxy", &args.proxy.to_string(), "--proxy-workers", "1", "--dns-sockets", "1",
+            // The proxied www.demo.test resolves to this PoP, never to an origin.
+            "--advertise-proxy", &args.proxy.ip().to_string(),
         ]
         .iter()
         .map(|s| s.to_string())
