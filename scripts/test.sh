@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 # OpenLDAP slapd and OpenSMTPD on loopback (the notification test reads mail back from it); the
 # DNS tests query the server with dig, the proxy tests drive it with curl; the deploy test runs
 # promtool and a real Prometheus server; the chaos suite builds its world in network namespaces
-# with ip (it needs root).
+# with ip (it needs root); the demo is resolved through a real Unbound resolver.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -18,6 +18,7 @@ declare -A NEEDED=(
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus]=prometheus
   [/usr/sbin/ip]=iproute2
+  [/usr/sbin/unbound]=unbound
 )
 
 missing=()

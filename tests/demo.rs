@@ -14,6 +14,17 @@ use support::*;
 /// 40 consecutive free UDP ports, below Linux's ephemeral range (32768 and up): a port there
 /// that is free now can be handed to any process's outgoing socket before the demo's last
 /// prober binds it (CI saw exactly that when the test's pid put the range there).
+/// A port free for both UDP and TCP on 127.0.0.1 (a resolver listens on both).
+fn free_udp_port_pair() -> SocketAddr {
+    for _ in 0..100 {
+        let tcp = free_tcp();
+        if UdpSocket::bind(tcp).is_ok() {
+            return tcp;
+        }
+    }
+    panic!("no port free for UDP and TCP");
+}
+
 fn free_udp_range() -> u16 {
     for attempt in 0..200u32 {
         let offset = (std::process::id() + attempt * 97) % 12_000;
@@ -55,6 +66,81 @@ fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
         .find(|e| e["name"] == endpoint)?
         .clone();
     Some(e["verdict"] == "healthy")
+}
+
+/// A real Unbound resolver on `listen` that delegates `demo.test` to `stub` (the demo's DNS
+/// server) and forwards the client's EDNS Client Subnet to it; every other name is refused, so
+/// nothing leaves loopback.
+fn unbound(dir: &std::path::Path, listen: SocketAddr, stub: SocketAddr) -> std::process::Child {
+    let conf = dir.join("unbound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"server:
+  interface: {ip}@{port}
+  port: {port}
+  do-daemonize: no
+  use-syslog: no
+  logfile: "{dir}/unbound.log"
+  chroot: ""
+  username: ""
+  directory: "{dir}"
+  pidfile: "{dir}/unbound.pid"
+  num-threads: 1
+  do-ip6: no
+  access-control: 127.0.0.0/8 allow
+  do-not-query-localhost: no
+  qname-minimisation: no
+  module-config: "subnetcache iterator"
+  send-client-subnet: {stub_ip}
+  client-subnet-always-forward: yes
+  local-zone: "." refuse
+  local-zone: "test." nodefault
+  local-zone: "demo.test." transparent
+stub-zone:
+  name: "demo.test"
+  stub-addr: {stub_ip}@{stub_port}
+"#,
+            ip = listen.ip(),
+            port = listen.port(),
+            dir = dir.display(),
+            stub_ip = stub.ip(),
+            stub_port = stub.port(),
+        ),
+    )
+    .expect("unbound.conf");
+    Command::new("unbound")
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unbound (package unbound)")
+}
+
+/// `dig` through a resolver (recursion wanted): status and the answers' data.
+fn resolve(resolver: SocketAddr, args: &[&str]) -> (String, Vec<String>) {
+    let out = Command::new("dig")
+        .arg(format!("@{}", resolver.ip()))
+        .args(["-p", &resolver.port().to_string(), "+tries=1", "+time=3"])
+        .args(["+noall", "+comments", "+answer"])
+        .args(args)
+        .output()
+        .expect("dig");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let status = text
+        .lines()
+        .find_map(|l| l.split("status: ").nth(1))
+        .and_then(|s| s.split(',').next())
+        .unwrap_or("")
+        .to_string();
+    let mut answers: Vec<String> = text
+        .lines()
+        .filter(|l| !l.starts_with(';') && !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect();
+    answers.sort();
+    (status, answers)
 }
 
 #[test]
@@ -124,6 +210,44 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         Duration::from_secs(20),
         || dig_short(dns, "www.demo.test") == vec![proxy.ip().to_string()],
     );
+    // Through a real resolver (Unbound, demo.test delegated to the demo): the apex, the
+    // names, NXDOMAIN, and ECS geo answers that differ per subnet.
+    let resolver_dir = tempfile::tempdir().expect("dir");
+    let resolver = free_udp_port_pair();
+    let _unbound = Procs(vec![unbound(resolver_dir.path(), resolver, dns)]);
+    wait_for("the resolver answers", Duration::from_secs(20), || {
+        resolve(resolver, &["demo.test", "SOA"]).0 == "NOERROR"
+    });
+    let (status, soa) = resolve(resolver, &["demo.test", "SOA"]);
+    assert!(status == "NOERROR" && soa.len() == 1, "{status} {soa:?}");
+    let (status, ns) = resolve(resolver, &["demo.test", "NS"]);
+    assert_eq!(
+        (status.as_str(), ns),
+        ("NOERROR", vec!["ns1.demo.test.".to_string()])
+    );
+    assert_eq!(
+        resolve(resolver, &["failover.demo.test", "A"]),
+        (
+            "NOERROR".to_string(),
+            vec!["127.0.1.11".to_string(), "127.0.1.12".to_string()]
+        )
+    );
+    assert_eq!(
+        resolve(resolver, &["www.demo.test", "A"]),
+        ("NOERROR".to_string(), vec![proxy.ip().to_string()])
+    );
+    assert_eq!(resolve(resolver, &["nothing.demo.test", "A"]).0, "NXDOMAIN");
+    let ap = resolve(resolver, &["+subnet=10.3.0.0/24", "geo.demo.test", "A"]).1;
+    let eu = resolve(resolver, &["+subnet=10.1.0.0/24", "geo.demo.test", "A"]).1;
+    assert!(
+        ap.iter().all(|a| a.starts_with("127.0.1.3")) && !ap.is_empty(),
+        "SEAS through the resolver: {ap:?}"
+    );
+    assert!(
+        eu.iter().all(|a| a.starts_with("127.0.1.1")) && !eu.is_empty(),
+        "WEU through the resolver: {eu:?}"
+    );
+
     // The proxy serves www.demo.test from an origin.
     let page = Command::new("curl")
         .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])
