@@ -248,13 +248,48 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         "WEU through the resolver: {eu:?}"
     );
 
-    // The proxy serves www.demo.test from an origin.
-    let page = Command::new("curl")
-        .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])
-        .arg(format!("http://{proxy}/"))
-        .output()
-        .expect("curl");
-    assert!(String::from_utf8_lossy(&page.stdout).starts_with("hello from "));
+    // Each region measures its own RTTs (the origins emulate the distance from the probing
+    // region): from SEAS the ap pool is nearest, from WEU the eu pool, and the fallback is far
+    // from both.
+    let rtt = |pool: &str, region: &str| -> Option<f64> {
+        get(admin, "/status")?["pools"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == pool)?["rtt_ms"][region]
+            .as_f64()
+    };
+    wait_for(
+        "regional RTTs that tell the pools apart",
+        Duration::from_secs(60),
+        || {
+            let (Some(ap_seas), Some(eu_seas), Some(ap_weu), Some(eu_weu), Some(static_weu)) = (
+                rtt("ap", "SEAS"),
+                rtt("eu", "SEAS"),
+                rtt("ap", "WEU"),
+                rtt("eu", "WEU"),
+                rtt("static", "WEU"),
+            ) else {
+                return false;
+            };
+            ap_seas < eu_seas && eu_weu < ap_weu && eu_weu < static_weu
+        },
+    );
+    // The proxy serves www.demo.test (dynamic latency from the PoP WEU) from the nearest real
+    // pool, eu — not from the fallback.
+    let page = || {
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])
+            .arg(format!("http://{proxy}/"))
+            .output()
+            .expect("curl");
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    assert!(page().starts_with("hello from "));
+    wait_for(
+        "www.demo.test served by the eu pool",
+        Duration::from_secs(60),
+        || page().contains("(pool eu)"),
+    );
 
     // Stop eu-1 through the demo's command input: the mesh marks it down, DNS drops it.
     writeln!(input, "kill eu-1").expect("command");

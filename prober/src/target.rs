@@ -25,16 +25,27 @@ pub struct ProbeTarget {
     /// the address.
     pub host: String,
     pub monitor: Arc<Monitor>,
+    /// The region of the prober that probes it (`None` for `meshlb probe`).
+    pub region: Option<Region>,
 }
 
 impl ProbeTarget {
-    /// The User-Agent of HTTP probes, naming meshlb and the pool (Cloudflare names the pool too).
+    /// The User-Agent of HTTP probes, naming meshlb, the pool (Cloudflare names the pool too)
+    /// and the prober's region, so an origin's logs tell which region probed.
     pub fn user_agent(&self) -> String {
-        format!(
-            "meshlb-prober/{} (pool {})",
-            env!("CARGO_PKG_VERSION"),
-            self.key.pool
-        )
+        match self.region {
+            Some(r) => format!(
+                "meshlb-prober/{} (pool {}; region {})",
+                env!("CARGO_PKG_VERSION"),
+                self.key.pool,
+                r.code()
+            ),
+            None => format!(
+                "meshlb-prober/{} (pool {})",
+                env!("CARGO_PKG_VERSION"),
+                self.key.pool
+            ),
+        }
     }
 }
 
@@ -65,6 +76,7 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
                 port: monitor.kind.resolve_port(e.port),
                 host,
                 monitor: Arc::clone(monitor),
+                region,
             });
         }
     }
@@ -80,5 +92,24 @@ fn monitor_host_header(m: &Monitor) -> Option<String> {
             .find(|(n, _)| n.eq_ignore_ascii_case("host"))
             .and_then(|(_, v)| v.first().cloned()),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_core::RegionsTable;
+
+    #[test]
+    fn the_user_agent_names_the_pool_and_the_probing_region() {
+        let config = Config::parse(
+            "t.toml",
+            "[[monitors]]\nname = \"m\"\n[[pools]]\nname = \"web\"\nmonitor = \"m\"\norigins = [{ name = \"a\", address = \"127.0.0.1\" }]\n",
+            &RegionsTable::embedded().expect("regions"),
+        )
+        .expect("config");
+        let ua = |region| targets(&config, region)[0].user_agent();
+        assert!(ua(Some(Region::Seas)).ends_with("(pool web; region SEAS)"));
+        assert!(ua(None).ends_with("(pool web)"), "meshlb probe has no region");
     }
 }

@@ -10,31 +10,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-/// Round-trip times (ms) from each region to the three continents (eu: Frankfurt, us:
-/// Virginia, ap: Singapore), in the spirit of public inter-region measurements.
-pub const RTT_MS: [(&str, [u64; 3]); 13] = [
-    ("WNAM", [150, 70, 170]),
-    ("ENAM", [90, 10, 220]),
-    ("NSAM", [130, 50, 230]),
-    ("SSAM", [200, 120, 320]),
-    ("WEU", [15, 85, 160]),
-    ("EEU", [30, 110, 180]),
-    ("ME", [60, 150, 90]),
-    ("NAF", [50, 130, 200]),
-    ("SAF", [160, 230, 280]),
-    ("SAS", [120, 220, 60]),
-    ("SEAS", [160, 230, 10]),
-    ("NEAS", [230, 160, 70]),
-    ("OC", [280, 200, 90]),
-];
-
-pub fn continent_index(c: &str) -> usize {
-    match c {
-        "eu" => 0,
-        "us" => 1,
-        _ => 2,
-    }
-}
+#[path = "../../src/cmd/demo/latency.rs"]
+mod latency;
+pub use latency::{continent_index, RTT_MS};
 
 /// Shared by every origin: where each source address sits, and extra delay per continent.
 #[derive(Default)]
@@ -50,9 +28,7 @@ impl Latency {
             return Duration::ZERO;
         };
         let region = self.regions.read().ok().and_then(|m| m.get(&v4).copied());
-        let base = region
-            .and_then(|r| RTT_MS.iter().find(|(code, _)| *code == r))
-            .map_or(0, |(_, row)| row[continent]);
+        let base = region.map_or(0, |r| latency::rtt_ms(r, continent));
         Duration::from_millis(base + self.extra_ms[continent].load(Ordering::Relaxed))
     }
 }

@@ -1,8 +1,11 @@
 //! `meshlb demo`: a whole mesh on this machine in one command — demo origins (steady, one
 //! flapping, one slow), 39 probers (13 regions x 3 datacenters, each a real `meshlb prober`
 //! process and chitchat member probing over loopback) and an aggregator serving DNS, the proxy
-//! and the admin API — with a live terminal view and commands to stop and start origins.
+//! and the admin API — with a live terminal view and commands to stop and start origins. The
+//! origins answer probes with each region's emulated round-trip time (`latency.rs`), so
+//! latency steering picks the nearest real pool.
 
+mod latency;
 mod origins;
 mod view;
 

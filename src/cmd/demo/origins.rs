@@ -1,5 +1,8 @@
 //! The demo's origins: small HTTP servers on loopback addresses, each with a behaviour —
 //! steady, flapping health, or slow — that can be stopped and started while the demo runs.
+//! Each answers a probe after the round-trip time between the probing region and its
+//! continent (`latency.rs`), so the regions measure different RTTs, as they would across the
+//! world; the fallback `static` sits far from every region.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -46,6 +49,27 @@ pub struct Origins {
     origins: BTreeMap<String, Origin>,
 }
 
+/// What a probe from far away waits at the fallback `static`, from every region.
+const FAR_MS: u64 = 300;
+
+/// The emulated round-trip time of a request to an origin of `pool`: a probe's, by the region
+/// its User-Agent names; none for anything else (clients through the proxy).
+fn network_delay(pool: &str, req: &Request<hyper::body::Incoming>) -> Duration {
+    let region = req
+        .headers()
+        .get(hyper::header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .and_then(super::latency::region_of_user_agent);
+    let Some(region) = region else {
+        return Duration::ZERO;
+    };
+    let ms = match pool {
+        "eu" | "us" | "ap" => super::latency::rtt_ms(region, super::latency::continent_index(pool)),
+        _ => FAR_MS,
+    };
+    Duration::from_millis(ms)
+}
+
 async fn answer(
     name: Arc<str>,
     pool: Arc<str>,
@@ -53,8 +77,13 @@ async fn answer(
     started: Instant,
     req: Request<hyper::body::Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
-    if let Behaviour::Slow(d) = behaviour {
-        tokio::time::sleep(d).await;
+    let delay = network_delay(&pool, &req)
+        + match behaviour {
+            Behaviour::Slow(d) => d,
+            _ => Duration::ZERO,
+        };
+    if !delay.is_zero() {
+        tokio::time::sleep(delay).await;
     }
     let healthy = match behaviour {
         Behaviour::Flapping { up, down } => flap_is_up(up, down, started.elapsed()),
