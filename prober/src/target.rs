@@ -110,6 +110,9 @@ mod tests {
         .expect("config");
         let ua = |region| targets(&config, region)[0].user_agent();
         assert!(ua(Some(Region::Seas)).ends_with("(pool web; region SEAS)"));
-        assert!(ua(None).ends_with("(pool web)"), "meshlb probe has no region");
+        assert!(
+            ua(None).ends_with("(pool web)"),
+            "meshlb probe has no region"
+        );
     }
 }
