@@ -825,4 +825,34 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     );
     let after = get(admin, "/status").expect("status")["pools"][0]["endpoints"][1]["drain"].clone();
     assert_eq!(after["seconds_left"], 0, "{after}");
+
+    // A reload that makes the pool critical (minimum_origins 2, one endpoint enabled) is news,
+    // not a first verdict: its event is not marked initial, so it is notified.
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0));
+    let critical = drain_config(false, a.port, b.port).replacen(
+        "check_regions = [\"WEU\"]",
+        "check_regions = [\"WEU\"]\nminimum_origins = 2",
+        1,
+    );
+    std::fs::write(&agg, critical).expect("config");
+    let (status, answer) = post_reload(admin, Some(TOKEN));
+    assert_eq!(status, 200, "{answer}");
+    let mut event = None;
+    wait_for("the pool's critical event", Duration::from_secs(20), || {
+        event = get(admin, &format!("/events?pool=web&since={since}"))
+            .and_then(|v| v.as_array().cloned())
+            .and_then(|list| {
+                list.into_iter()
+                    .find(|e| e["kind"] == "pool" && e["to"] == "critical")
+            });
+        event.is_some()
+    });
+    let event = event.expect("event");
+    assert_eq!(event["from"], "healthy", "{event}");
+    assert!(
+        event.get("initial").is_none(),
+        "not a first verdict: {event}"
+    );
 }

@@ -149,12 +149,13 @@ impl MeshView {
         changed
     }
 
-    /// The PoPs DNS answers proxied names with: live, ready aggregators that advertise proxy
+    /// The PoPs DNS answers proxied names with: live, ready aggregators on this config (one
+    /// on another may not know a load balancer this one answers for) that advertise proxy
     /// addresses and tell their region.
     pub fn proxy_pops(&self) -> Vec<lb_core::pops::ProxyPop> {
         self.members
             .iter()
-            .filter(|m| m.role == Role::Aggregator && m.alive && m.ready)
+            .filter(|m| m.role == Role::Aggregator && m.alive && m.ready && !m.config_drift)
             .filter(|m| !m.proxy_addrs.is_empty())
             .filter_map(|m| {
                 Some(lb_core::pops::ProxyPop {

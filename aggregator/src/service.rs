@@ -70,7 +70,8 @@ pub async fn run(
             continue;
         }
         let now = Instant::now();
-        let changed = me.refresh(now).await;
+        let hash = me.shared.in_force.load().config_hash.clone();
+        let changed = me.refresh(now, &hash).await;
         if !changed && last.is_some_and(|l| now.duration_since(l) < RETALLY_EVERY) {
             continue;
         }
@@ -81,8 +82,9 @@ pub async fn run(
 }
 
 impl Loop {
-    /// Publishes this aggregator's drain decisions and reads the mesh; whether it changed.
-    async fn refresh(&mut self, now: Instant) -> bool {
+    /// Publishes this aggregator's drain decisions and reads the mesh (drift judged against
+    /// `config_hash`); whether it changed.
+    async fn refresh(&mut self, now: Instant, config_hash: &str) -> bool {
         let mine: Vec<DrainDecision> = self
             .shared
             .drains
@@ -105,8 +107,7 @@ impl Loop {
                 .set(keys::READY, if ready { "1" } else { "0" });
             self.published_ready = Some(ready);
         }
-        let hash = self.shared.in_force.load().config_hash.clone();
-        let changed = self.view.refresh(&c, &hash, now);
+        let changed = self.view.refresh(&c, config_hash, now);
         let pops = self.view.proxy_pops();
         if **self.shared.pops.load() != pops {
             self.shared.pops.store(Arc::new(pops));
@@ -135,11 +136,24 @@ impl Loop {
             tables.in_force = crate::drains::in_force(&tables.decisions);
             tables.config = Arc::clone(&new);
         }
+        // The new generation starts from the carried verdicts (not all Unknown), so the first
+        // tally's changes are news, told and notified as such, not first verdicts.
+        let mut carried = lb_core::health::HealthSnapshot::initial(&new);
+        for (pi, pool) in new.pools.iter().enumerate() {
+            for ei in 0..pool.endpoints.len() {
+                let (p, e) = (lb_core::config::PoolId(pi), lb_core::config::EndpointId(ei));
+                carried.endpoints[pi][ei].verdict = self.state.verdict(p, e);
+            }
+        }
+        carried.generation = next.generation.id();
+        if let Err(e) = next.generation.publish(carried) {
+            tracing::error!(error = %e, "carried snapshot not published");
+        }
         let next = Arc::new(next);
         let now = Instant::now();
         // The first tally of the new config, before it is in force: a reader never sees its
-        // generation's placeholder snapshot.
-        let _ = self.refresh(now).await;
+        // generation's placeholder snapshot. Drift is judged against the new config already.
+        let _ = self.refresh(now, &next.config_hash).await;
         self.tally_into(&next, now);
         self.shared.in_force.store(Arc::clone(&next));
         let loaded_at = next.loaded_at.to_string();

@@ -76,7 +76,17 @@ fn follows(engine: &Engine<'_>, s: &Step<'_, '_>, pool: PoolId, endpoint: Endpoi
     };
     let health = s.endpoints.health;
     if !health.endpoint_healthy(p, pool, endpoint, s.ctx.pop.region) {
-        return false;
+        // The fallback pool as the last resort ignores health (seed 001): a session bound to
+        // it is followed while no other pool of the load balancer can take the request.
+        let last_resort = Some(pool) == s.settings.fallback_pool
+            && !s
+                .settings
+                .all_pools()
+                .into_iter()
+                .any(|other| other != pool && s.pools.usable(other));
+        if !last_resort {
+            return false;
+        }
     }
     if p.enabled && e.enabled && health.endpoint(pool, endpoint).disabled_at.is_none() {
         return true;

@@ -165,7 +165,8 @@ impl Reloader {
             dns.serving.replace(Arc::new(responder));
             dns.serial = serial;
         }
-        if let (Some(serving), Some(proxy)) = (&self.proxy, next.proxy) {
+        if let (Some(serving), Some(mut proxy)) = (&self.proxy, next.proxy) {
+            proxy.take_sessions_from(&serving.load());
             serving.replace(Arc::new(proxy));
         }
         Ok(outcome)

@@ -120,6 +120,9 @@ pub enum ConnectFailure {
     TimedOut,
     /// No route to the origin, or its hostname did not resolve (523).
     Unreachable,
+    /// This node could not open a connection at all (out of descriptors, ports or buffers):
+    /// not the origin's fault, so no origin code (502).
+    Local,
 }
 
 impl ConnectFailure {
@@ -127,9 +130,13 @@ impl ConnectFailure {
     pub(crate) fn of(e: &std::io::Error) -> ConnectFailure {
         use std::io::ErrorKind;
         match e.kind() {
-            ErrorKind::ConnectionRefused => ConnectFailure::Refused,
+            ErrorKind::ConnectionRefused | ErrorKind::ConnectionReset => ConnectFailure::Refused,
             ErrorKind::TimedOut => ConnectFailure::TimedOut,
-            _ => ConnectFailure::Unreachable,
+            ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+            | ErrorKind::NetworkDown
+            | ErrorKind::NotFound => ConnectFailure::Unreachable,
+            _ => ConnectFailure::Local,
         }
     }
 }

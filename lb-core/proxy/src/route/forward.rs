@@ -314,6 +314,10 @@ fn failure_response(failure: &Failure, lb: &LoadBalancer) -> (u16, Response<Prox
         Failure::Connect(UpstreamError::TlsHandshake) => (525, "failed the TLS handshake"),
         Failure::Connect(UpstreamError::TlsCertificate) => (526, "has an invalid certificate"),
         Failure::BrokenAnswer => (502, "broke off its answer"),
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::Local)) => (
+            502,
+            "could not be connected to: this node is out of connections",
+        ),
         Failure::Connect(UpstreamError::Exchange | UpstreamError::BrokenAnswer)
         | Failure::Exchange { timed_out: false } => {
             (502, "closed the connection without answering")
@@ -394,6 +398,7 @@ mod tests {
                 "without answering",
             ),
             (Failure::BrokenAnswer, 502, "broke off"),
+            (connect(ConnectFailure::Local), 502, "out of connections"),
         ] {
             let (got, response) = failure_response(&failure, lb);
             assert_eq!((got, response.status().as_u16()), (code, code));
@@ -421,7 +426,8 @@ mod tests {
             (ErrorKind::TimedOut, ConnectFailure::TimedOut),
             (ErrorKind::HostUnreachable, ConnectFailure::Unreachable),
             (ErrorKind::NetworkUnreachable, ConnectFailure::Unreachable),
-            (ErrorKind::AddrNotAvailable, ConnectFailure::Unreachable),
+            (ErrorKind::AddrNotAvailable, ConnectFailure::Local),
+            (ErrorKind::OutOfMemory, ConnectFailure::Local),
         ] {
             assert_eq!(ConnectFailure::of(&Error::from(kind)), want, "{kind:?}");
         }

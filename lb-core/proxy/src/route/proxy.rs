@@ -175,6 +175,13 @@ impl Proxy {
         )
     }
 
+    /// Takes over `old`'s header sessions again, right before this proxy replaces it: the
+    /// bindings made since [`Proxy::reloaded`] copied them are not lost.
+    pub fn take_sessions_from(&mut self, old: &Proxy) {
+        let map = Renumbering::between(&old.config, &self.config);
+        self.sessions = Arc::new(old.sessions.carried(&map));
+    }
+
     fn build(
         generation: Arc<Generation>,
         (regions, key, pop, settings): Fixed,

@@ -416,3 +416,46 @@ overrides = { session_affinity_ttl = 7200 }
     assert_eq!(on("/", Some(&reset), T0 + 1000 + 7199), (first, None));
     assert!(on("/", Some(&reset), T0 + 1000 + 7200).1.is_some());
 }
+
+/// The fallback as the last resort ignores health, and so does a session bound to it: it is
+/// followed while no other pool can take the request, and left once one can.
+#[test]
+fn a_session_on_the_fallback_is_followed_while_it_is_the_last_resort() {
+    let mut w = World::new(
+        r#"
+[[monitors]]
+name = "m"
+[[pools]]
+name = "p"
+monitor = "m"
+origins = [{ name = "p1", address = "192.0.2.1" }]
+[[pools]]
+name = "sorry"
+monitor = "m"
+origins = [{ name = "s1", address = "192.0.2.2" }, { name = "s2", address = "192.0.2.3" }]
+[[load_balancers]]
+name = "lb.test"
+proxied = true
+default_pools = ["p"]
+fallback_pool = "sorry"
+session_affinity = "cookie"
+"#,
+    );
+    for e in ["p/p1", "sorry/s1", "sorry/s2"] {
+        w.set(e, Verdict::Unhealthy);
+    }
+    let (first, cookie) = request(&w, None, T0, 1);
+    assert!(first.starts_with("sorry/"), "{first}");
+    let cookie = cookie.expect("a session on the fallback");
+    for seed in 0..20 {
+        assert_eq!(
+            request(&w, Some(&cookie), T0 + 1, seed),
+            (first.clone(), None)
+        );
+    }
+    // The default pool is back: the session leaves the fallback.
+    w.set("p/p1", Verdict::Healthy);
+    let (moved, reissued) = request(&w, Some(&cookie), T0 + 2, 1);
+    assert_eq!(moved, "p/p1");
+    assert!(reissued.is_some());
+}
