@@ -39,6 +39,10 @@ pub struct LiveLoad {
     pools: Vec<Arc<AtomicU32>>,
     /// Open connections, `[pool][endpoint]`; endpoints at the same address share a counter.
     connections: Vec<Vec<Arc<AtomicU32>>>,
+    /// Connection counters of origins an earlier config had and this one has not, while they
+    /// still count open connections (pooled ones idle out): an origin that comes back in a
+    /// later config finds its connections counted.
+    retired: HashMap<String, Arc<AtomicU32>>,
 }
 
 impl LiveLoad {
@@ -48,7 +52,7 @@ impl LiveLoad {
 
     /// The counters of `config`, taking over those of `before` (the previous generation's
     /// config and counts) wherever the origin is the same: requests by endpoint, pools by
-    /// name, connections by `host:port`.
+    /// name, connections by `host:port` (also of origins `before` had retired).
     pub fn carried(config: &Config, before: Option<(&Config, &LiveLoad)>) -> Self {
         let mut by_authority: HashMap<String, Arc<AtomicU32>> = HashMap::new();
         let mut endpoints: Vec<Vec<Arc<AtomicU32>>> = config
@@ -68,6 +72,9 @@ impl LiveLoad {
                 if let Some(np) = map.pool(PoolId(pi)) {
                     pools[np.0] = Arc::clone(c);
                 }
+            }
+            for (authority, c) in &load.retired {
+                by_authority.insert(authority.clone(), Arc::clone(c));
             }
             for (p, counters) in old.pools.iter().zip(&load.connections) {
                 for (e, c) in p.endpoints.iter().zip(counters) {
@@ -97,10 +104,21 @@ impl LiveLoad {
                     .collect()
             })
             .collect();
+        let in_use: std::collections::HashSet<String> = config
+            .pools
+            .iter()
+            .flat_map(|p| p.endpoints.iter())
+            .flat_map(|e| [origin_authority(e, false), origin_authority(e, true)])
+            .collect();
+        let retired = by_authority
+            .into_iter()
+            .filter(|(authority, c)| !in_use.contains(authority) && c.load(Ordering::Relaxed) > 0)
+            .collect();
         LiveLoad {
             endpoints,
             pools,
             connections,
+            retired,
         }
     }
 
@@ -210,5 +228,45 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
 
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_core::RegionsTable;
+
+    fn config(origins: &str) -> Config {
+        let text = format!(
+            "[[pools]]\nname = \"p\"\norigins = [{origins}]\n[[load_balancers]]\nname = \"www.example.test\"\nproxied = true\ndefault_pools = [\"p\"]\n"
+        );
+        Config::parse("t.toml", &text, &RegionsTable::embedded().expect("regions")).expect("config")
+    }
+
+    #[test]
+    fn an_origin_removed_and_added_again_keeps_its_open_connections_counted() {
+        let both = config(
+            r#"{ name = "a", address = "127.0.0.1", port = 81 }, { name = "b", address = "127.0.0.2", port = 82 }"#,
+        );
+        let only_a = config(r#"{ name = "a", address = "127.0.0.1", port = 81 }"#);
+        let first = LiveLoad::new(&both);
+        let b = Target {
+            pool: PoolId(0),
+            endpoint: EndpointId(1),
+        };
+        // Two pooled connections to b stay open across the reloads.
+        let held = Arc::clone(first.connection_counter(b).expect("b"));
+        held.fetch_add(2, Ordering::Relaxed);
+        let second = LiveLoad::carried(&only_a, Some((&both, &first)));
+        let third = LiveLoad::carried(&both, Some((&only_a, &second)));
+        assert_eq!(
+            third.endpoint(PoolId(0), EndpointId(1)).1,
+            2,
+            "b's connections"
+        );
+        // Once they are closed, a retired counter is forgotten.
+        held.fetch_sub(2, Ordering::Relaxed);
+        let fourth = LiveLoad::carried(&only_a, Some((&both, &third)));
+        assert!(fourth.retired.is_empty());
     }
 }
