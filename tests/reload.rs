@@ -513,7 +513,19 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
             ws.read().expect("WebSocket echo"),
             tungstenite::Message::text(msg)
         );
-        std::thread::sleep(Duration::from_millis(100));
+        // Traffic flows between two reloads: more requests answered, more queries too.
+        let (requests, answered) = (
+            served.load(Ordering::Relaxed),
+            queries.load(Ordering::Relaxed),
+        );
+        wait_for(
+            "traffic between two reloads",
+            Duration::from_secs(10),
+            || {
+                served.load(Ordering::Relaxed) > requests + 5
+                    && queries.load(Ordering::Relaxed) > answered
+            },
+        );
     }
     // The added endpoint took traffic once voted (its votes were there: at its first tally).
     assert!(

@@ -25,10 +25,53 @@ pub struct Outcome {
     pub errors: Vec<String>,
 }
 
+impl Outcome {
+    /// The HTTP status of `POST /-/reload`'s answer: 200 taken or unchanged, 422 refused.
+    pub fn status(&self) -> http::StatusCode {
+        if self.reloaded || self.unchanged {
+            http::StatusCode::OK
+        } else {
+            http::StatusCode::UNPROCESSABLE_ENTITY
+        }
+    }
+}
+
 /// A reload asked for through the admin API.
 #[derive(Debug)]
 pub struct Request {
     pub reply: oneshot::Sender<Outcome>,
+}
+
+/// How long `POST /-/reload` waits for the reload (reading, validating, building, adopting).
+const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Why a reload asked for over HTTP has no outcome: the status to answer and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{reason}")]
+pub struct NoOutcome {
+    pub status: http::StatusCode,
+    pub reason: &'static str,
+}
+
+/// Asks the reload task for a reload and waits (at most 30 s) for its outcome; what the
+/// aggregator's admin API and a prober's metrics listener both answer `POST /-/reload` with.
+pub async fn ask(requests: &mpsc::Sender<Request>) -> Result<Outcome, NoOutcome> {
+    let unavailable = |reason| NoOutcome {
+        status: http::StatusCode::SERVICE_UNAVAILABLE,
+        reason,
+    };
+    let (reply, answer) = oneshot::channel();
+    if requests.send(Request { reply }).await.is_err() {
+        return Err(unavailable("the reload task is not running"));
+    }
+    match tokio::time::timeout(WAIT, answer).await {
+        Ok(Ok(outcome)) => Ok(outcome),
+        Ok(Err(_)) => Err(unavailable("the reload task stopped")),
+        Err(_) => Err(NoOutcome {
+            status: http::StatusCode::GATEWAY_TIMEOUT,
+            reason: "the reload did not finish in 30 s; see the log",
+        }),
+    }
 }
 
 /// The next generation, handed to the tally loop; it answers once the generation is in force

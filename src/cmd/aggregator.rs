@@ -178,17 +178,14 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let (dns_server, dns) = if args.dns.is_empty() {
             (None, None)
         } else {
-            let frontend = reloader::DnsFrontend {
-                serving: Arc::new(Serving::new(first_responder(
-                    &generation,
-                    regions,
-                    args,
-                    Arc::clone(&shared.pops),
-                )?)),
-                key: args.mesh.affinity_key()?,
-                pop: lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
-                serial: reloader::next_serial(0),
-            };
+            let frontend = reloader::DnsFrontend::start(
+                &generation,
+                Arc::new(regions.clone()),
+                args.mesh.affinity_key()?,
+                lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+                Arc::clone(&shared.pops),
+            )
+            .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
             let sockets = args.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
             });
@@ -303,22 +300,4 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let _ = node.handle.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// The first generation's responder.
-fn first_responder(
-    generation: &Arc<Generation>,
-    regions: &RegionsTable,
-    args: &Args,
-    pops: Arc<lb_edge::Pops>,
-) -> anyhow::Result<lb_dns::Responder> {
-    lb_dns::Responder::new(
-        Arc::clone(generation),
-        Arc::new(regions.clone()),
-        args.mesh.affinity_key()?,
-        lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
-        pops,
-        reloader::next_serial(0),
-    )
-    .map_err(|e| anyhow!("{}: {e}", args.config.display()))
 }

@@ -247,32 +247,13 @@ async fn reload(
     if req.method() != hyper::Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");
     }
-    let (reply, outcome) = tokio::sync::oneshot::channel();
-    if endpoint
-        .requests
-        .send(aggregator::reload::Request { reply })
-        .await
-        .is_err()
-    {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the reload task is not running",
-        );
-    }
-    match tokio::time::timeout(std::time::Duration::from_secs(30), outcome).await {
-        Ok(Ok(o)) => {
-            let status = if o.reloaded || o.unchanged {
-                StatusCode::OK
-            } else {
-                StatusCode::UNPROCESSABLE_ENTITY
-            };
-            answer(status, serde_json::to_string(&o).unwrap_or_default(), true)
-        }
-        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the reload task stopped"),
-        Err(_) => error(
-            StatusCode::GATEWAY_TIMEOUT,
-            "the reload did not finish in 30 s",
+    match aggregator::reload::ask(&endpoint.requests).await {
+        Ok(o) => answer(
+            o.status(),
+            serde_json::to_string(&o).unwrap_or_default(),
+            true,
         ),
+        Err(e) => error(e.status, e.reason),
     }
 }
 

@@ -958,23 +958,34 @@ fn chaos() {
             1,
         );
     assert_ne!(text, changed, "the scenario changes the config");
+    let progress: [Arc<std::sync::atomic::AtomicUsize>; 2] = Default::default();
     let streams: Vec<_> = m
         .agg
         .iter()
-        .map(|&a| {
+        .zip(&progress)
+        .map(|(&a, counted)| {
             let netns = m.world.netns("client").to_string();
+            let counted = Arc::clone(counted);
             std::thread::spawn(move || {
-                let progress = std::sync::atomic::AtomicUsize::new(0);
                 stream_requests(
                     &netns,
                     SocketAddr::new(a.into(), 8080),
                     Duration::from_secs(6),
-                    &progress,
+                    &counted,
                 )
             })
         })
         .collect();
-    std::thread::sleep(Duration::from_secs(1));
+    // Reload once requests flow through both aggregators.
+    support::wait_for(
+        "the client's first requests",
+        Duration::from_secs(4),
+        || {
+            progress
+                .iter()
+                .all(|p| p.load(std::sync::atomic::Ordering::Relaxed) >= 5)
+        },
+    );
     std::fs::write(&config, &changed).expect("new config");
     let sent_at = Instant::now();
     let mut names: Vec<String> = vec!["agg1".into(), "agg2".into()];

@@ -7,13 +7,9 @@ use http::StatusCode;
 use hyper::body::Incoming;
 
 use super::reply::{error, json, Reply};
-use crate::reload::Request;
 use crate::shared::Shared;
 
 pub(super) const PATH: &str = "/-/reload";
-
-/// How long the answer waits for the reload (reading, validating, building, adopting).
-const WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 pub(super) async fn reload(
     shared: &Shared,
@@ -38,26 +34,8 @@ pub(super) async fn reload(
             "this aggregator takes no reloads",
         );
     };
-    let (reply, answer) = tokio::sync::oneshot::channel();
-    if requests.send(Request { reply }).await.is_err() {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the reload task is not running",
-        );
-    }
-    match tokio::time::timeout(WAIT, answer).await {
-        Ok(Ok(outcome)) => {
-            let status = if outcome.reloaded || outcome.unchanged {
-                StatusCode::OK
-            } else {
-                StatusCode::UNPROCESSABLE_ENTITY
-            };
-            json(status, &outcome)
-        }
-        Ok(Err(_)) => error(StatusCode::SERVICE_UNAVAILABLE, "the reload task stopped"),
-        Err(_) => error(
-            StatusCode::GATEWAY_TIMEOUT,
-            "the reload did not finish in 30 s; see the log",
-        ),
+    match crate::reload::ask(requests).await {
+        Ok(outcome) => json(outcome.status(), &outcome),
+        Err(e) => error(e.status, e.reason),
     }
 }

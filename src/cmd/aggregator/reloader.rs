@@ -33,10 +33,58 @@ pub struct Reloader {
 /// The DNS server's responder and what building the next one takes.
 pub struct DnsFrontend {
     pub serving: Arc<Serving<lb_dns::Responder>>,
-    pub key: lb_core::affinity::AffinityKey,
-    pub pop: PopInfo,
+    regions: Arc<RegionsTable>,
+    key: lb_core::affinity::AffinityKey,
+    pop: PopInfo,
+    pops: Arc<lb_edge::Pops>,
     /// The SOA serial of zones that set none; rises with every reload.
-    pub serial: u32,
+    serial: u32,
+}
+
+impl DnsFrontend {
+    /// The frontend of the first generation.
+    pub fn start(
+        generation: &Arc<Generation>,
+        regions: Arc<RegionsTable>,
+        key: lb_core::affinity::AffinityKey,
+        pop: PopInfo,
+        pops: Arc<lb_edge::Pops>,
+    ) -> Result<DnsFrontend, lb_dns::SetupError> {
+        let serial = next_serial(0);
+        let first = lb_dns::Responder::new(
+            Arc::clone(generation),
+            Arc::clone(&regions),
+            key.clone(),
+            pop.clone(),
+            Arc::clone(&pops),
+            serial,
+        )?;
+        Ok(DnsFrontend {
+            serving: Arc::new(Serving::new(first)),
+            regions,
+            key,
+            pop,
+            pops,
+            serial,
+        })
+    }
+
+    /// A responder for `generation`, with the serial that follows the running one's.
+    fn responder(
+        &self,
+        generation: &Arc<Generation>,
+    ) -> Result<(lb_dns::Responder, u32), lb_dns::SetupError> {
+        let serial = next_serial(self.serial);
+        let r = lb_dns::Responder::new(
+            Arc::clone(generation),
+            Arc::clone(&self.regions),
+            self.key.clone(),
+            self.pop.clone(),
+            Arc::clone(&self.pops),
+            serial,
+        )?;
+        Ok((r, serial))
+    }
 }
 
 /// The SOA serial for a config loaded now, after `previous`.
@@ -112,19 +160,10 @@ impl Reloader {
                 .map_err(|e| vec![format!("{file}: notifications: {e}")])?;
         let responder = match &self.dns {
             None => None,
-            Some(dns) => {
-                let serial = next_serial(dns.serial);
-                let r = lb_dns::Responder::new(
-                    Arc::clone(&generation),
-                    Arc::new(self.regions.clone()),
-                    dns.key.clone(),
-                    dns.pop.clone(),
-                    Arc::clone(&self.shared.pops),
-                    serial,
-                )
-                .map_err(|e| vec![format!("{file}: DNS: {e}")])?;
-                Some((r, serial))
-            }
+            Some(dns) => Some(
+                dns.responder(&generation)
+                    .map_err(|e| vec![format!("{file}: DNS: {e}")])?,
+            ),
         };
         let proxy = match &self.proxy {
             None => None,
