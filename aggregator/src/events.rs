@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::config::{Config, EndpointId, MemberRole, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use serde::Serialize;
 
@@ -61,6 +61,17 @@ pub enum Change {
         from: Option<LbState>,
         to: LbState,
     },
+    /// A member of the pool's monitor group changed its own verdict on the endpoint (whether
+    /// that changed the endpoint's is the endpoint's own event, in the same tally).
+    Member {
+        pool: String,
+        endpoint: String,
+        monitor: String,
+        #[serde(serialize_with = "role_name")]
+        role: MemberRole,
+        from: Verdict,
+        to: Verdict,
+    },
     /// A reload took the endpoint out of the config (or changed what it is: its address,
     /// port, Host or monitor, so its votes no longer apply). `from` is its last verdict.
     EndpointRemoved {
@@ -68,6 +79,22 @@ pub enum Change {
         endpoint: String,
         from: Verdict,
     },
+}
+
+fn role_name<S: serde::Serializer>(role: &MemberRole, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(role.name())
+}
+
+/// One member's verdict on an endpoint, shown with a group endpoint's change.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct MemberVerdict {
+    pub monitor: String,
+    #[serde(serialize_with = "role_name")]
+    pub role: MemberRole,
+    pub verdict: Verdict,
+    /// This member's change (in the same tally) is what moved the endpoint's verdict.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub changed: bool,
 }
 
 fn lb_state_or_unknown<S: serde::Serializer>(
@@ -83,6 +110,7 @@ impl Change {
         match self {
             Change::Endpoint { pool, .. }
             | Change::Pool { pool, .. }
+            | Change::Member { pool, .. }
             | Change::EndpointRemoved { pool, .. } => Some(pool),
             Change::LoadBalancer { .. } => None,
         }
@@ -90,9 +118,9 @@ impl Change {
 
     pub fn endpoint(&self) -> Option<&str> {
         match self {
-            Change::Endpoint { endpoint, .. } | Change::EndpointRemoved { endpoint, .. } => {
-                Some(endpoint)
-            }
+            Change::Endpoint { endpoint, .. }
+            | Change::Member { endpoint, .. }
+            | Change::EndpointRemoved { endpoint, .. } => Some(endpoint),
             _ => None,
         }
     }
@@ -100,7 +128,9 @@ impl Change {
     /// The states before and after, by name.
     pub fn states(&self) -> (&'static str, &'static str) {
         match *self {
-            Change::Endpoint { from, to, .. } => (from.name(), to.name()),
+            Change::Endpoint { from, to, .. } | Change::Member { from, to, .. } => {
+                (from.name(), to.name())
+            }
             Change::Pool { from, to, .. } => (from.name(), to.name()),
             Change::LoadBalancer { from, to, .. } => {
                 (from.map_or("unknown", LbState::name), to.name())
@@ -112,7 +142,7 @@ impl Change {
     /// Whether the subject had no state before: never voted on, or not yet tallied.
     pub fn from_unknown(&self) -> bool {
         match *self {
-            Change::Endpoint { from, .. } => from == Verdict::Unknown,
+            Change::Endpoint { from, .. } | Change::Member { from, .. } => from == Verdict::Unknown,
             Change::Pool { from, .. } => from == PoolState::Unknown,
             Change::LoadBalancer { from, .. } => from.is_none(),
             Change::EndpointRemoved { .. } => false,
@@ -123,7 +153,7 @@ impl Change {
     /// longer healthy, a pool critical.
     pub fn is_down(&self) -> bool {
         match *self {
-            Change::Endpoint { to, .. } => to != Verdict::Healthy,
+            Change::Endpoint { to, .. } | Change::Member { to, .. } => to != Verdict::Healthy,
             Change::Pool { to, .. } => to == PoolState::Critical,
             Change::LoadBalancer { to, .. } => to != LbState::Healthy,
             // Gone by the operator's hand, not out of service.
@@ -140,6 +170,10 @@ pub struct HealthEvent {
     pub change: Change,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub regions: Vec<RegionVotes>,
+    /// A monitor group endpoint's change: every enabled member's verdict, the ones whose
+    /// change moved it marked.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<MemberVerdict>,
     /// A first verdict rather than news: the endpoint was never voted on, or the pool's state
     /// before still counted endpoints without a verdict (after a start). Not notified.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
@@ -147,19 +181,25 @@ pub struct HealthEvent {
 }
 
 /// The events of one tally's changes, at `at_ms`. `before` is the snapshot the changes are
-/// from; `votes` gives the votes behind an endpoint's change.
+/// from; `votes` gives the votes behind one check's verdict on an endpoint (`check` indexes
+/// `Pool::checks`).
 pub fn from_changes(
     config: &Config,
     changes: &[HealthChange],
     before: &HealthSnapshot,
     at_ms: u64,
-    votes: impl Fn(PoolId, EndpointId) -> Vec<RegionVotes>,
+    votes: impl Fn(PoolId, usize, EndpointId) -> Vec<RegionVotes>,
 ) -> Vec<HealthEvent> {
+    let member = |pool: PoolId, check: usize| {
+        let p = config.pool(pool);
+        let c = &p.checks[check];
+        (config.check_monitor(c).name.clone(), c.role)
+    };
     // Whether a pool's state so far still counted endpoints without a verdict: its next change
     // is a first verdict, not news.
     let had_unknown = |pool: PoolId| {
         let p = config.pool(pool);
-        p.monitor.is_some()
+        p.is_monitored()
             && p.endpoints.iter().enumerate().any(|(i, e)| {
                 e.enabled && before.endpoint(pool, EndpointId(i)).verdict == Verdict::Unknown
             })
@@ -172,6 +212,7 @@ pub fn from_changes(
                 endpoint,
                 from,
                 to,
+                ref members,
                 ..
             } => HealthEvent {
                 at_ms,
@@ -181,9 +222,50 @@ pub fn from_changes(
                     from,
                     to,
                 },
-                regions: votes(pool, endpoint),
+                regions: if members.is_empty() {
+                    votes(pool, 0, endpoint)
+                } else {
+                    Vec::new()
+                },
+                members: members
+                    .iter()
+                    .enumerate()
+                    .map(|(ci, &(verdict, changed))| {
+                        let (monitor, role) = member(pool, ci);
+                        MemberVerdict {
+                            monitor,
+                            role,
+                            verdict,
+                            changed,
+                        }
+                    })
+                    .collect(),
                 initial: from == Verdict::Unknown,
             },
+            HealthChange::Check {
+                pool,
+                endpoint,
+                check,
+                from,
+                to,
+                ..
+            } => {
+                let (monitor, role) = member(pool, check);
+                HealthEvent {
+                    at_ms,
+                    change: Change::Member {
+                        pool: config.pool(pool).name.clone(),
+                        endpoint: config.pool(pool).endpoints[endpoint.0].name.clone(),
+                        monitor,
+                        role,
+                        from,
+                        to,
+                    },
+                    regions: votes(pool, check, endpoint),
+                    members: Vec::new(),
+                    initial: from == Verdict::Unknown,
+                }
+            }
             HealthChange::Pool { pool, from, to } => HealthEvent {
                 at_ms,
                 change: Change::Pool {
@@ -192,6 +274,7 @@ pub fn from_changes(
                     to,
                 },
                 regions: Vec::new(),
+                members: Vec::new(),
                 initial: had_unknown(pool),
             },
             HealthChange::LoadBalancer { lb, from, to } => HealthEvent {
@@ -202,6 +285,7 @@ pub fn from_changes(
                     to,
                 },
                 regions: Vec::new(),
+                members: Vec::new(),
                 initial: from.is_none()
                     || (0..config.pools.len()).any(|p| {
                         config.lb(lb).settings.uses_pool(PoolId(p)) && had_unknown(PoolId(p))
@@ -231,6 +315,7 @@ pub fn removed(
                     from: before.endpoint(pool, endpoint).verdict,
                 },
                 regions: Vec::new(),
+                members: Vec::new(),
                 initial: false,
             })
         })
@@ -296,6 +381,7 @@ mod tests {
             at_ms: 7,
             change,
             regions: Vec::new(),
+            members: Vec::new(),
             initial: false,
         }
     }

@@ -50,7 +50,8 @@ fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S:
 struct ProberCache {
     progress: Option<String>,
     progress_moved: Instant,
-    /// pool name -> (value version, parsed results)
+    /// result key (`keys::pool_key`: a pool, or one member of its monitor group) -> (value
+    /// version, parsed results)
     pools: HashMap<String, (u64, BTreeMap<String, EndpointResult>)>,
 }
 
@@ -119,9 +120,10 @@ impl MeshView {
                     cache.progress_moved = now;
                 }
                 for (k, vv) in st.key_values_including_deleted() {
-                    let Some(pool) = k.strip_prefix(keys::POOL_PREFIX) else {
+                    if !k.starts_with(keys::POOL_PREFIX) {
                         continue;
-                    };
+                    }
+                    let pool = k;
                     if vv.is_deleted() {
                         changed |= cache.pools.remove(pool).is_some();
                     } else if cache.pools.get(pool).is_none_or(|(v, _)| *v != vv.version) {
@@ -191,17 +193,23 @@ impl MeshView {
                 .pools
                 .iter()
                 .map(|pool| {
-                    let results = cache.pools.get(&pool.name).map(|(_, r)| r);
-                    pool.endpoints
+                    pool.checks
                         .iter()
-                        .map(|e| {
-                            results.and_then(|r| r.get(&e.name)).map(|r| Vote {
-                                healthy: r.healthy,
-                                rtt_ms: r.rtt_ms,
-                                code: r.code,
-                                reason: r.reason.clone(),
-                                age,
-                            })
+                        .map(|check| {
+                            let key = keys::pool_key(&pool.name, config.check_label(pool, check));
+                            let results = cache.pools.get(&key).map(|(_, r)| r);
+                            pool.endpoints
+                                .iter()
+                                .map(|e| {
+                                    results.and_then(|r| r.get(&e.name)).map(|r| Vote {
+                                        healthy: r.healthy,
+                                        rtt_ms: r.rtt_ms,
+                                        code: r.code,
+                                        reason: r.reason.clone(),
+                                        age,
+                                    })
+                                })
+                                .collect()
                         })
                         .collect()
                 })

@@ -1,5 +1,5 @@
 //! The aggregator's Prometheus metrics (`meshlb_*`, base units, labels bounded by the config):
-//! endpoint, pool and load-balancer states as one-hot gauges, EWMA RTTs, health changes, the
+//! endpoint, monitor group member, pool and load-balancer states as one-hot gauges, EWMA RTTs, health changes, the
 //! tally, mesh members and gossip traffic.
 
 use std::sync::atomic::Ordering;
@@ -44,6 +44,21 @@ pub fn record_gone(old: &Config, new: &Config) {
             }
         }
         for e in &pool.endpoints {
+            for c in pool.checks.iter().filter(|_| pool.monitor_group.is_some()) {
+                let monitor = &old.check_monitor(c).name;
+                let still = kept.is_some_and(|p| {
+                    p.monitor_group.is_some()
+                        && p.endpoint_by_name(&e.name).is_some()
+                        && p.checks
+                            .iter()
+                            .any(|nc| new.check_monitor(nc).name == *monitor)
+                });
+                if !still {
+                    for (_, name) in VERDICTS {
+                        metrics::gauge!("meshlb_member_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "monitor" => monitor.clone(), "state" => name).set(0.0);
+                    }
+                }
+            }
             if kept.is_some_and(|p| p.endpoint_by_name(&e.name).is_some()) {
                 continue;
             }
@@ -56,6 +71,31 @@ pub fn record_gone(old: &Config, new: &Config) {
         if new.load_balancer_id(&lb.name).is_none() {
             for (_, name) in LB_STATES {
                 metrics::gauge!("meshlb_load_balancer_state", "load_balancer" => lb.name.clone(), "state" => name).set(0.0);
+            }
+        }
+    }
+}
+
+/// Each monitor group member's own verdict on each endpoint (`check_verdicts` as
+/// `TallyState::check_verdicts`), one-hot like `meshlb_endpoint_state`: what alerts on a
+/// `monitoring_only` member read.
+pub fn record_group_members(config: &Config, check_verdicts: &[Vec<Vec<Verdict>>]) {
+    for (pi, pool) in config.pools.iter().enumerate() {
+        if pool.monitor_group.is_none() {
+            continue;
+        }
+        for (ci, c) in pool.checks.iter().enumerate() {
+            let monitor = &config.check_monitor(c).name;
+            for (ei, e) in pool.endpoints.iter().enumerate() {
+                let v = check_verdicts
+                    .get(pi)
+                    .and_then(|p| p.get(ci))
+                    .and_then(|c| c.get(ei))
+                    .copied()
+                    .unwrap_or_default();
+                for (state, name) in VERDICTS {
+                    metrics::gauge!("meshlb_member_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "monitor" => monitor.clone(), "state" => name).set(f64::from(u8::from(v == state)));
+                }
             }
         }
     }
@@ -100,6 +140,7 @@ pub fn record_tally(
     for c in changes {
         let kind = match c {
             HealthChange::Endpoint { .. } => "endpoint",
+            HealthChange::Check { .. } => "member",
             HealthChange::Pool { .. } => "pool",
             HealthChange::LoadBalancer { .. } => "load_balancer",
         };

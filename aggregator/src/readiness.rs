@@ -34,7 +34,7 @@ pub fn assess(
         .pools
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.enabled && p.monitor.is_some())
+        .filter(|(_, p)| p.enabled && p.is_monitored())
         .flat_map(|(pi, p)| {
             p.endpoints
                 .iter()

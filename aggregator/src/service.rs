@@ -202,7 +202,9 @@ impl Loop {
             let before = in_force.generation.snapshot();
             let events =
                 crate::events::from_changes(&config, &outcome.changes, &before, unix_ms(), {
-                    |pool, endpoint| shared.endpoint_votes(&config, &ballots, pool, endpoint)
+                    |pool, check, endpoint| {
+                        shared.endpoint_votes(&config, &ballots, pool, check, endpoint)
+                    }
                 });
             if let Ok(mut log) = shared.events.lock() {
                 for event in events {
@@ -223,10 +225,14 @@ impl Loop {
             outcome.votes_counted,
             took,
         );
+        crate::metrics::record_group_members(&config, outcome.state.check_verdicts());
         crate::metrics::record_members(self.view.members());
         if let Some(g) = &self.gossip {
             crate::metrics::record_gossip(g);
         }
+        in_force
+            .check_verdicts
+            .store(Arc::new(outcome.state.check_verdicts().to_vec()));
         self.state = outcome.state;
         in_force.lb_states.store(Arc::new(lb_states));
         let mut snapshot = outcome.snapshot;

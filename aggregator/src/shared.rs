@@ -6,10 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use arc_swap::ArcSwap;
 use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::health::Verdict;
 use lb_core::RegionsTable;
 use lb_edge::Generation;
 use mesh::keys::DrainDecision;
@@ -40,9 +41,12 @@ pub struct InForce {
     pub config_hash: String,
     /// When this config was loaded (unix seconds).
     pub loaded_at: u64,
-    /// The ballots of the latest tally, `votes[pool][endpoint]` of this config.
+    /// The ballots of the latest tally, `votes[pool][check][endpoint]` of this config.
     pub ballots: ArcSwap<Vec<Ballot>>,
     pub lb_states: ArcSwap<Vec<Option<LbState>>>,
+    /// Each check's own verdict, `[pool][check][endpoint]` (`Pool::checks`): a monitor group
+    /// member's, shown in `/status`.
+    pub check_verdicts: ArcSwap<Vec<Vec<Vec<Verdict>>>>,
     /// Endpoints disabled by the config (`enabled = false`, or their pool's) -> since when
     /// (unix seconds): they drain for `drain_duration` as a drain through `/drain` does.
     pub config_drains: BTreeMap<(PoolId, EndpointId), u64>,
@@ -66,6 +70,7 @@ impl InForce {
             loaded_at,
             ballots: ArcSwap::from_pointee(Vec::new()),
             lb_states: ArcSwap::from_pointee(vec![None; lbs]),
+            check_verdicts: ArcSwap::from_pointee(Vec::new()),
             config_drains,
             notifier,
         }
@@ -175,21 +180,24 @@ impl Shared {
         )
     }
 
-    /// The votes behind one endpoint's verdict, region by region and node by node.
+    /// The votes behind one check's verdict on an endpoint (`check` indexes `Pool::checks`),
+    /// region by region and node by node; none for a check the pool does not have.
     pub fn endpoint_votes(
         &self,
         config: &Config,
         ballots: &[Ballot],
         pool: PoolId,
+        check: usize,
         endpoint: EndpointId,
     ) -> Vec<RegionVotes> {
         let p = config.pool(pool);
-        let max_age = p
-            .monitor
-            .and_then(|m| config.monitors.get(m))
-            .map_or(Duration::MAX, |m| {
-                m.interval.mul_f64(self.setup.settings.max_age_intervals)
-            });
+        let Some(c) = p.checks.get(check) else {
+            return Vec::new();
+        };
+        let max_age = config
+            .check_monitor(c)
+            .interval
+            .mul_f64(self.setup.settings.max_age_intervals);
         p.check_regions
             .iter()
             .map(|&region| {
@@ -208,13 +216,14 @@ impl Shared {
                         }
                     }
                 }
-                let (count, _, _) = count_region(&dcs, pool.0, endpoint.0, max_age);
+                let (count, _, _) = count_region(&dcs, pool.0, check, endpoint.0, max_age);
                 let datacenters = mine
                     .iter()
                     .map(|b| {
                         let v = b
                             .votes
                             .get(pool.0)
+                            .and_then(|c| c.get(check))
                             .and_then(|v| v.get(endpoint.0))
                             .and_then(Option::as_ref);
                         DatacenterVote {

@@ -17,6 +17,15 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// `Some(healthy)`, or `None` while Unknown.
+    pub fn known(self) -> Option<bool> {
+        match self {
+            Verdict::Healthy => Some(true),
+            Verdict::Unhealthy => Some(false),
+            Verdict::Unknown => None,
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             Verdict::Healthy => "healthy",
@@ -148,7 +157,7 @@ impl HealthSnapshot {
         endpoint: EndpointId,
         pop: Region,
     ) -> bool {
-        if pool_cfg.monitor.is_none() {
+        if !pool_cfg.is_monitored() {
             return true;
         }
         let h = self.endpoint(pool, endpoint);
@@ -208,7 +217,7 @@ impl HealthSnapshot {
             let id = EndpointId(i);
             if self.endpoint_healthy(p, pool, id, pop) {
                 healthy += 1;
-            } else if p.monitor.is_some() && self.endpoint(pool, id).verdict == Verdict::Unknown {
+            } else if p.is_monitored() && self.endpoint(pool, id).verdict == Verdict::Unknown {
                 unknown += 1;
             }
         }

@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod geo;
 pub mod geolocation;
+pub mod group_verdict;
 pub mod health;
 pub mod pops;
 pub mod region;

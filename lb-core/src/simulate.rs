@@ -108,7 +108,7 @@ impl StateFile {
                     format!("pool `{pool_name}` has no endpoint `{ep_name}`"),
                 )
             })?;
-            if config.pool(pool).monitor.is_none()
+            if !config.pool(pool).is_monitored()
                 && (st.healthy.is_some() || !st.regional.is_empty())
             {
                 return Err(state_error(

@@ -1,7 +1,7 @@
 //! The gossip sink: turns probe reports into the prober's gossiped keys (see `mesh::keys`).
 //!
 //! `publish` is called from the scheduler and must not block, so reports go down a channel to
-//! a task that folds them into per-pool values and writes the changed ones to chitchat in
+//! a task that folds them into per-pool (per group member) values and writes the changed ones to chitchat in
 //! batches. A ticker advances the `progress` key once per probe round.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -17,7 +17,7 @@ use mesh::keys::{self, EndpointResult};
 
 enum Msg {
     Report(Box<ProbeReport>),
-    /// The (pool, endpoint) pairs still probed after a config reload.
+    /// The (gossip key, endpoint) pairs still probed after a config reload.
     Retain(BTreeSet<(String, String)>),
 }
 
@@ -41,8 +41,8 @@ impl GossipPublisher {
         Arc::new(GossipPublisher { tx })
     }
 
-    /// After a config reload: forget endpoints and pools no longer probed (their keys are
-    /// deleted from gossip).
+    /// After a config reload: forget endpoints and pools (or group members) no longer probed,
+    /// given as (`TargetKey::gossip_key`, endpoint); their keys are deleted from gossip.
     pub fn retain(&self, targets: BTreeSet<(String, String)>) {
         let _ = self.tx.send(Msg::Retain(targets));
     }
@@ -80,11 +80,13 @@ async fn run(
                             a.reason.as_ref().map(ToString::to_string)
                         },
                     };
-                    let pool = published.entry(r.pool.clone()).or_default();
+                    let member = r.group.as_ref().map(|_| r.monitor.as_str());
+                    let key = keys::pool_key(&r.pool, member);
+                    let pool = published.entry(key.clone()).or_default();
                     let changed = pool.get(&r.endpoint).is_none_or(|old| old.differs(&result));
                     if changed {
                         pool.insert(r.endpoint.clone(), result);
-                        dirty.insert(r.pool.clone());
+                        dirty.insert(key);
                     }
                 }
                 Some(Msg::Retain(keep)) => {
@@ -107,13 +109,13 @@ async fn run(
             _ = flush.tick(), if !dirty.is_empty() || !deleted.is_empty() => {
                 let mut c = chitchat.lock().await;
                 let state = c.self_node_state();
-                for pool in std::mem::take(&mut dirty) {
-                    if let Some(endpoints) = published.get(&pool) {
-                        state.set(keys::pool_key(&pool), keys::encode_pool(endpoints));
+                for key in std::mem::take(&mut dirty) {
+                    if let Some(endpoints) = published.get(&key) {
+                        state.set(&key, keys::encode_pool(endpoints));
                     }
                 }
-                for pool in deleted.drain(..) {
-                    state.delete(&keys::pool_key(&pool));
+                for key in deleted.drain(..) {
+                    state.delete(&key);
                 }
             }
         }

@@ -348,6 +348,7 @@ impl Core {
             port: t.port,
             monitor: t.monitor.name.clone(),
             kind: t.monitor.kind.type_name(),
+            group: t.group.clone(),
             result: done.result,
             state,
             changed: state != before,

@@ -20,6 +20,9 @@ pub struct ProbeReport {
     pub monitor: String,
     #[serde(rename = "type")]
     pub kind: &'static str,
+    /// The monitor group `monitor` is a member of, when the pool uses one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     #[serde(flatten)]
     pub result: ProbeResult,
     pub state: DebouncedState,

@@ -1,5 +1,6 @@
 //! What a prober probes: every enabled endpoint of every enabled, monitored pool whose
-//! `check_regions` include the prober's region, with the monitor's settings resolved.
+//! `check_regions` include the prober's region, under each of the pool's monitors (its
+//! `monitor`, or each enabled member of its `monitor_group`), with the settings resolved.
 
 use std::sync::Arc;
 
@@ -12,6 +13,15 @@ use lb_core::Region;
 pub struct TargetKey {
     pub pool: String,
     pub endpoint: String,
+    /// The member monitor's name when the pool uses a monitor group; `None` for its `monitor`.
+    pub member: Option<String>,
+}
+
+impl TargetKey {
+    /// The gossip key its results are published under (`mesh::keys::pool_key`).
+    pub fn gossip_key(&self) -> String {
+        mesh::keys::pool_key(&self.pool, self.member.as_deref())
+    }
 }
 
 /// One endpoint under one monitor.
@@ -25,6 +35,8 @@ pub struct ProbeTarget {
     /// the address.
     pub host: String,
     pub monitor: Arc<Monitor>,
+    /// The monitor group the monitor is a member of, when the pool uses one.
+    pub group: Option<String>,
     /// The region of the prober that probes it (`None` for `meshlb probe`).
     pub region: Option<Region>,
 }
@@ -54,30 +66,39 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
     let monitors: Vec<Arc<Monitor>> = config.monitors.iter().cloned().map(Arc::new).collect();
     let mut out = Vec::new();
     for pool in &config.pools {
-        let Some(monitor) = pool.monitor.and_then(|m| monitors.get(m)) else {
-            continue;
-        };
         if !pool.enabled || region.is_some_and(|r| !pool.check_regions.contains(&r)) {
             continue;
         }
-        let monitor_host = monitor_host_header(monitor);
-        for e in pool.endpoints.iter().filter(|e| e.enabled) {
-            let host = e
-                .host_header
-                .clone()
-                .or_else(|| monitor_host.clone())
-                .unwrap_or_else(|| e.address.to_string());
-            out.push(ProbeTarget {
-                key: TargetKey {
-                    pool: pool.name.clone(),
-                    endpoint: e.name.clone(),
-                },
-                address: e.address.clone(),
-                port: monitor.kind.resolve_port(e.port),
-                host,
-                monitor: Arc::clone(monitor),
-                region,
-            });
+        let group = pool
+            .monitor_group
+            .and_then(|g| config.monitor_groups.get(g))
+            .map(|g| g.name.clone());
+        for check in &pool.checks {
+            let Some(monitor) = monitors.get(check.monitor) else {
+                continue;
+            };
+            let member = config.check_label(pool, check).map(str::to_string);
+            let monitor_host = monitor_host_header(monitor);
+            for e in pool.endpoints.iter().filter(|e| e.enabled) {
+                let host = e
+                    .host_header
+                    .clone()
+                    .or_else(|| monitor_host.clone())
+                    .unwrap_or_else(|| e.address.to_string());
+                out.push(ProbeTarget {
+                    key: TargetKey {
+                        pool: pool.name.clone(),
+                        endpoint: e.name.clone(),
+                        member: member.clone(),
+                    },
+                    address: e.address.clone(),
+                    port: monitor.kind.resolve_port(e.port),
+                    host,
+                    monitor: Arc::clone(monitor),
+                    group: group.clone(),
+                    region,
+                });
+            }
         }
     }
     out
@@ -114,5 +135,47 @@ mod tests {
             ua(None).ends_with("(pool web)"),
             "meshlb probe has no region"
         );
+    }
+
+    #[test]
+    fn a_group_pool_is_probed_under_each_enabled_member() {
+        let config = Config::parse(
+            "t.toml",
+            r#"
+[[monitors]]
+name = "http"
+[[monitors]]
+name = "tcp"
+type = "tcp"
+port = 8443
+[[monitors]]
+name = "off"
+[[monitor_groups]]
+name = "g"
+members = [{ monitor = "http" }, { monitor = "tcp", monitoring_only = true }, { monitor = "off", enabled = false }]
+[[pools]]
+name = "web"
+monitor_group = "g"
+origins = [{ name = "a", address = "127.0.0.1", port = 8080 }, { name = "b", address = "127.0.0.2" }]
+"#,
+            &RegionsTable::embedded().expect("regions"),
+        )
+        .expect("config");
+        let t = targets(&config, None);
+        let seen: Vec<(&str, Option<&str>, u16)> = t
+            .iter()
+            .map(|t| (t.key.endpoint.as_str(), t.key.member.as_deref(), t.port))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("a", Some("http"), 8080),
+                ("b", Some("http"), 80),
+                ("a", Some("tcp"), 8443),
+                ("b", Some("tcp"), 8443),
+            ]
+        );
+        assert!(t.iter().all(|t| t.group.as_deref() == Some("g")));
+        assert_ne!(t[0].key.gossip_key(), t[2].key.gossip_key());
     }
 }

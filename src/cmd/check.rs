@@ -54,9 +54,24 @@ fn summary(file: &str, c: &Config) -> String {
         ));
     }
     for p in &c.pools {
-        let monitor = p.monitor.map_or("none (always healthy)".to_string(), |i| {
-            c.monitors[i].name.clone()
-        });
+        let monitor = match (
+            p.monitor_group.and_then(|g| c.monitor_groups.get(g)),
+            p.checks.first(),
+        ) {
+            (Some(g), _) => {
+                let members: Vec<String> = p
+                    .checks
+                    .iter()
+                    .map(|ch| match ch.role {
+                        lb_core::config::MemberRole::Decides => c.check_monitor(ch).name.clone(),
+                        role => format!("{} ({})", c.check_monitor(ch).name, role.name()),
+                    })
+                    .collect();
+                format!("group {} [{}]", g.name, members.join(", "))
+            }
+            (None, Some(ch)) => c.check_monitor(ch).name.clone(),
+            (None, None) => "none (always healthy)".to_string(),
+        };
         out.push_str(&format!(
             "  pool {}: {} endpoint(s), minimum_origins {}, monitor {}, origin steering {}{}\n",
             p.name,

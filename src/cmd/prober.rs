@@ -78,7 +78,7 @@ impl Running {
 fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
     targets
         .iter()
-        .map(|t| (t.key.pool.clone(), t.key.endpoint.clone()))
+        .map(|t| (t.key.gossip_key(), t.key.endpoint.clone()))
         .collect()
 }
 

@@ -43,16 +43,22 @@ pub fn ballots(config: &Config) -> Vec<Ballot> {
                 .iter()
                 .enumerate()
                 .map(|(p, pool)| {
-                    (0..pool.endpoints.len())
-                        .map(|e| {
-                            let healthy = (p + e + dc) % 17 != 0;
-                            Some(Vote {
-                                healthy,
-                                rtt_ms: Some(10.0 + (e % 50) as f64),
-                                code: Some(200),
-                                reason: (!healthy).then(|| "connection refused".to_string()),
-                                age: Duration::from_secs(2),
-                            })
+                    pool.checks
+                        .iter()
+                        .map(|_| {
+                            (0..pool.endpoints.len())
+                                .map(|e| {
+                                    let healthy = (p + e + dc) % 17 != 0;
+                                    Some(Vote {
+                                        healthy,
+                                        rtt_ms: Some(10.0 + (e % 50) as f64),
+                                        code: Some(200),
+                                        reason: (!healthy)
+                                            .then(|| "connection refused".to_string()),
+                                        age: Duration::from_secs(2),
+                                    })
+                                })
+                                .collect()
                         })
                         .collect()
                 })

@@ -57,6 +57,20 @@ struct EndpointStatus {
     #[serde(skip_serializing_if = "Option::is_none")]
     drain: Option<DrainStatus>,
     regions: Vec<RegionVotes>,
+    /// A monitor group endpoint: each enabled member's own verdict with the votes behind it
+    /// (the endpoint's `regions` is then empty: its verdict is the members', combined).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    members: Vec<MemberStatus>,
+}
+
+#[derive(Serialize)]
+struct MemberStatus {
+    monitor: String,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    role: &'static str,
+    verdict: &'static str,
+    regions: Vec<RegionVotes>,
 }
 
 /// A drain in progress: who made it, and how long its sessions still hold.
@@ -107,6 +121,7 @@ pub(super) fn status(shared: &Shared) -> Status {
     let snapshot = in_force.generation.snapshot();
     let ballots = in_force.ballots.load();
     let lb_states = in_force.lb_states.load();
+    let check_verdicts = in_force.check_verdicts.load();
     let region = shared.setup.settings.region;
     let now = unix_secs();
     // Drained through the API: the tables are kept by name-carried positions of their own
@@ -164,11 +179,39 @@ pub(super) fn status(shared: &Shared) -> Status {
                             .iter()
                             .map(|(r, v)| (r.code().to_string(), v))
                             .collect(),
-                        regions: if p.monitor.is_some() {
-                            shared.endpoint_votes(config, &ballots, PoolId(pi), EndpointId(ei))
+                        regions: if p.is_monitored() && p.monitor_group.is_none() {
+                            shared.endpoint_votes(config, &ballots, PoolId(pi), 0, EndpointId(ei))
                         } else {
                             Vec::new()
                         },
+                        members: p
+                            .checks
+                            .iter()
+                            .enumerate()
+                            .filter(|_| p.monitor_group.is_some())
+                            .map(|(ci, c)| {
+                                let m = config.check_monitor(c);
+                                MemberStatus {
+                                    monitor: m.name.clone(),
+                                    kind: m.kind.type_name(),
+                                    role: c.role.name(),
+                                    verdict: check_verdicts
+                                        .get(pi)
+                                        .and_then(|p| p.get(ci))
+                                        .and_then(|v| v.get(ei))
+                                        .copied()
+                                        .unwrap_or_default()
+                                        .name(),
+                                    regions: shared.endpoint_votes(
+                                        config,
+                                        &ballots,
+                                        PoolId(pi),
+                                        ci,
+                                        EndpointId(ei),
+                                    ),
+                                }
+                            })
+                            .collect(),
                     }
                 })
                 .collect(),

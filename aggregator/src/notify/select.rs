@@ -24,7 +24,11 @@ pub fn wanted(config: &Config, channel_pools: &[PoolId], event: &HealthEvent) ->
     }
     let filter = config.pool(pool).notification_filter;
     match event.change {
-        Change::Endpoint { to, .. } => filter.origin.passes(to == Verdict::Healthy),
+        // A monitor group member's own change is news about the endpoint, monitoring_only
+        // members' included (they are alerted on, never decide).
+        Change::Endpoint { to, .. } | Change::Member { to, .. } => {
+            filter.origin.passes(to == Verdict::Healthy)
+        }
         // A pool is unhealthy when critical (below minimum_origins); degraded still serves.
         Change::Pool { to, .. } => filter.pool.passes(to != PoolState::Critical),
         // Made by the operator's reload, not news of health.
@@ -50,6 +54,16 @@ fn line(e: &HealthEvent) -> String {
         | Change::EndpointRemoved { pool, endpoint, .. } => {
             format!("endpoint {endpoint} of pool {pool}")
         }
+        Change::Member {
+            pool,
+            endpoint,
+            monitor,
+            role,
+            ..
+        } => format!(
+            "monitor {monitor} ({}) on endpoint {endpoint} of pool {pool}",
+            role.name()
+        ),
         Change::Pool { pool, .. } => format!("pool {pool}"),
         Change::LoadBalancer { .. } => "load balancer".to_string(),
     };
@@ -65,6 +79,21 @@ fn line(e: &HealthEvent) -> String {
         .collect();
     let (from, to) = e.change.states();
     let mut s = format!("{subject}: {from} -> {to}");
+    if !e.members.is_empty() {
+        let members: Vec<String> = e
+            .members
+            .iter()
+            .map(|m| {
+                format!(
+                    "{} {}{}",
+                    m.monitor,
+                    m.verdict.name(),
+                    if m.changed { " (changed)" } else { "" }
+                )
+            })
+            .collect();
+        s.push_str(&format!(" (monitor group: {})", members.join(", ")));
+    }
     if !votes.is_empty() {
         s.push_str(&format!(
             " (regions healthy/unhealthy/silent datacenters: {})",
@@ -193,6 +222,7 @@ default_pools = ["eu", "us"]
             at_ms: 1,
             change,
             regions: Vec::new(),
+            members: Vec::new(),
             initial: false,
         }
     }

@@ -25,11 +25,12 @@ pub struct Vote {
 }
 
 /// Everything one prober said. `votes` is indexed like the config:
-/// `votes[pool][endpoint]`, `None` where it has no (debounced) result.
+/// `votes[pool][check][endpoint]` (`check` indexes `Pool::checks`: the pool's monitor, or
+/// each enabled member of its monitor group), `None` where it has no (debounced) result.
 #[derive(Debug, Clone)]
 pub struct Ballot {
     pub prober: ProberId,
     /// The failure detector holds the node alive.
     pub alive: bool,
-    pub votes: Vec<Vec<Option<Vote>>>,
+    pub votes: Vec<Vec<Vec<Option<Vote>>>>,
 }

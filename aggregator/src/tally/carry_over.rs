@@ -1,13 +1,15 @@
 //! A tally's state carried from one configuration to the next, by identity rather than by
 //! position: an endpoint is the same one when its pool's name, its own name, what is probed
-//! (address, port, Host override) and how (the pool's monitor: its name and its check) are
-//! the same. Such an endpoint keeps its verdict and RTT averages, so a reload causes no Unknown
-//! blip and no health event; a new one starts Unknown until voted on; one that is gone leaves
-//! nothing behind. Pools keep their state and RTT averages by name, load balancers by name.
+//! (address, port, Host override) and how (the monitors that decide its verdict: the pool's
+//! monitor, or its group's deciding members, each by name, check and role) are the same. Such
+//! an endpoint keeps its verdict and RTT averages, and each of its checks that is still there
+//! (by monitor name and check) keeps its own verdict, so a reload causes no Unknown blip and
+//! no health event; adding or removing a `monitoring_only` member keeps the identity. A new
+//! endpoint starts Unknown until voted on; one that is gone leaves nothing behind. Pools keep their state and RTT averages by name, load balancers by name.
 //! Changing only how often or how patiently a monitor probes (interval, timeout, retries,
 //! thresholds) keeps the identity: the same thing is still checked the same way.
 
-use lb_core::config::{Config, Endpoint, EndpointId, MonitorKind, Pool, PoolId};
+use lb_core::config::{Config, Endpoint, EndpointId, MemberRole, MonitorKind, Pool, PoolId};
 
 use super::TallyState;
 
@@ -19,7 +21,14 @@ struct EndpointIdentity<'a> {
     address: &'a lb_core::config::Address,
     port: u16,
     host_header: Option<&'a str>,
-    monitor: Option<(&'a str, &'a MonitorKind)>,
+    /// The deciding checks, by monitor name (sorted), check and role.
+    deciding: Vec<(&'a str, &'a MonitorKind, MemberRole)>,
+}
+
+/// A check as the same one across configurations: its monitor's name and check.
+fn check_identity<'a>(config: &'a Config, pool: &Pool, ci: usize) -> (&'a str, &'a MonitorKind) {
+    let m = config.check_monitor(&pool.checks[ci]);
+    (&m.name, &m.kind)
 }
 
 fn identity<'a>(config: &'a Config, pool: &'a Pool, e: &'a Endpoint) -> EndpointIdentity<'a> {
@@ -29,10 +38,19 @@ fn identity<'a>(config: &'a Config, pool: &'a Pool, e: &'a Endpoint) -> Endpoint
         address: &e.address,
         port: e.port,
         host_header: e.host_header.as_deref(),
-        monitor: pool
-            .monitor
-            .and_then(|m| config.monitors.get(m))
-            .map(|m| (m.name.as_str(), &m.kind)),
+        deciding: {
+            let mut d: Vec<_> = pool
+                .checks
+                .iter()
+                .filter(|c| c.role.decides())
+                .map(|c| {
+                    let m = config.check_monitor(c);
+                    (m.name.as_str(), &m.kind, c.role)
+                })
+                .collect();
+            d.sort_by(|a, b| a.0.cmp(b.0));
+            d
+        },
     }
 }
 
@@ -81,6 +99,15 @@ impl TallyState {
                 }
                 next.verdicts[pi][ei] = self.verdicts[old_pi.0][old_ei.0];
                 next.endpoint_rtt[pi][ei] = self.endpoint_rtt[old_pi.0][old_ei.0];
+                for ci in 0..pool.checks.len() {
+                    let same = (0..old_pool.checks.len()).find(|&oc| {
+                        check_identity(old, old_pool, oc) == check_identity(new, pool, ci)
+                    });
+                    if let Some(oc) = same {
+                        next.check_verdicts[pi][ci][ei] =
+                            self.check_verdicts[old_pi.0][oc][old_ei.0];
+                    }
+                }
             }
         }
         for (li, lb) in new.lbs() {
@@ -150,16 +177,21 @@ origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0
                         .pools
                         .iter()
                         .map(|p| {
-                            p.endpoints
+                            p.checks
                                 .iter()
                                 .map(|_| {
-                                    Some(Vote {
-                                        healthy: true,
-                                        rtt_ms: Some(30.0),
-                                        code: Some(200),
-                                        reason: None,
-                                        age: Duration::from_secs(1),
-                                    })
+                                    p.endpoints
+                                        .iter()
+                                        .map(|_| {
+                                            Some(Vote {
+                                                healthy: true,
+                                                rtt_ms: Some(30.0),
+                                                code: Some(200),
+                                                reason: None,
+                                                age: Duration::from_secs(1),
+                                            })
+                                        })
+                                        .collect()
                                 })
                                 .collect()
                         })

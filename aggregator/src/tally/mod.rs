@@ -6,8 +6,11 @@
 //!   failure detector holds dead, is not a vote.
 //! - A region's verdict: a strict majority of its datacenters that voted (a datacenter with
 //!   several nodes votes as their majority); a tie or no vote is no verdict.
-//! - An endpoint's verdict: a strict majority of the regions with a verdict; a tie or none keeps
-//!   the previous state; never voted on is Unknown.
+//! - A check's verdict (the pool's monitor, or one member of its monitor group): a strict
+//!   majority of the regions with a verdict; a tie or none keeps the previous state; never
+//!   voted on is Unknown.
+//! - An endpoint's verdict: its checks' verdicts combined by `lb_core::group_verdict` (one
+//!   check: that check's verdict); undecided keeps the previous state.
 //! - No vote at all (the aggregator is cut off from every prober): everything stays as it was
 //!   ("fail static"), flagged so, and nothing fails over.
 
@@ -19,6 +22,7 @@ mod majority;
 use std::time::{Duration, Instant};
 
 use lb_core::config::{Config, EndpointId, LbId, PoolId};
+use lb_core::group_verdict::group_verdict;
 use lb_core::health::{EndpointHealth, HealthSnapshot, PoolHealth, PoolState, Verdict};
 use lb_core::region::{Region, RegionMap};
 
@@ -77,6 +81,8 @@ impl LbState {
 #[derive(Debug, Clone, Default)]
 pub struct TallyState {
     verdicts: Vec<Vec<Verdict>>,
+    /// `check_verdicts[pool][check][endpoint]`: each check's own verdict (`Pool::checks`).
+    check_verdicts: Vec<Vec<Vec<Verdict>>>,
     endpoint_rtt: Vec<Vec<[Option<Ewma>; 13]>>,
     pool_rtt: Vec<[Option<Ewma>; 13]>,
     pool_states: Vec<PoolState>,
@@ -92,6 +98,11 @@ impl TallyState {
                 .pools
                 .iter()
                 .map(|p| vec![Verdict::Unknown; p.endpoints.len()])
+                .collect(),
+            check_verdicts: config
+                .pools
+                .iter()
+                .map(|p| vec![vec![Verdict::Unknown; p.endpoints.len()]; p.checks.len()])
                 .collect(),
             endpoint_rtt: config
                 .pools
@@ -117,12 +128,31 @@ impl TallyState {
                 .iter()
                 .zip(&config.pools)
                 .all(|(v, p)| v.len() == p.endpoints.len())
+            && self.check_verdicts.len() == config.pools.len()
+            && self.check_verdicts.iter().zip(&config.pools).all(|(c, p)| {
+                c.len() == p.checks.len() && c.iter().all(|v| v.len() == p.endpoints.len())
+            })
             && self.lb_states.len() == config.load_balancers.len()
     }
 
     pub fn verdict(&self, pool: PoolId, endpoint: EndpointId) -> Verdict {
         self.verdicts
             .get(pool.0)
+            .and_then(|v| v.get(endpoint.0))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Every check's own verdict, `[pool][check][endpoint]`.
+    pub fn check_verdicts(&self) -> &[Vec<Vec<Verdict>>] {
+        &self.check_verdicts
+    }
+
+    /// One check's own verdict on an endpoint (`check` indexes `Pool::checks`).
+    pub fn check_verdict(&self, pool: PoolId, check: usize, endpoint: EndpointId) -> Verdict {
+        self.check_verdicts
+            .get(pool.0)
+            .and_then(|c| c.get(check))
             .and_then(|v| v.get(endpoint.0))
             .copied()
             .unwrap_or_default()
@@ -145,6 +175,22 @@ pub enum HealthChange {
     Endpoint {
         pool: PoolId,
         endpoint: EndpointId,
+        from: Verdict,
+        to: Verdict,
+        /// The counts behind it for a pool with one monitor (empty for a group's endpoint:
+        /// its members' own changes carry theirs).
+        regions: Vec<(Region, RegionCount)>,
+        /// For a pool with a monitor group: each check's verdict after this tally (indexed
+        /// like `Pool::checks`) and whether it changed in it. Empty otherwise.
+        members: Vec<(Verdict, bool)>,
+    },
+    /// A member of a monitor group changed its own verdict on an endpoint (only for pools with
+    /// a `monitor_group`: a single monitor's change is its endpoint's).
+    Check {
+        pool: PoolId,
+        endpoint: EndpointId,
+        /// Index into `Pool::checks`.
+        check: usize,
         from: Verdict,
         to: Verdict,
         regions: Vec<(Region, RegionCount)>,
@@ -193,20 +239,21 @@ impl<'a> Electorate<'a> {
     }
 }
 
-/// One endpoint's verdict this round, with the counts behind it.
+/// One endpoint's verdict this round, with each check's verdict and counts behind it.
 struct Counted {
     pool: PoolId,
     endpoint: EndpointId,
     verdict: Verdict,
-    regions: Vec<(Region, RegionCount)>,
+    checks: Vec<(Verdict, Vec<(Region, RegionCount)>)>,
 }
 
-/// One region's datacenters (each with its nodes' ballots) on endpoint `ei` of pool `pi`: the
-/// counts (and the region's verdict), the mean RTT of the passing fresh votes, and how many
-/// votes were counted.
+/// One region's datacenters (each with its nodes' ballots) on endpoint `ei` of pool `pi` under
+/// check `ci`: the counts (and the region's verdict), the mean RTT of the passing fresh votes,
+/// and how many votes were counted.
 pub fn count_region(
     dcs: &[Vec<&Ballot>],
     pi: usize,
+    ci: usize,
     ei: usize,
     max_age: Duration,
 ) -> (RegionCount, Option<f64>, usize) {
@@ -216,6 +263,7 @@ pub fn count_region(
         let fresh = dc.iter().filter_map(|b| {
             b.votes
                 .get(pi)
+                .and_then(|c| c.get(ci))
                 .and_then(|v| v.get(ei))
                 .and_then(Option::as_ref)
                 .filter(|v| v.age <= max_age)
@@ -275,13 +323,22 @@ pub fn tally(
     // First pass: votes and verdicts.
     let mut pending: Vec<Counted> = Vec::new();
     for (pi, pool) in config.pools.iter().enumerate() {
-        let Some(monitor) = pool.monitor.and_then(|m| config.monitors.get(m)) else {
+        if !pool.is_monitored() {
             for e in &mut snapshot.endpoints[pi] {
                 e.verdict = Verdict::Healthy; // not health-checked: always healthy
             }
             continue;
-        };
-        let max_age = monitor.interval.mul_f64(settings.max_age_intervals);
+        }
+        let max_ages: Vec<Duration> = pool
+            .checks
+            .iter()
+            .map(|c| {
+                config
+                    .check_monitor(c)
+                    .interval
+                    .mul_f64(settings.max_age_intervals)
+            })
+            .collect();
         let mut pool_samples: [(f64, u32); 13] = [(0.0, 0); 13];
         for (ei, endpoint) in pool.endpoints.iter().enumerate() {
             let prev = previous.verdicts[pi][ei];
@@ -290,18 +347,49 @@ pub fn tally(
                 out.verdict = prev;
                 continue;
             }
-            let (mut healthy_regions, mut unhealthy_regions) = (0, 0);
-            let mut counts: Vec<(Region, RegionCount)> = Vec::new();
-            for &region in &pool.check_regions {
-                let (count, sample, n) =
-                    count_region(&electorate.regions[region.index()], pi, ei, max_age);
-                votes_counted += n;
-                match count.verdict {
-                    Some(true) => healthy_regions += 1,
-                    Some(false) => unhealthy_regions += 1,
-                    None => {}
+            let mut checks = Vec::with_capacity(pool.checks.len());
+            // Per region: each check's verdict there, and the deciding checks' RTT samples.
+            let mut regional: Vec<Vec<Option<bool>>> = vec![Vec::new(); pool.check_regions.len()];
+            let mut samples: Vec<(f64, u32)> = vec![(0.0, 0); pool.check_regions.len()];
+            for (ci, check) in pool.checks.iter().enumerate() {
+                let (mut healthy_regions, mut unhealthy_regions) = (0, 0);
+                let mut counts: Vec<(Region, RegionCount)> = Vec::new();
+                for (ri, &region) in pool.check_regions.iter().enumerate() {
+                    let (count, sample, n) = count_region(
+                        &electorate.regions[region.index()],
+                        pi,
+                        ci,
+                        ei,
+                        max_ages[ci],
+                    );
+                    votes_counted += n;
+                    match count.verdict {
+                        Some(true) => healthy_regions += 1,
+                        Some(false) => unhealthy_regions += 1,
+                        None => {}
+                    }
+                    regional[ri].push(count.verdict);
+                    if let (Some(s), true) = (sample, check.role.decides()) {
+                        samples[ri].0 += s;
+                        samples[ri].1 += 1;
+                    }
+                    counts.push((region, count));
                 }
-                out.regional.set(region, count.verdict);
+                let verdict = match strict_majority(healthy_regions, unhealthy_regions) {
+                    Some(true) => Verdict::Healthy,
+                    Some(false) => Verdict::Unhealthy,
+                    None => previous.check_verdicts[pi][ci][ei],
+                };
+                checks.push((verdict, counts));
+            }
+            let roles = || pool.checks.iter().map(|c| c.role);
+            for (ri, &region) in pool.check_regions.iter().enumerate() {
+                out.regional.set(
+                    region,
+                    group_verdict(roles().zip(regional[ri].iter().copied())),
+                );
+                let (sum, n) = samples[ri];
+                let sample = (n > 0).then(|| sum / f64::from(n));
                 let slot = &mut state.endpoint_rtt[pi][ei][region.index()];
                 *slot = ewma::fold(*slot, sample, now, settings.rtt_tau);
                 if let Some(e) = slot {
@@ -311,9 +399,9 @@ pub fn tally(
                     pool_samples[region.index()].0 += s;
                     pool_samples[region.index()].1 += 1;
                 }
-                counts.push((region, count));
             }
-            let verdict = match strict_majority(healthy_regions, unhealthy_regions) {
+            let members = roles().zip(checks.iter().map(|(v, _)| v.known()));
+            let verdict = match group_verdict(members) {
                 Some(true) => Verdict::Healthy,
                 Some(false) => Verdict::Unhealthy,
                 None => prev,
@@ -323,7 +411,7 @@ pub fn tally(
                 pool: PoolId(pi),
                 endpoint: EndpointId(ei),
                 verdict,
-                regions: counts,
+                checks,
             });
         }
         for region in Region::ALL {
@@ -338,11 +426,11 @@ pub fn tally(
             snapshot.pools[pi].rtt_ms.set(region, slot.map(|e| e.value));
         }
     }
-    let monitored = config.pools.iter().any(|p| p.monitor.is_some());
+    let monitored = config.pools.iter().any(|p| p.is_monitored());
     if votes_counted == 0 && monitored {
         // Fail static: cut off from every prober, keep the last known health.
         for (pi, pool) in config.pools.iter().enumerate() {
-            if pool.monitor.is_some() {
+            if pool.is_monitored() {
                 for (ei, e) in snapshot.endpoints[pi].iter_mut().enumerate() {
                     e.verdict = previous.verdicts[pi][ei];
                     e.regional = RegionMap::default();
@@ -364,9 +452,32 @@ pub fn tally(
         pool,
         endpoint,
         verdict,
-        regions,
+        checks,
     } in pending
     {
+        let grouped = config.pool(pool).monitor_group.is_some();
+        let mut members = Vec::new();
+        let mut single_counts = Vec::new();
+        for (ci, (to, regions)) in checks.into_iter().enumerate() {
+            let slot = &mut state.check_verdicts[pool.0][ci][endpoint.0];
+            let from = *slot;
+            *slot = to;
+            if !grouped {
+                single_counts = regions;
+                continue;
+            }
+            members.push((to, to != from));
+            if to != from {
+                changes.push(HealthChange::Check {
+                    pool,
+                    endpoint,
+                    check: ci,
+                    from,
+                    to,
+                    regions,
+                });
+            }
+        }
         let from = previous.verdicts[pool.0][endpoint.0];
         if verdict != from {
             changes.push(HealthChange::Endpoint {
@@ -374,7 +485,8 @@ pub fn tally(
                 endpoint,
                 from,
                 to: verdict,
-                regions,
+                regions: single_counts,
+                members,
             });
         }
         state.verdicts[pool.0][endpoint.0] = verdict;
@@ -419,5 +531,7 @@ pub fn tally(
     }
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;

@@ -78,7 +78,7 @@ fn ballot(region: Region, dc: usize, says: Says) -> Ballot {
             node: format!("n{dc}"),
         },
         alive,
-        votes: vec![vec![e, f], vec![None]],
+        votes: vec![vec![vec![e, f]], Vec::new()],
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod load_balancer;
 mod monitor;
+mod monitor_group;
 mod notifications;
 mod pool;
 mod raw;
@@ -21,6 +22,7 @@ pub use monitor::{
     CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretError,
     SecretSource, Threshold,
 };
+pub use monitor_group::{GroupMember, MemberRole, MonitorGroup, PoolCheck, MAX_GROUP_MEMBERS};
 pub use notifications::{
     EmailChannel, KindFilter, NotificationFilter, Notifications, SmtpTls, WebhookChannel,
 };
@@ -38,6 +40,8 @@ use crate::regions_table::RegionsTable;
 #[derive(Debug, Clone)]
 pub struct Config {
     pub monitors: Vec<Monitor>,
+    /// `[[monitor_groups]]`: monitors combined into one verdict per endpoint.
+    pub monitor_groups: Vec<MonitorGroup>,
     pub pools: Vec<Pool>,
     pub load_balancers: Vec<LoadBalancer>,
     /// `[[zones]]`; empty: every load balancer is the apex of its own zone.
@@ -107,6 +111,18 @@ impl Config {
             }])
         })?;
         Self::parse(&file, &text, regions)
+    }
+
+    /// The monitor of a pool's check (see [`Pool::checks`]).
+    pub fn check_monitor(&self, check: &PoolCheck) -> &Monitor {
+        &self.monitors[check.monitor]
+    }
+
+    /// The name a check's results are known by in gossip and in `/status`: `None` for a
+    /// pool's own `monitor`, the member monitor's name for a group's.
+    pub fn check_label(&self, pool: &Pool, check: &PoolCheck) -> Option<&str> {
+        pool.monitor_group
+            .map(|_| self.check_monitor(check).name.as_str())
     }
 
     pub fn pool(&self, id: PoolId) -> &Pool {

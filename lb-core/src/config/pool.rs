@@ -21,8 +21,12 @@ pub struct Pool {
     pub enabled: bool,
     /// Healthy endpoints needed for the pool not to be Critical (default 1).
     pub minimum_origins: u32,
-    /// Index into `Config::monitors`; `None`: not health-checked, endpoints count as healthy.
-    pub monitor: Option<usize>,
+    /// The monitors its endpoints are probed with: the pool's `monitor` (one `Decides`
+    /// check), or the enabled members of its `monitor_group`, in the group's order. Empty:
+    /// not health-checked, endpoints count as healthy.
+    pub checks: Vec<super::PoolCheck>,
+    /// Index into `Config::monitor_groups` when the checks come from a group.
+    pub monitor_group: Option<usize>,
     /// Regions whose probers check this pool (all 13 when unset or `ALL_REGIONS`).
     pub check_regions: Vec<Region>,
     /// For proximity steering.
@@ -36,6 +40,11 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// Whether any monitor checks its endpoints (else they always count as healthy).
+    pub fn is_monitored(&self) -> bool {
+        !self.checks.is_empty()
+    }
+
     pub fn endpoint_by_name(&self, name: &str) -> Option<EndpointId> {
         self.endpoints
             .iter()

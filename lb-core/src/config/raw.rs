@@ -12,6 +12,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub monitors: Vec<RawMonitor>,
     #[serde(default)]
+    pub monitor_groups: Vec<RawMonitorGroup>,
+    #[serde(default)]
     pub pools: Vec<RawPool>,
     #[serde(default)]
     pub load_balancers: Vec<RawLoadBalancer>,
@@ -21,6 +23,29 @@ pub struct RawConfig {
     pub geolocation: RawGeolocation,
     #[serde(default)]
     pub notifications: RawNotifications,
+}
+
+/// `[[monitor_groups]]` (Cloudflare's monitor group: `description`, `members`).
+#[derive(Debug, Deserialize)]
+pub struct RawMonitorGroup {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub members: Vec<RawGroupMember>,
+}
+
+/// A member: Cloudflare's `monitor_id` is accepted as the monitor's name.
+#[derive(Debug, Deserialize)]
+pub struct RawGroupMember {
+    #[serde(alias = "monitor_id")]
+    pub monitor: String,
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub monitoring_only: bool,
+    #[serde(default)]
+    pub must_be_healthy: bool,
 }
 
 /// `[notifications]`.
@@ -235,6 +260,7 @@ pub struct RawPool {
     #[serde(default = "default_minimum_origins")]
     pub minimum_origins: u32,
     pub monitor: Option<String>,
+    pub monitor_group: Option<String>,
     pub check_regions: Option<Vec<String>>,
     pub latitude: Option<f64>,
     pub longitude: Option<f64>,

@@ -66,6 +66,8 @@ fn every_config_field_is_documented_in_the_reference() {
         ("monitors[]", fields::<RawMonitor>()),
         ("monitors[].threshold", fields::<RawThreshold>()),
         ("monitors[].ldap", fields::<RawLdap>()),
+        ("monitor_groups[]", fields::<RawMonitorGroup>()),
+        ("monitor_groups[].members[]", fields::<RawGroupMember>()),
         ("pools[]", fields::<RawPool>()),
         ("pools[].origins[]", fields::<RawEndpoint>()),
         ("pools[].load_shedding", fields::<RawLoadShedding>()),

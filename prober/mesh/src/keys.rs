@@ -21,6 +21,9 @@ pub const CONFIG_LOADED_AT: &str = "config_loaded_at";
 pub const PROGRESS: &str = "progress";
 /// Prefix of the per-pool result keys.
 pub const POOL_PREFIX: &str = "pool/";
+/// Between a pool's name and a monitor group member's in a result key: the ASCII unit
+/// separator, a control character, which names cannot hold (`lb-core/src/config/validate`).
+pub const MEMBER_SEPARATOR: char = '\u{1f}';
 /// An aggregator's drain decisions (its admin API's), shared so every aggregator drains.
 pub const DRAINS: &str = "drains";
 /// Where clients reach an aggregator's proxy (`--advertise-proxy`): addresses, comma-separated.
@@ -124,8 +127,14 @@ impl EndpointResult {
     }
 }
 
-pub fn pool_key(pool: &str) -> String {
-    format!("{POOL_PREFIX}{pool}")
+/// The key of a pool's results: `pool/<pool>` for the pool's own monitor, `pool/<pool>` US
+/// `<monitor>` for each member of its monitor group (one value per member, so one member's
+/// change rewrites only its own value).
+pub fn pool_key(pool: &str, member: Option<&str>) -> String {
+    match member {
+        None => format!("{POOL_PREFIX}{pool}"),
+        Some(m) => format!("{POOL_PREFIX}{pool}{MEMBER_SEPARATOR}{m}"),
+    }
 }
 
 /// One line per endpoint: `name \t H|U \t rtt_ms \t code \t reason` (empty fields allowed).
@@ -222,6 +231,13 @@ mod tests {
         assert!(!a.differs(&b), "within the band");
         b.rtt_ms = Some(20.0);
         assert!(a.differs(&b));
+    }
+
+    #[test]
+    fn a_member_key_cannot_be_another_pool_key() {
+        assert_eq!(pool_key("web", None), "pool/web");
+        assert_ne!(pool_key("web", Some("tcp")), pool_key("web/tcp", None));
+        assert_ne!(pool_key("web", Some("tcp")), pool_key("web tcp", None));
     }
 
     proptest! {

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 mod affinity;
 mod load_balancer;
+mod monitor_group;
 mod notifications;
 mod pool;
 mod zone;
 
 use super::load_balancer::*;
 use super::monitor::*;
+use super::monitor_group::*;
 use super::pool::*;
 use super::raw::*;
 use super::Config;
@@ -32,6 +34,7 @@ pub(super) fn validate(
         regions,
         monitor_index: HashMap::new(),
         monitor_kinds: HashMap::new(),
+        groups: HashMap::new(),
         pool_located: Vec::new(),
         pool_index: HashMap::new(),
     };
@@ -46,6 +49,7 @@ pub(super) fn validate(
             v.monitor_kinds.insert(i, m.kind.clone());
         }
     }
+    let monitor_groups = v.monitor_groups(&raw.monitor_groups);
     // Pool names first, so that load balancers can refer to any pool.
     for (i, p) in raw.pools.iter().enumerate() {
         if let Some(problem) = name_problem(&p.name) {
@@ -87,6 +91,7 @@ pub(super) fn validate(
     let fallback_only = super::fallback_only(pools.len(), &load_balancers);
     v.sink.finish(Config {
         monitors,
+        monitor_groups,
         pools,
         load_balancers,
         zones,
@@ -104,6 +109,8 @@ struct Validator<'a> {
     monitor_index: HashMap<String, usize>,
     /// The kind of each valid monitor, by index, for pool-level checks.
     monitor_kinds: HashMap<usize, MonitorKind>,
+    /// Valid monitor groups by name: their index and the checks a pool using them runs.
+    groups: HashMap<String, (usize, Vec<PoolCheck>)>,
     /// Whether each pool has coordinates, for proximity steering checks.
     pool_located: Vec<bool>,
     pool_index: HashMap<String, PoolId>,

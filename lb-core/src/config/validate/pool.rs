@@ -8,16 +8,7 @@ use super::*;
 impl Validator<'_> {
     pub(super) fn pool(&mut self, i: usize, p: &RawPool) -> Pool {
         let path = format!("pools[{i}]");
-        let monitor = p.monitor.as_ref().and_then(|name| {
-            let found = self.monitor_index.get(name).copied();
-            if found.is_none() {
-                self.sink.push(
-                    format!("{path}.monitor"),
-                    format!("no monitor is named `{name}`"),
-                );
-            }
-            found
-        });
+        let (checks, monitor_group) = self.pool_checks(&path, p);
         let check_regions = match &p.check_regions {
             None => Region::ALL.to_vec(),
             Some(list) if list.is_empty() => {
@@ -93,9 +84,13 @@ impl Validator<'_> {
                 "every endpoint has weight 0, so the pool can never take traffic: disable the pool instead",
             );
         }
-        if let Some(MonitorKind::UdpIcmp { port: 0 }) =
-            monitor.and_then(|m| self.monitor_kinds.get(&m))
-        {
+        let portless_udp = checks.iter().any(|c| {
+            matches!(
+                self.monitor_kinds.get(&c.monitor),
+                Some(MonitorKind::UdpIcmp { port: 0 })
+            )
+        });
+        if portless_udp {
             for (j, e) in endpoints.iter().enumerate() {
                 if e.port == 0 {
                     self.sink.push(
@@ -161,7 +156,8 @@ impl Validator<'_> {
             description: p.description.clone(),
             enabled: p.enabled,
             minimum_origins: p.minimum_origins,
-            monitor,
+            checks,
+            monitor_group,
             check_regions,
             coordinates,
             endpoints,
@@ -169,6 +165,46 @@ impl Validator<'_> {
             origin_steering,
             health_sources,
             notification_filter: Self::notification_filter(p.notification_filter.as_ref()),
+        }
+    }
+
+    /// The pool's checks: its `monitor`, or its `monitor_group`'s enabled members.
+    fn pool_checks(&mut self, path: &str, p: &RawPool) -> (Vec<PoolCheck>, Option<usize>) {
+        match (&p.monitor, &p.monitor_group) {
+            (Some(_), Some(_)) => {
+                self.sink.push(
+                    format!("{path}.monitor_group"),
+                    "a pool takes `monitor` or `monitor_group`, not both",
+                );
+                (Vec::new(), None)
+            }
+            (Some(name), None) => match self.monitor_index.get(name) {
+                Some(&monitor) => (
+                    vec![PoolCheck {
+                        monitor,
+                        role: MemberRole::Decides,
+                    }],
+                    None,
+                ),
+                None => {
+                    self.sink.push(
+                        format!("{path}.monitor"),
+                        format!("no monitor is named `{name}`"),
+                    );
+                    (Vec::new(), None)
+                }
+            },
+            (None, Some(name)) => match self.groups.get(name) {
+                Some((index, checks)) => (checks.clone(), Some(*index)),
+                None => {
+                    self.sink.push(
+                        format!("{path}.monitor_group"),
+                        format!("no monitor group is named `{name}`"),
+                    );
+                    (Vec::new(), None)
+                }
+            },
+            (None, None) => (Vec::new(), None),
         }
     }
 
