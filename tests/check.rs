@@ -146,3 +146,30 @@ fn custom_regions_file_is_validated() {
     assert!(stdout.contains("249 countries mapped"), "{stdout}");
     assert_eq!(stdout.lines().count(), 14);
 }
+
+#[test]
+fn a_monitor_group_is_summarised_with_its_members_and_roles() {
+    let (code, stdout, stderr) = check(
+        r#"
+[[monitors]]
+name = "http"
+[[monitors]]
+name = "tcp"
+type = "tcp"
+[[monitors]]
+name = "deep"
+[[monitor_groups]]
+name = "g"
+members = [{ monitor = "http", must_be_healthy = true }, { monitor = "tcp" }, { monitor = "deep", monitoring_only = true }]
+[[pools]]
+name = "web"
+monitor_group = "g"
+origins = [{ name = "a", address = "192.0.2.1" }]
+"#,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("monitor group g [http (must_be_healthy), tcp, deep (monitoring_only)]"),
+        "{stdout}"
+    );
+}

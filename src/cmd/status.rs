@@ -100,6 +100,27 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 e["address"].as_str().unwrap_or(""),
                 regions.join("  ")
             );
+            // A monitor group endpoint: one line per member, its own verdict and votes.
+            for m in e["members"].as_array().into_iter().flatten() {
+                let role = m["role"].as_str().unwrap_or("");
+                let label = match role {
+                    "decides" => m["monitor"].as_str().unwrap_or("").to_string(),
+                    _ => format!("{} ({role})", m["monitor"].as_str().unwrap_or("")),
+                };
+                let regions: Vec<String> = m["regions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| format!("{} {}", r["region"].as_str().unwrap_or(""), region_cell(r)))
+                    .collect();
+                println!(
+                    "{:<31} └ {:<30} {:<10} {}",
+                    "",
+                    label,
+                    m["verdict"].as_str().unwrap_or(""),
+                    regions.join("  ")
+                );
+            }
         }
     }
     println!(
