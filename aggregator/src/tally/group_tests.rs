@@ -80,7 +80,10 @@ fn run(c: &Config, up: [bool; 3], prev: &TallyState) -> TallyOutcome {
     tally(c, &b, prev, &TallySettings::default(), Instant::now())
 }
 
-fn endpoint_change(o: &TallyOutcome) -> Option<(Verdict, Verdict, Vec<(Verdict, bool)>)> {
+/// An endpoint change: from, to, and each member's (verdict, changed).
+type EndpointChange = (Verdict, Verdict, Vec<(Verdict, bool)>);
+
+fn endpoint_change(o: &TallyOutcome) -> Option<EndpointChange> {
     o.changes.iter().find_map(|c| match c {
         HealthChange::Endpoint {
             from, to, members, ..
