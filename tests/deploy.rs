@@ -223,9 +223,23 @@ name = "http"
 port = {port}
 interval = 1
 timeout = 1
+[[monitors]]
+name = "tcp"
+type = "tcp"
+port = {port}
+interval = 1
+timeout = 1
+[[monitor_groups]]
+name = "both"
+members = [{{ monitor = "http" }}, {{ monitor = "tcp", monitoring_only = true }}]
 [[pools]]
 name = "web"
 monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
+[[pools]]
+name = "grouped"
+monitor_group = "both"
 check_regions = ["WEU"]
 origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
 [[load_balancers]]

@@ -102,6 +102,10 @@ fn describe() {
         "The tally's verdict on an endpoint (one-hot over state)."
     );
     describe_gauge!(
+        "meshlb_member_state",
+        "A monitor group member's own verdict on an endpoint (one-hot over state); monitoring_only members included."
+    );
+    describe_gauge!(
         "meshlb_pool_state",
         "Pool state from this PoP (one-hot over state)."
     );
