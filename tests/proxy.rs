@@ -845,11 +845,12 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     )
     .expect("config");
     let (admin, proxy) = (free_tcp(), free_tcp());
+    let token = admin_token_args(dir);
     let (mut mesh, seed) = start_mesh_seeded(
         &config,
         &key,
         admin,
-        &["--proxy".to_string(), proxy.to_string()],
+        &[&["--proxy".to_string(), proxy.to_string()][..], &token].concat(),
     );
     // A second aggregator: a drain made on the first holds here too (shared in gossip).
     let (admin2, proxy2) = (free_tcp(), free_tcp());
@@ -859,7 +860,7 @@ session_affinity_attributes = {{ drain_duration = 6 }}
         "ENAM",
         admin2,
         seed,
-        &["--proxy".to_string(), proxy2.to_string()],
+        &[&["--proxy".to_string(), proxy2.to_string()][..], &token].concat(),
     ));
     let url = format!("http://{proxy}/");
     let url2 = format!("http://{proxy2}/");
@@ -1008,7 +1009,11 @@ default_pools = ["web"]
     )
     .expect("config");
     let admin = free_tcp();
-    let extra = ["--state-dir".to_string(), state.display().to_string()];
+    let extra = [
+        &["--state-dir".to_string(), state.display().to_string()][..],
+        &admin_token_args(dir),
+    ]
+    .concat();
     let start = || {
         Procs(vec![start_aggregator(
             &config,
@@ -1021,7 +1026,13 @@ default_pools = ["web"]
     };
     let drains = |method: &str| -> Option<Vec<String>> {
         let out = Command::new("curl")
-            .args(["-s", "-X", method])
+            .args([
+                "-s",
+                "-X",
+                method,
+                "-H",
+                "Authorization: Bearer secret-token",
+            ])
             .arg(format!("http://{admin}/drain?pool=web&endpoint=a"))
             .output()
             .ok()?;

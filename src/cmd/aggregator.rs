@@ -42,9 +42,13 @@ pub struct Args {
     /// Admin API address (HTTP).
     #[arg(long, value_name = "ADDR")]
     admin: SocketAddr,
-    /// File holding the admin API bearer token (else MESHLB_ADMIN_TOKEN; none: open).
+    /// File holding the admin API bearer token (else MESHLB_ADMIN_TOKEN). Without one, reads
+    /// are open and every state-changing call (/drain, /-/reload) is refused.
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// How long a request head may take to arrive at the admin API.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    admin_head_timeout_ms: u64,
     /// Serve authoritative DNS on this address, UDP and TCP (repeat for IPv4 and IPv6).
     #[arg(long = "dns", value_name = "ADDR")]
     dns: Vec<SocketAddr>,
@@ -171,6 +175,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             let _ = shared.drains.state_file.set(state);
         }
         let listener = aggregator::admin::bind(args.admin).await?;
+        if aggregator::admin::guard::exposed_without_token(args.admin, token.as_deref()) {
+            tracing::warn!(admin = %args.admin, "the admin API listens beyond loopback without a token: anyone who reaches it reads every state and vote (changes are refused without a token); set --admin-token-file");
+            eprintln!("WARNING: the admin API on {} is reachable from other hosts without a token: its reads are open to them (changes are refused); set --admin-token-file", args.admin);
+        }
         eprintln!(
             "meshlb aggregator {} gossiping on {}, admin API on http://{}",
             identity.node_id, settings.listen, args.admin
@@ -248,6 +256,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             listener,
             Arc::clone(&shared),
             token,
+            Duration::from_millis(args.admin_head_timeout_ms.max(1)),
         ));
         let (adopter, adoptions) = Adopter::channel();
         let poll = (settings.gossip_interval / 2).max(Duration::from_millis(20));

@@ -4,6 +4,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 
+use aggregator::admin::guard;
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::Full;
@@ -234,19 +235,12 @@ async fn reload(
             true,
         )
     };
-    let Some(token) = &endpoint.token else {
-        return error(
-            StatusCode::FORBIDDEN,
-            "a reload needs the admin token: start the prober with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
-        );
-    };
-    let given = req
-        .headers()
-        .get(hyper::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if !given.is_some_and(|g| aggregator::admin::same_token(g, token)) {
-        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    if let Err(r) = guard::mutation_allowed(
+        endpoint.token.as_deref(),
+        req.headers(),
+        guard::Node::Prober,
+    ) {
+        return error(r.status, r.reason);
     }
     if req.method() != hyper::Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");
@@ -261,19 +255,20 @@ async fn reload(
     }
 }
 
-/// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given.
+/// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given;
+/// request heads must arrive within `head_timeout` (`aggregator::admin::guard`).
 pub async fn serve(
     addr: SocketAddr,
     handle: PrometheusHandle,
     reloads: Option<ReloadEndpoint>,
+    head_timeout: std::time::Duration,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} for /metrics"))?;
+    let mut backoff = guard::AcceptBackoff::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+        let (stream, _) = guard::accept(&listener, &mut backoff).await;
         let handle = handle.clone();
         let reloads = reloads.clone();
         tokio::spawn(async move {
@@ -302,7 +297,7 @@ pub async fn serve(
                     Ok::<_, Infallible>(response)
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let _ = guard::http1(head_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

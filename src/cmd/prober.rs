@@ -44,6 +44,9 @@ pub struct Args {
     /// endpoint refuses every reload).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// How long a request head may take to arrive at the --metrics listener.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    admin_head_timeout_ms: u64,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -117,8 +120,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 token: token.clone(),
                 requests: requests.clone(),
             };
+            let head_timeout = Duration::from_millis(args.admin_head_timeout_ms.max(1));
             tokio::spawn(async move {
-                if let Err(e) = super::metrics_http::serve(addr, handle, Some(endpoint)).await {
+                if let Err(e) =
+                    super::metrics_http::serve(addr, handle, Some(endpoint), head_timeout).await
+                {
                     eprintln!("metrics: {e:#}");
                 }
             });

@@ -176,6 +176,14 @@ pub fn scratch_dir_with_key(name: &str) -> (tempfile::TempDir, std::path::PathBu
     (dir, key)
 }
 
+/// Arguments that give an aggregator (or a prober's metrics listener) the admin token `get`
+/// sends, `secret-token`, written to a file in `dir`.
+pub fn admin_token_args(dir: &std::path::Path) -> Vec<String> {
+    let file = dir.join("admin-token");
+    std::fs::write(&file, "secret-token").expect("token file");
+    vec!["--admin-token-file".into(), file.display().to_string()]
+}
+
 /// How long until `ok` held, checked every 50 ms; `None` if it did not within `within`.
 pub fn wait_until(within: Duration, mut ok: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();

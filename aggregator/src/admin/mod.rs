@@ -13,10 +13,15 @@
 //! - `GET /readyz`: 200 once its answers can be trusted (every monitored endpoint has a
 //!   verdict, or the warm-up timeout has passed), 503 before; no token needed.
 //! - `POST /-/reload`: re-read the config file (as SIGHUP does); always needs the token.
+//!
+//! State-changing calls (`POST`/`DELETE /drain`, `POST /-/reload`) always need the token and
+//! are refused from a browser's cross-site request; request heads have a deadline; see
+//! `guard.rs`.
 
 mod drain;
 mod events;
 mod explain;
+pub mod guard;
 mod reload;
 mod reply;
 mod status;
@@ -36,22 +41,16 @@ use tokio::net::TcpListener;
 use crate::shared::Shared;
 use reply::{error, json, Reply};
 
-/// Compares in time independent of where the strings differ.
-pub fn same_token(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
 /// Whether the request carries the configured bearer token.
 fn authorized(token: &str, req: &Request<Incoming>) -> bool {
-    req.headers()
-        .get(http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .is_some_and(|g| same_token(g, token))
+    guard::has_token(token, req.headers())
+}
+
+/// The refusal of a state-changing call, when it is refused (`guard::mutation_allowed`).
+fn mutation_refused(token: Option<&str>, req: &Request<Incoming>) -> Option<Reply> {
+    guard::mutation_allowed(token, req.headers(), guard::Node::Aggregator)
+        .err()
+        .map(|r| error(r.status, r.reason))
 }
 
 fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply {
@@ -89,6 +88,11 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
         }
     }
     if path == "/drain" {
+        if req.method() != http::Method::GET {
+            if let Some(refused) = mutation_refused(token, req) {
+                return refused;
+            }
+        }
         return drain::drain(shared, req.method(), req.uri().query().unwrap_or(""));
     }
     if req.method() != http::Method::GET {
@@ -109,13 +113,18 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
     }
 }
 
-/// Serves the admin API on `listener` until the task is dropped.
-pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<String>) {
+/// Serves the admin API on `listener` until the task is dropped; request heads must arrive
+/// within `head_timeout`.
+pub async fn serve(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    token: Option<String>,
+    head_timeout: std::time::Duration,
+) {
     let token: Option<Arc<str>> = token.map(Into::into);
+    let mut backoff = guard::AcceptBackoff::new();
     loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
+        let (stream, _) = guard::accept(&listener, &mut backoff).await;
         let shared = Arc::clone(&shared);
         let token = token.clone();
         tokio::spawn(async move {
@@ -131,7 +140,7 @@ pub async fn serve(listener: TcpListener, shared: Arc<Shared>, token: Option<Str
                     Ok::<_, Infallible>(response)
                 }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let _ = guard::http1(head_timeout)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

@@ -1,6 +1,6 @@
 //! `POST /-/reload`: re-read the config file, as SIGHUP does (Prometheus's own endpoint has
 //! the same path). It changes what every frontend of this node serves, so it always needs
-//! the bearer token: with none configured it is refused. The answer says whether the file
+//! the bearer token: with none configured it is refused (`guard::mutation_allowed`). The answer says whether the file
 //! was taken, and if not, every error in it.
 
 use http::StatusCode;
@@ -16,14 +16,8 @@ pub(super) async fn reload(
     token: Option<&str>,
     req: &http::Request<Incoming>,
 ) -> Reply {
-    let Some(token) = token else {
-        return error(
-            StatusCode::FORBIDDEN,
-            "a reload needs the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
-        );
-    };
-    if !super::authorized(token, req) {
-        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
+    if let Some(refused) = super::mutation_refused(token, req) {
+        return refused;
     }
     if req.method() != http::Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");

@@ -340,6 +340,12 @@ pub fn tally(
             })
             .collect();
         let mut pool_samples: [(f64, u32); 13] = [(0.0, 0); 13];
+        let n_checks = pool.checks.len();
+        // Per region (by position in check_regions): each check's verdict there
+        // (`regional[ri * n_checks + ci]`), and the deciding checks' RTT samples. Reused for
+        // every endpoint of the pool.
+        let mut regional: Vec<Option<bool>> = vec![None; pool.check_regions.len() * n_checks];
+        let mut samples: Vec<(f64, u32)> = vec![(0.0, 0); pool.check_regions.len()];
         for (ei, endpoint) in pool.endpoints.iter().enumerate() {
             let prev = previous.verdicts[pi][ei];
             let out = &mut snapshot.endpoints[pi][ei];
@@ -347,10 +353,8 @@ pub fn tally(
                 out.verdict = prev;
                 continue;
             }
-            let mut checks = Vec::with_capacity(pool.checks.len());
-            // Per region: each check's verdict there, and the deciding checks' RTT samples.
-            let mut regional: Vec<Vec<Option<bool>>> = vec![Vec::new(); pool.check_regions.len()];
-            let mut samples: Vec<(f64, u32)> = vec![(0.0, 0); pool.check_regions.len()];
+            let mut checks = Vec::with_capacity(n_checks);
+            samples.fill((0.0, 0));
             for (ci, check) in pool.checks.iter().enumerate() {
                 let (mut healthy_regions, mut unhealthy_regions) = (0, 0);
                 let mut counts: Vec<(Region, RegionCount)> = Vec::new();
@@ -368,7 +372,7 @@ pub fn tally(
                         Some(false) => unhealthy_regions += 1,
                         None => {}
                     }
-                    regional[ri].push(count.verdict);
+                    regional[ri * n_checks + ci] = count.verdict;
                     if let (Some(s), true) = (sample, check.role.decides()) {
                         samples[ri].0 += s;
                         samples[ri].1 += 1;
@@ -384,10 +388,9 @@ pub fn tally(
             }
             let roles = || pool.checks.iter().map(|c| c.role);
             for (ri, &region) in pool.check_regions.iter().enumerate() {
-                out.regional.set(
-                    region,
-                    group_verdict(roles().zip(regional[ri].iter().copied())),
-                );
+                let here = &regional[ri * n_checks..(ri + 1) * n_checks];
+                out.regional
+                    .set(region, group_verdict(roles().zip(here.iter().copied())));
                 let (sum, n) = samples[ri];
                 let sample = (n > 0).then(|| sum / f64::from(n));
                 let slot = &mut state.endpoint_rtt[pi][ei][region.index()];

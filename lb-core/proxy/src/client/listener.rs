@@ -12,17 +12,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use http::Request;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
 use crate::body::ProxyBody;
 use crate::client::http1::{self, Served};
+use crate::client::prefixed::Prefixed;
 use crate::lazy_timer::LazyTimer;
 use crate::origin::pool::Upstream;
 use crate::route::{Peer, Proxy};
@@ -54,29 +56,52 @@ const HYPER_MIN_BUFFER: usize = 8 << 10;
 /// What an HTTP/2 client sends first (RFC 9113 section 3.4).
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
-/// Tells HTTP/2 with prior knowledge from HTTP/1 by the first bytes, without reading them;
-/// `None` when the client sends nothing in time or closes.
-async fn sniff(stream: &TcpStream, within: Duration) -> Option<Http> {
+/// Tells HTTP/2 with prior knowledge from HTTP/1 by the first bytes; `None` when the client
+/// sends nothing in time or closes. The first bytes are peeked: a client sends its request or
+/// preface whole, so one peek decides and nothing is read. Only a client that has sent part of
+/// the preface so far makes it read, each read waiting for data (a peek would see the same
+/// bytes at once, again and again); what was read is put back in front of the connection.
+async fn sniff(stream: TcpStream, within: Duration) -> Option<(Http, Prefixed<TcpStream>)> {
     let deadline = tokio::time::Instant::now() + within;
     let mut first = [0u8; 24];
-    loop {
-        let n = tokio::time::timeout_at(deadline, stream.peek(&mut first))
+    let n = tokio::time::timeout_at(deadline, stream.peek(&mut first))
+        .await
+        .ok()?
+        .ok()?;
+    let seen = first.get(..n)?;
+    if n == 0 {
+        return None;
+    }
+    if !H2_PREFACE.starts_with(seen) {
+        return Some((Http::One, Prefixed::new(Bytes::new(), stream)));
+    }
+    if n == H2_PREFACE.len() {
+        return Some((Http::Two, Prefixed::new(Bytes::new(), stream)));
+    }
+    let mut stream = stream;
+    let mut read = 0;
+    while read < first.len() {
+        let got = tokio::time::timeout_at(deadline, stream.read(&mut first[read..]))
             .await
             .ok()?
             .ok()?;
-        let seen = first.get(..n)?;
-        if n == 0 {
+        if got == 0 {
             return None;
         }
-        if !H2_PREFACE.starts_with(seen) {
-            return Some(Http::One);
+        read += got;
+        if !H2_PREFACE.starts_with(&first[..read]) {
+            break;
         }
-        if n == H2_PREFACE.len() {
-            return Some(Http::Two);
-        }
-        // Part of the preface so far (clients send it whole; a slow one waits here).
-        tokio::time::sleep(Duration::from_millis(1)).await;
     }
+    let http = if first[..read] == H2_PREFACE[..] {
+        Http::Two
+    } else {
+        Http::One
+    };
+    Some((
+        http,
+        Prefixed::new(Bytes::copy_from_slice(&first[..read]), stream),
+    ))
 }
 
 /// What every request of a connection needs, behind one reference count: where the current
@@ -211,7 +236,7 @@ async fn accept_loop(
                     }
                 }
                 None => {
-                    if let Some(http) = sniff(&stream, header_read_timeout).await {
+                    if let Some((http, stream)) = sniff(stream, header_read_timeout).await {
                         serve_connection(serving, upstream, stream, peer, false, http).await;
                     }
                 }

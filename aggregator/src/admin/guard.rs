@@ -1,0 +1,248 @@
+//! What every admin listener (the aggregator's admin API, a prober's metrics listener with its
+//! `POST /-/reload`) does the same way at its edge, before any route runs:
+//!
+//! - a state-changing call needs the bearer token, and with no token configured it is refused
+//!   (reads stay open: they carry states and counts, no secrets);
+//! - a state-changing call that a browser made for another site is refused. A web page can
+//!   make a browser send a "simple" cross-site request (a form POST) to any address, loopback
+//!   included, with no CORS preflight; such a request carries `Origin` or
+//!   `Sec-Fetch-Site: cross-site`, or a form content type. meshlb's own clients and curl send
+//!   none of these;
+//! - a request head must arrive within the head timeout (`--admin-head-timeout-ms`,
+//!   `DEFAULT_HEAD_TIMEOUT`), so a client that opens connections and dribbles holds nothing;
+//! - a failing `accept` (out of descriptors) backs off, 5 ms doubling to 1 s, instead of
+//!   spinning on the error.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+use tokio::net::{TcpListener, TcpStream};
+
+/// How long a request head may take to arrive (`--admin-head-timeout-ms`).
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a state-changing call is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub reason: &'static str,
+}
+
+/// Compares in time independent of where the strings differ.
+pub fn same_token(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// Whether the headers carry `token` as a bearer token.
+pub fn has_token(token: &str, headers: &HeaderMap) -> bool {
+    headers
+        .get(http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|g| same_token(g, token))
+}
+
+/// Whether a browser sent this for a page of another site (see the module's comment).
+pub fn cross_site(headers: &HeaderMap) -> bool {
+    let site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let form = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(|v| {
+            let v = v.trim_start().to_ascii_lowercase();
+            [
+                "application/x-www-form-urlencoded",
+                "multipart/form-data",
+                "text/plain",
+            ]
+            .iter()
+            .any(|simple| v.starts_with(simple))
+        })
+        .unwrap_or(false);
+    headers.contains_key(http::header::ORIGIN)
+        || site.eq_ignore_ascii_case("cross-site")
+        || site.eq_ignore_ascii_case("same-site")
+        || form
+}
+
+/// Whether a state-changing call may run: `Err` says why not. `who` names the node for the
+/// message ("aggregator", "prober").
+pub fn mutation_allowed(
+    token: Option<&str>,
+    headers: &HeaderMap,
+    who: Node,
+) -> Result<(), Refusal> {
+    let Some(token) = token else {
+        return Err(Refusal {
+            status: StatusCode::FORBIDDEN,
+            reason: match who {
+                Node::Aggregator => "state-changing admin calls need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
+                Node::Prober => "a reload needs the admin token: start the prober with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
+            },
+        });
+    };
+    if cross_site(headers) {
+        return Err(Refusal {
+            status: StatusCode::FORBIDDEN,
+            reason: "a browser's cross-site request (Origin, Sec-Fetch-Site or a form content type) cannot change state",
+        });
+    }
+    if !has_token(token, headers) {
+        return Err(Refusal {
+            status: StatusCode::UNAUTHORIZED,
+            reason: "missing or wrong bearer token",
+        });
+    }
+    Ok(())
+}
+
+/// Which node's admin listener refuses (for the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Node {
+    Aggregator,
+    Prober,
+}
+
+/// The wait after a failed `accept`: 5 ms, doubling to 1 s; back to 5 ms after a success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcceptBackoff {
+    next: Duration,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    pub fn new() -> Self {
+        AcceptBackoff { next: Self::FIRST }
+    }
+
+    /// How long to wait after this failure.
+    pub fn failed(&mut self) -> Duration {
+        let wait = self.next;
+        self.next = (self.next * 2).min(Self::MAX);
+        wait
+    }
+
+    pub fn succeeded(&mut self) {
+        self.next = Self::FIRST;
+    }
+}
+
+impl Default for AcceptBackoff {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The next connection on `listener`; a failing accept waits as `backoff` says (counted in
+/// `meshlb_admin_accept_errors_total`) rather than spinning.
+pub async fn accept(
+    listener: &TcpListener,
+    backoff: &mut AcceptBackoff,
+) -> (TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => {
+                backoff.succeeded();
+                return accepted;
+            }
+            Err(e) => {
+                let wait = backoff.failed();
+                metrics::counter!("meshlb_admin_accept_errors_total").increment(1);
+                tracing::warn!(error = %e, wait_ms = wait.as_millis() as u64, "admin accept failed");
+                tokio::time::sleep(wait).await;
+            }
+        }
+    }
+}
+
+/// An HTTP/1 server whose request heads must arrive within `head_timeout`.
+pub fn http1(head_timeout: Duration) -> hyper::server::conn::http1::Builder {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(head_timeout);
+    b
+}
+
+/// Whether an admin listener on `addr` without a token is reachable from other hosts: its
+/// reads (states, votes, members) are then open to them.
+pub fn exposed_without_token(addr: SocketAddr, token: Option<&str>) -> bool {
+    token.is_none() && !addr.ip().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::header::HeaderName::from_bytes(k.as_bytes()).expect("name"),
+                v.parse().expect("value"),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn a_mutation_needs_a_configured_token_and_the_right_one() {
+        let bearer = [("authorization", "Bearer s3cret")];
+        let none = mutation_allowed(None, &headers(&bearer), Node::Aggregator);
+        assert_eq!(none.map_err(|r| r.status), Err(StatusCode::FORBIDDEN));
+        let wrong = mutation_allowed(Some("other"), &headers(&bearer), Node::Aggregator);
+        assert_eq!(wrong.map_err(|r| r.status), Err(StatusCode::UNAUTHORIZED));
+        assert_eq!(
+            mutation_allowed(Some("s3cret"), &headers(&bearer), Node::Prober),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn browser_cross_site_requests_are_refused_even_with_the_token() {
+        for extra in [
+            ("origin", "https://evil.example"),
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-site", "same-site"),
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("content-type", "multipart/form-data; boundary=x"),
+            ("content-type", "Text/Plain;charset=utf-8"),
+        ] {
+            let h = headers(&[("authorization", "Bearer t"), extra]);
+            assert_eq!(
+                mutation_allowed(Some("t"), &h, Node::Aggregator).map_err(|r| r.status),
+                Err(StatusCode::FORBIDDEN),
+                "{extra:?}"
+            );
+        }
+        let cli = headers(&[("authorization", "Bearer t"), ("sec-fetch-site", "none")]);
+        assert_eq!(mutation_allowed(Some("t"), &cli, Node::Aggregator), Ok(()));
+    }
+
+    #[test]
+    fn accept_failures_back_off_to_a_second_and_reset() {
+        let mut b = AcceptBackoff::new();
+        let waits: Vec<u128> = (0..10).map(|_| b.failed().as_millis()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
+        b.succeeded();
+        assert_eq!(b.failed(), Duration::from_millis(5));
+    }
+
+    #[test]
+    fn only_a_tokenless_listener_off_loopback_is_exposed() {
+        let lo: SocketAddr = "127.0.0.1:9090".parse().expect("addr");
+        let any: SocketAddr = "0.0.0.0:9090".parse().expect("addr");
+        assert!(!exposed_without_token(lo, None));
+        assert!(exposed_without_token(any, None));
+        assert!(!exposed_without_token(any, Some("t")));
+    }
+}

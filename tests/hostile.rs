@@ -1,0 +1,189 @@
+//! Hostile clients against a real aggregator and prober: each attack, and the defence that
+//! holds (docs/security.md).
+
+mod support;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use support::*;
+
+const CONFIG: &str = r#"
+[[pools]]
+name = "web"
+origins = [{ name = "a", address = "127.0.0.1", port = 9 }]
+[[load_balancers]]
+name = "www.hostile.test"
+proxied = true
+default_pools = ["web"]
+"#;
+
+/// `curl -X method` on the admin API with `headers`: the status code.
+fn call(admin: SocketAddr, method: &str, path: &str, headers: &[&str]) -> u16 {
+    let mut cmd = Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", method]);
+    for h in headers {
+        cmd.args(["-H", h]);
+    }
+    let out = cmd
+        .arg(format!("http://{admin}{path}"))
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
+}
+
+fn drained(admin: SocketAddr) -> usize {
+    get(admin, "/drain")
+        .and_then(|v| v.as_array().map(Vec::len))
+        .unwrap_or(usize::MAX)
+}
+
+fn wait_healthz(admin: SocketAddr) {
+    wait_for("the admin API", Duration::from_secs(20), || {
+        call(admin, "GET", "/healthz", &[]) == 200
+    });
+}
+
+#[test]
+fn admin_changes_need_the_token_and_never_come_from_a_browser() {
+    let (scratch, key) = scratch_dir_with_key("hostile-admin");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(&config, CONFIG).expect("config");
+    // Without a token: reads open, every change refused.
+    let open = free_tcp();
+    let _open = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        open,
+        free_udp(),
+        &[],
+    )]);
+    wait_healthz(open);
+    assert_eq!(call(open, "GET", "/status", &[]), 200);
+    assert_eq!(call(open, "POST", "/drain?pool=web&endpoint=a", &[]), 403);
+    assert_eq!(call(open, "POST", "/-/reload", &[]), 403);
+    assert_eq!(drained(open), 0);
+    // With a token: a browser's cross-site form post is refused even carrying it.
+    let admin = free_tcp();
+    let token = admin_token_args(scratch.path());
+    let _guarded = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &token,
+    )]);
+    wait_healthz(admin);
+    let bearer = "Authorization: Bearer secret-token";
+    let drain = "/drain?pool=web&endpoint=a";
+    for browser in [
+        "Origin: https://evil.example",
+        "Sec-Fetch-Site: cross-site",
+        "Content-Type: application/x-www-form-urlencoded",
+        "Content-Type: text/plain",
+    ] {
+        assert_eq!(
+            call(admin, "POST", drain, &[bearer, browser]),
+            403,
+            "{browser}"
+        );
+    }
+    assert_eq!(call(admin, "POST", drain, &[]), 401);
+    assert_eq!(drained(admin), 0, "nothing refused was applied");
+    assert_eq!(call(admin, "POST", drain, &[bearer]), 200);
+    assert_eq!(drained(admin), 1);
+}
+
+#[test]
+fn a_request_head_that_never_ends_is_cut_at_the_admin_head_timeout() {
+    let (scratch, key) = scratch_dir_with_key("hostile-head");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(&config, CONFIG).expect("config");
+    let admin = free_tcp();
+    let _p = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &["--admin-head-timeout-ms".into(), "500".into()],
+    )]);
+    wait_healthz(admin);
+    let mut s = TcpStream::connect(admin).expect("connect");
+    s.write_all(b"GET /status HTTP/1.1\r\nHost: a\r\n")
+        .expect("partial head");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let start = Instant::now();
+    let mut buf = [0u8; 512];
+    // hyper answers 408 or just closes; either way the connection ends, long before 20 s.
+    let ended = loop {
+        match s.read(&mut buf) {
+            Ok(0) => break true,
+            Ok(_) => continue,
+            Err(e) => break e.kind() != std::io::ErrorKind::WouldBlock,
+        }
+    };
+    assert!(ended, "the connection was still open after 20 s");
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // Fields after the command (which is in parentheses and may hold spaces).
+    let rest = &stat[stat.rfind(')').expect("comm") + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().expect("utime") + f[12].parse::<f64>().expect("stime");
+    ticks / 100.0 // USER_HZ is 100 on Linux
+}
+
+#[test]
+fn connections_that_send_part_of_the_http2_preface_cost_next_to_nothing() {
+    let (scratch, key) = scratch_dir_with_key("hostile-preface");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(&config, CONFIG).expect("config");
+    let (admin, proxy) = (free_tcp(), free_tcp());
+    let child = start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        // The proxy's head timeout (10 s) closes them after the measurement.
+        &["--proxy".into(), proxy.to_string()],
+    );
+    let pid = child.id();
+    let _p = Procs(vec![child]);
+    wait_healthz(admin);
+    let window = Duration::from_secs(3);
+    let used = |within: Duration| {
+        let before = cpu_seconds(pid);
+        std::thread::sleep(within);
+        cpu_seconds(pid) - before
+    };
+    let idle = used(window);
+    let dribblers: Vec<TcpStream> = (0..300)
+        .map(|_| {
+            let mut s = TcpStream::connect(proxy).expect("connect");
+            s.write_all(b"P").expect("one byte of the preface");
+            s
+        })
+        .collect();
+    let busy = used(window);
+    let share = (busy - idle) / window.as_secs_f64();
+    assert!(
+        share < 0.05,
+        "300 connections with one byte of the preface cost {:.1} % of a core (idle {idle:.2} s, with them {busy:.2} s)",
+        share * 100.0
+    );
+    drop(dribblers);
+}
