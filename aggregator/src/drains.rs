@@ -3,6 +3,13 @@
 //! in force are, for every endpoint, the newest decision any live aggregator publishes. So a
 //! drain (or undrain) made on one aggregator holds on all of them, and outlives the aggregator
 //! it was made on as long as one other lives. Pure.
+//!
+//! What another node publishes is checked first (docs/security.md): only aggregators'
+//! decisions count (the mesh view reads `drains` from aggregators only), and a decision
+//! stamped beyond now plus `MAX_DRAIN_SKEW_MS` is refused, so that no node can publish one
+//! that nothing could ever supersede. A decision made on this aggregator's admin API is
+//! stamped after every decision it knows about the endpoint (`stamp`), so an operator can
+//! always override.
 
 use std::collections::BTreeMap;
 
@@ -14,6 +21,23 @@ pub type Decisions = BTreeMap<(PoolId, EndpointId), DrainDecision>;
 
 /// Drains in force: (pool, endpoint) -> since (unix seconds).
 pub type Since = BTreeMap<(PoolId, EndpointId), u64>;
+
+/// How far in the future (by this aggregator's clock) a decision may be stamped: the clock
+/// skew the sealed transport tolerates (`mesh::seal::MAX_CLOCK_SKEW_MS`).
+pub const MAX_DRAIN_SKEW_MS: u64 = mesh::seal::MAX_CLOCK_SKEW_MS;
+
+/// Whether a decision from another node is believable at `now_ms`: neither made nor begun
+/// beyond now plus the skew.
+pub fn plausible(d: &DrainDecision, now_ms: u64) -> bool {
+    let horizon = now_ms.saturating_add(MAX_DRAIN_SKEW_MS);
+    d.at_ms <= horizon && d.since.saturating_mul(1000) <= horizon
+}
+
+/// The time to stamp a new decision about an endpoint with, given the newest one known about
+/// it: now, or just after that one if it is (plausibly) ahead of this clock.
+pub fn stamp(now_ms: u64, newest_known: Option<&DrainDecision>) -> u64 {
+    newest_known.map_or(now_ms, |d| now_ms.max(d.at_ms.saturating_add(1)))
+}
 
 /// Whether `d` supersedes `than`: made later, or at the same millisecond and a drain (the
 /// cautious side).
@@ -197,6 +221,28 @@ default_pools = ["web"]
         // Unknown names (another config version) are ignored.
         let v = [d("zz", true, 1, 1)];
         assert!(force(&v).is_empty());
+    }
+
+    #[test]
+    fn future_stamped_decisions_are_refused_and_the_operator_always_wins() {
+        let now = 1_800_000_000_000;
+        let forged = d("a", true, 10, u64::MAX);
+        assert!(!plausible(&forged, now), "stamped at the end of time");
+        assert!(
+            !plausible(&d("a", true, u64::MAX / 1000, now), now),
+            "begun in the future"
+        );
+        assert!(plausible(&d("a", true, 10, now + MAX_DRAIN_SKEW_MS), now));
+        assert!(!plausible(
+            &d("a", true, 10, now + MAX_DRAIN_SKEW_MS + 1),
+            now
+        ));
+        // A decision a little ahead of this clock (within the skew) is still overridden.
+        let ahead = d("a", true, 10, now + 60_000);
+        let undrain = d("a", false, 0, stamp(now, Some(&ahead)));
+        assert!(newer(&undrain, &ahead));
+        assert_eq!(stamp(now, None), now);
+        assert_eq!(stamp(now, Some(&d("a", true, 10, now - 5))), now);
     }
 
     #[test]

@@ -74,7 +74,9 @@ impl MeshView {
         let mut seen = HashSet::new();
         let mut drains = Vec::new();
         for (id, st) in c.node_states() {
-            if live.contains(id) {
+            // Drain decisions are an aggregator's to make: a prober's `drains` key is ignored.
+            let role = Role::parse(st.get(keys::ROLE).unwrap_or(""));
+            if live.contains(id) && role == Role::Aggregator {
                 if let Some(v) = st.get(keys::DRAINS) {
                     drains.extend(keys::decode_drains(v));
                 }
@@ -84,7 +86,7 @@ impl MeshView {
                 node_id: id.node_id.to_string(),
                 generation: id.generation_id,
                 address: id.gossip_advertise_addr,
-                role: Role::parse(st.get(keys::ROLE).unwrap_or("")),
+                role,
                 region: st.get(keys::REGION).and_then(|r| r.parse().ok()),
                 datacenter: get(keys::DATACENTER),
                 version: get(keys::VERSION),

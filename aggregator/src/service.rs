@@ -184,10 +184,15 @@ impl Loop {
         // gossip has carried it back); published from the next tick on, so a drain outlives
         // the aggregator that made it.
         if let Ok(mut tables) = shared.drains.tables.lock() {
-            let newest = crate::drains::newest(
-                &config,
-                self.view.drains().iter().chain(tables.decisions.values()),
-            );
+            let now_ms = lb_core::clock::unix_ms();
+            let seen = self.view.drains();
+            let believable = seen.iter().filter(|d| crate::drains::plausible(d, now_ms));
+            let refused = seen.len() - believable.clone().count();
+            if refused > 0 {
+                metrics::counter!("meshlb_drain_decisions_refused_total").increment(refused as u64);
+            }
+            let newest =
+                crate::drains::newest(&config, believable.chain(tables.decisions.values()));
             crate::drains::adopt(&mut tables.decisions, &newest);
             tables.in_force = crate::drains::in_force(&newest);
             let drained = crate::drains::merged(&tables.in_force, &in_force.config_drains);

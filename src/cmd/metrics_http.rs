@@ -36,6 +36,14 @@ fn describe() {
     use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
     // Probers.
     describe_counter!(
+        "meshlb_admin_accept_errors_total",
+        "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
+    );
+    describe_counter!(
+        "meshlb_drain_decisions_refused_total",
+        "Drain decisions from other aggregators refused as stamped beyond now plus the clock skew."
+    );
+    describe_counter!(
         "meshlb_probes_total",
         "Probes run, by monitor type, result and failure reason class."
     );

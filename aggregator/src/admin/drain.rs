@@ -69,7 +69,8 @@ pub(super) fn drain(shared: &Shared, method: &http::Method, query: &str) -> Repl
             &format!("pool `{pool}` has no endpoint `{endpoint}`"),
         );
     };
-    let at_ms = unix_ms();
+    // After every decision known about it: an operator's decision always wins.
+    let at_ms = crate::drains::stamp(unix_ms(), tables.decisions.get(&(p, e)));
     let draining = method == http::Method::POST;
     // A drain already in force keeps its start; the decision is published in gossip by the
     // tally loop, and takes effect here at once.
