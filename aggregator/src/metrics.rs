@@ -202,6 +202,8 @@ pub fn record_gossip(stats: &TransportStats) {
         .absolute(stats.rejected.load(Ordering::Relaxed));
     metrics::counter!("meshlb_gossip_fragmented_messages_total")
         .absolute(stats.fragmented.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_malformed_deltas_total")
+        .absolute(chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed));
 }
 
 /// One constant series per region with its name and representative coordinates, for joins in

@@ -34,11 +34,15 @@ impl ResultSink for GossipPublisher {
 
 impl GossipPublisher {
     /// Starts the publishing task on `node`; `round` is how often `progress` advances (the
-    /// shortest monitor interval).
-    pub fn start(node: &ChitchatHandle, round: Duration) -> Arc<GossipPublisher> {
+    /// shortest monitor interval). The task's handle is for the node's supervision: it ends
+    /// only when every sink is dropped.
+    pub fn start(
+        node: &ChitchatHandle,
+        round: Duration,
+    ) -> (Arc<GossipPublisher>, tokio::task::JoinHandle<()>) {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(node.chitchat(), rx, round));
-        Arc::new(GossipPublisher { tx })
+        let task = tokio::spawn(run(node.chitchat(), rx, round));
+        (Arc::new(GossipPublisher { tx }), task)
     }
 
     /// After a config reload: forget endpoints and pools (or group members) no longer probed,

@@ -113,6 +113,19 @@ impl Scheduler {
         Arc::clone(&self.stats)
     }
 
+    /// Resolves if the dispatcher task ends on its own (it panicked): how it ended. For the
+    /// node's supervision; never resolves while it runs.
+    pub async fn ended(&mut self) -> String {
+        match self.task.as_mut() {
+            Some(task) => match task.await {
+                Ok(()) => "returned".into(),
+                Err(e) if e.is_panic() => "panicked".into(),
+                Err(_) => "was cancelled".into(),
+            },
+            None => std::future::pending().await,
+        }
+    }
+
     /// Stops scheduling and waits for the dispatcher to end (probes in flight are dropped).
     pub async fn shutdown(mut self) {
         let _ = self.commands.send(Command::Shutdown);

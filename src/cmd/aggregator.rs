@@ -286,11 +286,19 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             )
         });
         reload::started();
+        let mut vital = super::supervise::Vital::new();
+        vital.future("gossip task", {
+            let ended = node.handle.termination_watcher();
+            async move { super::supervise::Ending::describe(ended.await) }
+        });
+        vital.task("admin API", admin);
+        vital.task("tally loop", tally_loop);
         let stop = stopped();
         tokio::pin!(stop);
         loop {
             tokio::select! {
                 () = &mut stop => break,
+                (name, why) = vital.ended() => return Err(super::supervise::exit_error(name, &why)),
                 trigger = reload::next(&mut hup, watch.as_mut()) => {
                     reloads.reload(trigger.name()).await;
                 }
@@ -304,8 +312,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         if let Some(dns) = dns_server {
             dns.shutdown().await;
         }
-        admin.abort();
-        tally_loop.abort();
+        drop(vital); // aborts the admin API and the tally loop
         let _ = node.handle.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })

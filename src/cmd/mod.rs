@@ -13,6 +13,7 @@ pub mod regions;
 mod reload;
 pub mod simulate;
 pub mod status;
+mod supervise;
 
 use std::path::Path;
 

@@ -109,6 +109,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             config_loaded_at: lb_core::clock::unix_secs(),
         };
         let node = mesh::start(&identity, &settings).await?;
+        let mut vital = super::supervise::Vital::new();
+        vital.future("gossip task", {
+            let ended = node.handle.termination_watcher();
+            async move { super::supervise::Ending::describe(ended.await) }
+        });
         if let Some(addr) = args.metrics {
             let handle = super::metrics_http::install(&[
                 ("node_role", "prober"),
@@ -121,13 +126,15 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 requests: requests.clone(),
             };
             let head_timeout = Duration::from_millis(args.admin_head_timeout_ms.max(1));
-            tokio::spawn(async move {
-                if let Err(e) =
-                    super::metrics_http::serve(addr, handle, Some(endpoint), head_timeout).await
-                {
-                    eprintln!("metrics: {e:#}");
-                }
-            });
+            vital.task(
+                "metrics listener",
+                tokio::spawn(super::metrics_http::serve(
+                    addr,
+                    handle,
+                    Some(endpoint),
+                    head_timeout,
+                )),
+            );
             let stats = Arc::clone(&node.stats);
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
@@ -144,7 +151,8 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             .map(|m| m.interval)
             .min()
             .unwrap_or(std::time::Duration::from_secs(60));
-        let publisher = GossipPublisher::start(&node.handle, round);
+        let (publisher, publishing) = GossipPublisher::start(&node.handle, round);
+        vital.task("gossip publisher", publishing);
         eprintln!(
             "meshlb prober {} ({}/{}) gossiping on {}: {} targets",
             identity.node_id,
@@ -153,7 +161,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             settings.listen,
             targets.len()
         );
-        let scheduler = Scheduler::start(
+        let mut scheduler = Scheduler::start(
             targets,
             SchedulerSettings {
                 concurrency: args.concurrency,
@@ -180,6 +188,8 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         loop {
             let (why, reply) = tokio::select! {
                 () = &mut stop => break,
+                (name, why) = vital.ended() => return Err(super::supervise::exit_error(name, &why)),
+                why = scheduler.ended() => return Err(super::supervise::exit_error("scheduler", &why)),
                 t = reload::next(&mut hup, watch.as_mut()) => (t.name(), None),
                 Some(r) = requested.recv() => ("POST /-/reload", Some(r.reply)),
             };

@@ -37,6 +37,10 @@ pub use crate::server::{ChitchatHandle, spawn_chitchat};
 use crate::state::ClusterState;
 pub use crate::types::{ChitchatId, DeletionStatus, Heartbeat, Version, VersionedValue};
 
+/// meshlb patch: deltas refused as malformed (a key version above the delta's `max_version`,
+/// see `NodeState::check_delta_status`), for meshlb's metrics.
+pub static MALFORMED_DELTAS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Sets up a tracing subscriber writing to the test harness's captured
 /// output, so `cargo test` can display logs on failure.
 ///

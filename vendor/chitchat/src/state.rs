@@ -142,6 +142,23 @@ impl NodeState {
     // Assess whether the delta can be applied or not.
     #[must_use]
     fn check_delta_status(&self, node_delta: &NodeDelta) -> DeltaStatus {
+        // meshlb patch: a delta holding a key version above its own `max_version` is malformed
+        // (no honest sender makes one). Applied, it left `self.max_version` above the delta's and
+        // tripped the `assert!` at the end of `apply_delta`, panicking the gossip task: a single
+        // peer with the cluster key could freeze every node's gossip. Refused and counted.
+        if node_delta
+            .key_values
+            .iter()
+            .any(|kv| kv.version > node_delta.max_version)
+        {
+            crate::MALFORMED_DELTAS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            warn!(
+                node=?node_delta.chitchat_id,
+                max_version=node_delta.max_version,
+                "received a delta with a key version above its max_version, ignoring it"
+            );
+            return DeltaStatus::Reject;
+        }
         if node_delta.from_version_excluded > self.max_version {
             // This delta is coming from the future.
             // We probably experienced a reset and this delta is not usable for us anymore.

@@ -1,0 +1,161 @@
+//! The long-lived tasks a node cannot serve without (gossip, the tally loop, the prober's
+//! scheduler and publisher, the admin and metrics listeners): when one of them ends — it
+//! returned, failed or panicked — the node exits non-zero naming the task and why, so that
+//! systemd (`Restart=always`) or Kubernetes restarts it, rather than serving on with a
+//! part missing (an aggregator whose gossip task panicked would otherwise answer from frozen
+//! state, and its peers would go fail-static).
+
+use std::fmt::Display;
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::task::{AbortHandle, JoinError, JoinHandle};
+
+/// What a task's end says, as words.
+pub trait Ending {
+    fn describe(self) -> String;
+}
+
+impl Ending for () {
+    fn describe(self) -> String {
+        "returned".into()
+    }
+}
+
+impl<E: Display> Ending for Result<(), E> {
+    fn describe(self) -> String {
+        match self {
+            Ok(()) => "returned".into(),
+            Err(e) => format!("failed: {e:#}"),
+        }
+    }
+}
+
+/// A join result as words: the task's own ending, or its panic message.
+pub fn joined<T: Ending>(result: Result<T, JoinError>) -> String {
+    match result {
+        Ok(t) => t.describe(),
+        Err(e) if e.is_panic() => {
+            let panic = e.into_panic();
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".into());
+            format!("panicked: {message}")
+        }
+        Err(_) => "was cancelled".into(),
+    }
+}
+
+type Watch = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// The vital tasks of a node; dropping it aborts those it owns.
+#[derive(Default)]
+pub struct Vital {
+    watches: Vec<(&'static str, Watch)>,
+    owned: Vec<AbortHandle>,
+}
+
+impl Vital {
+    pub fn new() -> Self {
+        Vital::default()
+    }
+
+    /// Watches a spawned task (aborted when this is dropped).
+    pub fn task<T: Ending + Send + 'static>(&mut self, name: &'static str, handle: JoinHandle<T>) {
+        self.owned.push(handle.abort_handle());
+        self.watches
+            .push((name, Box::pin(async move { joined(handle.await) })));
+    }
+
+    /// Watches something that resolves when a part of the node ends (say, chitchat's
+    /// termination watcher).
+    pub fn future(
+        &mut self,
+        name: &'static str,
+        ended: impl Future<Output = String> + Send + 'static,
+    ) {
+        self.watches.push((name, Box::pin(ended)));
+    }
+
+    /// Resolves when the first watched task ends: its name and how it ended. Never resolves
+    /// when nothing is watched. Call it again only after it resolved... never: the node exits.
+    pub async fn ended(&mut self) -> (&'static str, String) {
+        if self.watches.is_empty() {
+            return std::future::pending().await;
+        }
+        let (why, i, rest) =
+            futures::future::select_all(self.watches.iter_mut().map(|(_, w)| w.as_mut())).await;
+        drop(rest);
+        (self.watches[i].0, why)
+    }
+}
+
+impl Drop for Vital {
+    fn drop(&mut self) {
+        for h in &self.owned {
+            h.abort();
+        }
+    }
+}
+
+/// The error a node exits with when a vital task ended.
+pub fn exit_error(name: &str, why: &str) -> anyhow::Error {
+    anyhow::anyhow!("the {name} {why}; exiting so that the service manager restarts this node")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_first_task_to_end_is_named_with_its_panic() {
+        let mut vital = Vital::new();
+        vital.task("forever", tokio::spawn(std::future::pending::<()>()));
+        vital.task(
+            "gossip",
+            tokio::spawn(async {
+                tokio::task::yield_now().await;
+                panic!("assertion failed: node_delta.max_version >= self.max_version")
+            }) as JoinHandle<()>,
+        );
+        let (name, why) = vital.ended().await;
+        assert_eq!(name, "gossip");
+        assert_eq!(
+            why,
+            "panicked: assertion failed: node_delta.max_version >= self.max_version"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_task_that_fails_says_why_and_dropping_aborts_the_rest() {
+        let mut vital = Vital::new();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let forever = tokio::spawn(async move {
+            let _tx = tx;
+            std::future::pending::<()>().await
+        });
+        vital.task("tally loop", forever);
+        vital.task(
+            "metrics listener",
+            tokio::spawn(async { Err::<(), _>("cannot listen on 127.0.0.1:1") }),
+        );
+        assert_eq!(
+            vital.ended().await,
+            (
+                "metrics listener",
+                "failed: cannot listen on 127.0.0.1:1".into()
+            )
+        );
+        drop(vital);
+        assert!(rx.await.is_err(), "the remaining task was aborted");
+    }
+
+    #[tokio::test]
+    async fn nothing_watched_never_ends() {
+        let mut vital = Vital::new();
+        let r = tokio::time::timeout(std::time::Duration::from_millis(20), vital.ended()).await;
+        assert!(r.is_err());
+    }
+}
