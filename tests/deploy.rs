@@ -272,7 +272,7 @@ url = "http://127.0.0.1:9/nowhere"
                 "--region",
                 "WEU",
                 "--dc",
-                "solo",
+                "ams",
                 "--listen",
                 &free_udp().to_string(),
             ])

@@ -231,3 +231,150 @@ fn a_node_whose_vital_task_ends_exits_non_zero_naming_it() {
     );
     drop(taken);
 }
+
+/// A prober in WEU with `--dc`, its regions table `regions` (none: the embedded one).
+fn prober(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    dc: &str,
+    regions: Option<&std::path::Path>,
+    seed: SocketAddr,
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_meshlb"));
+    if let Some(r) = regions {
+        cmd.arg("--regions").arg(r);
+    }
+    cmd.args(["prober", "--config", &config.display().to_string()])
+        .args(["--region", "WEU", "--dc", dc])
+        .args([
+            "--listen",
+            &free_udp().to_string(),
+            "--seed",
+            &seed.to_string(),
+        ])
+        .args(["--gossip-interval-ms", "100", "--key-file"])
+        .arg(key)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("prober")
+}
+
+#[test]
+fn votes_count_only_from_datacenters_the_regions_table_lists() {
+    let (scratch, key) = scratch_dir_with_key("hostile-roster");
+    let dir = scratch.path();
+    let origin = origin();
+    let config = dir.join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[monitors]]
+name = "tcp"
+type = "tcp"
+interval = 1
+timeout = 1
+[[pools]]
+name = "web"
+monitor = "tcp"
+check_regions = ["WEU"]
+origins = [{{ name = "a", address = "127.0.0.1", port = {} }}]
+[[load_balancers]]
+name = "www.hostile.test"
+default_pools = ["web"]
+"#,
+            origin.port
+        ),
+    )
+    .expect("config");
+    // The embedded table refuses an unknown datacenter at start, with the ones it knows.
+    let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args(["prober", "--config", &config.display().to_string()])
+        .args(["--region", "WEU", "--dc", "rogue", "--key-file"])
+        .arg(&key)
+        .args(["--listen", &free_udp().to_string()])
+        .output()
+        .expect("prober");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--dc rogue: not a datacenter of WEU") && stderr.contains("ams, fra, lhr"),
+        "{stderr}"
+    );
+    // An insider with its own regions table claims a datacenter the aggregators' table lacks.
+    let rogue_table = dir.join("regions.toml");
+    let embedded = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regions.toml"))
+        .expect("regions.toml");
+    std::fs::write(
+        &rogue_table,
+        embedded.replacen("code = \"ams\"", "code = \"rogue\"", 1),
+    )
+    .expect("rogue table");
+    let admin = free_tcp();
+    let seed = free_udp();
+    let mut procs = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        seed,
+        &[],
+    )]);
+    // Probers join the aggregator at the gossip address it tells in /members.
+    wait_healthz(admin);
+    let agg_gossip = get(admin, "/members")
+        .and_then(|m| m[0]["address"].as_str().map(str::to_string))
+        .and_then(|a| a.parse::<SocketAddr>().ok())
+        .expect("aggregator gossip address");
+    procs.0.push(prober(
+        &config,
+        &key,
+        "rogue",
+        Some(&rogue_table),
+        agg_gossip,
+    ));
+    wait_for(
+        "the rogue prober is a live member",
+        Duration::from_secs(20),
+        || {
+            get(admin, "/members").is_some_and(|m| {
+                m.as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|n| n["datacenter"] == "rogue" && n["alive"] == true)
+                })
+            })
+        },
+    );
+    wait_for("the off-roster gauge", Duration::from_secs(10), || {
+        scrape(admin)
+            .lines()
+            .any(|l| l.starts_with("meshlb_off_roster_probers{") && l.ends_with(" 1"))
+    });
+    let verdict = || {
+        get(admin, "/status").and_then(|s| {
+            s["pools"][0]["endpoints"][0]["verdict"]
+                .as_str()
+                .map(str::to_string)
+        })
+    };
+    assert_eq!(
+        verdict().as_deref(),
+        Some("unknown"),
+        "the rogue's votes do not count"
+    );
+    // An honest prober in a listed datacenter: its vote counts.
+    procs.0.push(prober(&config, &key, "fra", None, agg_gossip));
+    wait_for(
+        "a verdict from the honest prober",
+        Duration::from_secs(20),
+        || verdict().as_deref() == Some("healthy"),
+    );
+    let status = get(admin, "/status").expect("status");
+    let dcs = &status["pools"][0]["endpoints"][0]["regions"][0];
+    assert_eq!(
+        (dcs["healthy_dcs"].as_u64(), dcs["silent_dcs"].as_u64()),
+        (Some(1), Some(0)),
+        "{dcs:#}"
+    );
+}

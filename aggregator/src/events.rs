@@ -18,9 +18,9 @@ pub const KEEP: usize = 10_000;
 pub struct RegionVotes {
     pub region: String,
     pub verdict: Option<bool>,
-    pub healthy_dcs: u8,
-    pub unhealthy_dcs: u8,
-    pub silent_dcs: u8,
+    pub healthy_dcs: u32,
+    pub unhealthy_dcs: u32,
+    pub silent_dcs: u32,
     pub datacenters: Vec<DatacenterVote>,
 }
 

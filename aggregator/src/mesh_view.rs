@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use chitchat::Chitchat;
 use lb_core::config::Config;
-use lb_core::Region;
+use lb_core::{Region, RegionsTable};
 use mesh::keys::{self, EndpointResult};
 use mesh::Role;
 use serde::Serialize;
@@ -180,13 +180,27 @@ impl MeshView {
         &self.members
     }
 
-    /// Every prober's ballot against `config` (indexed like it).
-    pub fn ballots(&self, config: &Config, now: Instant) -> Vec<Ballot> {
+    /// Live probers whose (region, datacenter) the regions table does not list: their votes
+    /// do not count.
+    pub fn off_roster<'a>(&'a self, roster: &'a RegionsTable) -> impl Iterator<Item = &'a Member> {
+        self.members.iter().filter(move |m| {
+            m.role == Role::Prober
+                && m.alive
+                && !m.region.is_some_and(|r| roster.on_roster(r, &m.datacenter))
+        })
+    }
+
+    /// Every prober's ballot against `config` (indexed like it), from probers on the roster
+    /// only: a datacenter `roster` lists for the prober's region.
+    pub fn ballots(&self, config: &Config, roster: &RegionsTable, now: Instant) -> Vec<Ballot> {
         let mut out = Vec::new();
         for m in self.members.iter().filter(|m| m.role == Role::Prober) {
             let Some(region) = m.region else {
                 continue;
             };
+            if !roster.on_roster(region, &m.datacenter) {
+                continue;
+            }
             let Some(cache) = self.probers.get(&(m.node_id.clone(), m.generation)) else {
                 continue;
             };

@@ -178,7 +178,10 @@ impl Loop {
                     .map(|m| m.node_id.as_str()),
             );
         }
-        let ballots = self.view.ballots(&config, now);
+        let roster = &shared.setup.regions;
+        let ballots = self.view.ballots(&config, roster, now);
+        metrics::gauge!("meshlb_off_roster_probers")
+            .set(self.view.off_roster(roster).count() as f64);
         let mut outcome = tally(&config, &ballots, &self.state, settings, now);
         // In force: the newest decision from any live aggregator (ours included, also before
         // gossip has carried it back); published from the next tick on, so a drain outlives

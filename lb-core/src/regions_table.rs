@@ -231,6 +231,15 @@ impl RegionsTable {
         self.countries.len()
     }
 
+    /// Whether `datacenter` is one of `region`'s (case-insensitively): only such a prober's
+    /// votes count (a node's region and datacenter are its own claim).
+    pub fn on_roster(&self, region: Region, datacenter: &str) -> bool {
+        self.region(region)
+            .datacenters
+            .iter()
+            .any(|d| d.code.eq_ignore_ascii_case(datacenter))
+    }
+
     /// Finds a datacenter by code, case-insensitively.
     pub fn datacenter(&self, code: &str) -> Option<&Datacenter> {
         self.regions

@@ -115,6 +115,10 @@ fn describe() {
         "The tally's verdict on an endpoint (one-hot over state)."
     );
     describe_gauge!(
+        "meshlb_off_roster_probers",
+        "Live probers whose datacenter the regions table does not list for their region: their votes do not count."
+    );
+    describe_gauge!(
         "meshlb_member_state",
         "A monitor group member's own verdict on an endpoint (one-hot over state); monitoring_only members included."
     );

@@ -86,6 +86,21 @@ fn keep(targets: &[prober::ProbeTarget]) -> BTreeSet<(String, String)> {
 }
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
+    // Aggregators count votes only from the datacenters the regions table lists per region.
+    if !regions.on_roster(args.region, &args.dc) {
+        let listed: Vec<&str> = regions
+            .region(args.region)
+            .datacenters
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect();
+        return Err(anyhow!(
+            "--dc {}: not a datacenter of {} in the regions table ({}); aggregators would not count this prober's votes",
+            args.dc,
+            args.region.code(),
+            listed.join(", ")
+        ));
+    }
     let (config, hash, text) = load(&args.config, regions)?;
     let settings = args.mesh.settings()?;
     let token: Option<Arc<str>> = match &args.admin_token_file {

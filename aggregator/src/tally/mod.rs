@@ -162,10 +162,10 @@ impl TallyState {
 /// How one region saw one endpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RegionCount {
-    pub healthy_dcs: u8,
-    pub unhealthy_dcs: u8,
+    pub healthy_dcs: u32,
+    pub unhealthy_dcs: u32,
     /// Datacenters whose nodes sent nothing fresh (dead, stale, or tied).
-    pub silent_dcs: u8,
+    pub silent_dcs: u32,
     pub verdict: Option<bool>,
 }
 
@@ -277,12 +277,12 @@ pub fn count_region(
             v.healthy
         }));
         match vote {
-            Some(true) => count.healthy_dcs += 1,
-            Some(false) => count.unhealthy_dcs += 1,
-            None => count.silent_dcs += 1,
+            Some(true) => count.healthy_dcs = count.healthy_dcs.saturating_add(1),
+            Some(false) => count.unhealthy_dcs = count.unhealthy_dcs.saturating_add(1),
+            None => count.silent_dcs = count.silent_dcs.saturating_add(1),
         }
     }
-    count.verdict = strict_majority(count.healthy_dcs.into(), count.unhealthy_dcs.into());
+    count.verdict = strict_majority(count.healthy_dcs, count.unhealthy_dcs);
     (
         count,
         (rtt_n > 0).then(|| rtt_sum / f64::from(rtt_n)),
