@@ -40,6 +40,10 @@ fn describe() {
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
     );
     describe_counter!(
+        "meshlb_gossip_replayed_datagrams_total",
+        "Authentic gossip datagrams refused because they were seen before (replays); also counted as rejected."
+    );
+    describe_counter!(
         "meshlb_gossip_malformed_deltas_total",
         "Gossip deltas refused as malformed (a key version above the delta's max_version; vendor/chitchat/PATCHES.md)."
     );

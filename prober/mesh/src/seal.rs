@@ -2,15 +2,21 @@
 //! datagram is encrypted and authenticated with XChaCha20-Poly1305 under a pre-shared cluster
 //! key. Pure functions over bytes; the socket lives in `transport.rs`.
 //!
-//! Wire format of one datagram: an 8-byte frame header — magic `ML`, format version 1, the
-//! fragment byte (index << 4 | count), a random 32-bit message id — then a fragment of the sealed
-//! body. The sealed body is `key id (1) | nonce (24) | ciphertext`, the plaintext being
-//! `sender clock, unix ms (8) | chitchat envelope`. The cluster id is the associated data, so a
-//! packet of another cluster never opens.
+//! Wire format of one datagram: an 8-byte frame header — magic `ML`, a format byte, the
+//! fragment byte (index << 4 | count), a random 32-bit message id — then a sealed body
+//! `key id (1) | nonce (24) | ciphertext`, the plaintext being `sender clock, unix ms (8) |
+//! bytes`. Every datagram is sealed on its own, so nothing is stored before it is
+//! authenticated:
 //!
-//! chitchat fills datagrams up to 65,507 bytes and sealing adds 49, so a body that no longer
-//! fits one datagram is split in two fragments and reassembled (bounded in count and time)
-//! before it is opened; anything that does not open is dropped and counted.
+//! - format 1, one datagram: the body seals the whole chitchat envelope, with the cluster id
+//!   as associated data (a packet of another cluster never opens);
+//! - format 2, a fragment: the body seals one piece of the envelope, with the cluster id and
+//!   the frame header as associated data, so a fragment cannot be moved to another message or
+//!   position. chitchat fills datagrams up to 65,507 bytes and sealing adds 49, so an envelope
+//!   that no longer fits one datagram takes two; receivers accept at most `MAX_FRAGMENTS`.
+//!
+//! Nodes of earlier versions read format 1 (every message that fits one datagram) and drop
+//! format 2.
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
@@ -21,7 +27,13 @@ use sha2::{Digest, Sha256};
 pub const MAX_DATAGRAM: usize = 65_507;
 pub const FRAME_HEADER: usize = 8;
 const MAGIC: [u8; 2] = *b"ML";
-const FORMAT: u8 = 1;
+/// A whole message in one datagram.
+const FORMAT_WHOLE: u8 = 1;
+/// One of the fragments of a message, each sealed on its own.
+const FORMAT_FRAGMENT: u8 = 2;
+/// Fragments of one message that a receiver accepts: what a sender makes of chitchat's
+/// largest envelope (65,507 bytes).
+pub const MAX_FRAGMENTS: u8 = 2;
 const NONCE: usize = 24;
 const TAG: usize = 16;
 /// What sealing adds to an envelope.
@@ -75,20 +87,20 @@ impl KeyRing {
         Ok((id, XChaCha20Poly1305::new(&bytes.into())))
     }
 
-    /// Seals an envelope into a body (not yet framed).
-    pub fn seal(&self, cluster_id: &str, now_ms: u64, envelope: &[u8]) -> Vec<u8> {
+    /// Seals `plain` into a body: `aad` is authenticated, not sent.
+    pub fn seal(&self, aad: &[u8], now_ms: u64, plain: &[u8]) -> Vec<u8> {
         let (id, cipher) = &self.keys[0];
         let mut nonce = [0u8; NONCE];
         rand::rng().fill_bytes(&mut nonce);
-        let mut plaintext = Vec::with_capacity(8 + envelope.len());
+        let mut plaintext = Vec::with_capacity(8 + plain.len());
         plaintext.extend_from_slice(&now_ms.to_be_bytes());
-        plaintext.extend_from_slice(envelope);
+        plaintext.extend_from_slice(plain);
         let sealed = cipher
             .encrypt(
                 XNonce::from_slice(&nonce),
                 Payload {
                     msg: &plaintext,
-                    aad: cluster_id.as_bytes(),
+                    aad,
                 },
             )
             .unwrap_or_default(); // cannot fail for in-memory buffers of this size
@@ -101,7 +113,7 @@ impl KeyRing {
 
     /// Opens a body; `None` for anything forged, altered, of another cluster or key, or whose
     /// sender clock is too far from `now_ms`.
-    pub fn open(&self, cluster_id: &str, now_ms: u64, body: &[u8]) -> Option<Vec<u8>> {
+    pub fn open(&self, aad: &[u8], now_ms: u64, body: &[u8]) -> Option<Opened> {
         if body.len() < 1 + NONCE + TAG + 8 {
             return None;
         }
@@ -112,21 +124,25 @@ impl KeyRing {
             .iter()
             .filter(|(kid, _)| kid == id)
             .find_map(|(_, c)| {
-                c.decrypt(
-                    XNonce::from_slice(nonce),
-                    Payload {
-                        msg: sealed,
-                        aad: cluster_id.as_bytes(),
-                    },
-                )
-                .ok()
+                c.decrypt(XNonce::from_slice(nonce), Payload { msg: sealed, aad })
+                    .ok()
             })?;
         let sent = u64::from_be_bytes(plaintext.get(..8)?.try_into().ok()?);
         if sent.abs_diff(now_ms) > MAX_CLOCK_SKEW_MS {
             return None;
         }
-        Some(plaintext[8..].to_vec())
+        Some(Opened {
+            nonce: u128::from_be_bytes(nonce.get(..16)?.try_into().ok()?),
+            plain: plaintext[8..].to_vec(),
+        })
     }
+}
+
+/// An opened body: its plaintext, and its nonce (what the replay cache remembers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub nonce: u128,
+    pub plain: Vec<u8>,
 }
 
 fn decode_hex32(text: &str) -> Option<[u8; 32]> {
@@ -140,52 +156,156 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// Splits a sealed body into datagrams of at most [`MAX_DATAGRAM`] bytes.
-pub fn frame(body: &[u8], message_id: u32) -> Vec<Vec<u8>> {
-    frame_within(body, message_id, MAX_DATAGRAM - FRAME_HEADER)
+/// The datagrams of one envelope: one of format 1 when it fits, else fragments of format 2,
+/// each sealed on its own.
+pub fn seal_datagrams(
+    ring: &KeyRing,
+    cluster_id: &str,
+    now_ms: u64,
+    envelope: &[u8],
+    message_id: u32,
+) -> Vec<Vec<u8>> {
+    seal_datagrams_within(
+        ring,
+        cluster_id,
+        now_ms,
+        envelope,
+        message_id,
+        MAX_DATAGRAM - FRAME_HEADER - SEAL_OVERHEAD,
+    )
 }
 
-/// Splits a body into fragments of at most `room` bytes (at most 15 of them).
-pub(crate) fn frame_within(body: &[u8], message_id: u32, room: usize) -> Vec<Vec<u8>> {
-    let count = body.len().div_ceil(room.max(1)).max(1);
-    body.chunks(room)
+fn header(format: u8, index: usize, count: usize, message_id: u32) -> [u8; FRAME_HEADER] {
+    let mut h = [0u8; FRAME_HEADER];
+    h[..2].copy_from_slice(&MAGIC);
+    h[2] = format;
+    h[3] = ((index as u8) << 4) | (count as u8 & 0x0f);
+    h[4..].copy_from_slice(&message_id.to_be_bytes());
+    h
+}
+
+/// The associated data of a fragment: the cluster id, then its frame header.
+pub fn fragment_aad(cluster_id: &str, header: &[u8]) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(cluster_id.len() + header.len());
+    aad.extend_from_slice(cluster_id.as_bytes());
+    aad.extend_from_slice(header);
+    aad
+}
+
+/// `seal_datagrams` with at most `room` envelope bytes per datagram (tests use small rooms).
+pub(crate) fn seal_datagrams_within(
+    ring: &KeyRing,
+    cluster_id: &str,
+    now_ms: u64,
+    envelope: &[u8],
+    message_id: u32,
+    room: usize,
+) -> Vec<Vec<u8>> {
+    let room = room.max(1);
+    if envelope.len() <= room {
+        let mut d = header(FORMAT_WHOLE, 0, 1, message_id).to_vec();
+        d.extend_from_slice(&ring.seal(cluster_id.as_bytes(), now_ms, envelope));
+        return vec![d];
+    }
+    let count = envelope.len().div_ceil(room);
+    envelope
+        .chunks(room)
         .enumerate()
         .map(|(i, chunk)| {
-            let mut d = Vec::with_capacity(FRAME_HEADER + chunk.len());
-            d.extend_from_slice(&MAGIC);
-            d.push(FORMAT);
-            d.push(((i as u8) << 4) | (count as u8 & 0x0f));
-            d.extend_from_slice(&message_id.to_be_bytes());
-            d.extend_from_slice(chunk);
+            let h = header(FORMAT_FRAGMENT, i, count, message_id);
+            let mut d = h.to_vec();
+            d.extend_from_slice(&ring.seal(&fragment_aad(cluster_id, &h), now_ms, chunk));
             d
         })
         .collect()
 }
 
-/// A parsed frame header.
+/// A parsed frame header, and the sealed body after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<'a> {
+    /// A fragment (format 2) rather than a whole message (format 1).
+    pub fragment: bool,
     pub index: u8,
     pub count: u8,
     pub message_id: u32,
-    pub chunk: &'a [u8],
+    pub header: &'a [u8],
+    pub body: &'a [u8],
 }
 
+/// The frame of a datagram; `None` for anything a sender does not make: another magic or
+/// format, a whole message in several pieces, more than `MAX_FRAGMENTS` fragments.
 pub fn parse_frame(datagram: &[u8]) -> Option<Frame<'_>> {
-    if datagram.len() <= FRAME_HEADER || datagram[..2] != MAGIC || datagram[2] != FORMAT {
+    if datagram.len() <= FRAME_HEADER || datagram[..2] != MAGIC {
         return None;
     }
+    let fragment = match datagram[2] {
+        FORMAT_WHOLE => false,
+        FORMAT_FRAGMENT => true,
+        _ => return None,
+    };
     let (index, count) = (datagram[3] >> 4, datagram[3] & 0x0f);
-    if count == 0 || index >= count {
+    if count == 0 || index >= count || count > MAX_FRAGMENTS || (!fragment && count != 1) {
         return None;
     }
     let message_id = u32::from_be_bytes(datagram[4..8].try_into().ok()?);
     Some(Frame {
+        fragment,
         index,
         count,
         message_id,
-        chunk: &datagram[FRAME_HEADER..],
+        header: &datagram[..FRAME_HEADER],
+        body: &datagram[FRAME_HEADER..],
     })
+}
+
+/// The nonces of recently opened datagrams, so that a captured datagram replayed (within the
+/// clock-skew window) is refused: entries live twice `MAX_CLOCK_SKEW_MS`, at most `capacity` of
+/// them (the oldest go first). Only authenticated datagrams enter, so only a key holder can
+/// fill it; at gossip's rates (tens of datagrams per second per node) the default capacity
+/// covers the whole window many times over.
+#[derive(Debug)]
+pub struct ReplayCache {
+    seen: std::collections::HashSet<u128>,
+    order: std::collections::VecDeque<(u64, u128)>,
+    capacity: usize,
+}
+
+/// Nonces a node remembers (`ReplayCache`).
+pub const REPLAY_CACHE_CAPACITY: usize = 65_536;
+
+impl ReplayCache {
+    pub fn new(capacity: usize) -> Self {
+        ReplayCache {
+            seen: std::collections::HashSet::new(),
+            order: std::collections::VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Whether `nonce` is new (and now remembered); `false` for a replay.
+    pub fn fresh(&mut self, nonce: u128, now_ms: u64) -> bool {
+        let horizon = now_ms.saturating_sub(2 * MAX_CLOCK_SKEW_MS);
+        while let Some(&(at, old)) = self.order.front() {
+            if at >= horizon && self.order.len() < self.capacity {
+                break;
+            }
+            self.order.pop_front();
+            self.seen.remove(&old);
+        }
+        if !self.seen.insert(nonce) {
+            return false;
+        }
+        self.order.push_back((now_ms, nonce));
+        true
+    }
+
+    pub fn len(&self) -> usize {
+        self.seen.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seen.is_empty()
+    }
 }
 
 #[cfg(test)]
@@ -195,25 +315,29 @@ mod tests {
 
     const KEY: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
+    fn plain(o: Option<Opened>) -> Option<Vec<u8>> {
+        o.map(|o| o.plain)
+    }
+
     #[test]
     fn seal_open_round_trip_and_rejections() {
         let ring = KeyRing::new(KEY, None).unwrap();
-        let body = ring.seal("mesh", 1_000_000, b"hello");
+        let body = ring.seal(b"mesh", 1_000_000, b"hello");
         assert_eq!(
-            ring.open("mesh", 1_000_000, &body).as_deref(),
+            plain(ring.open(b"mesh", 1_000_000, &body)).as_deref(),
             Some(&b"hello"[..])
         );
-        assert_eq!(ring.open("other-cluster", 1_000_000, &body), None);
+        assert_eq!(ring.open(b"other-cluster", 1_000_000, &body), None);
         let other = KeyRing::new("another passphrase of some length", None).unwrap();
-        assert_eq!(other.open("mesh", 1_000_000, &body), None);
+        assert_eq!(other.open(b"mesh", 1_000_000, &body), None);
         // Replayed long after: refused.
         assert_eq!(
-            ring.open("mesh", 1_000_000 + MAX_CLOCK_SKEW_MS + 1, &body),
+            ring.open(b"mesh", 1_000_000 + MAX_CLOCK_SKEW_MS + 1, &body),
             None
         );
         let mut tampered = body.clone();
         tampered[30] ^= 1;
-        assert_eq!(ring.open("mesh", 1_000_000, &tampered), None);
+        assert_eq!(ring.open(b"mesh", 1_000_000, &tampered), None);
         assert_eq!(KeyRing::new("short", None).unwrap_err(), KeyError::TooShort);
     }
 
@@ -222,44 +346,101 @@ mod tests {
         let old = KeyRing::new(KEY, None).unwrap();
         let new_key = "a brand new cluster passphrase";
         let rotating = KeyRing::new(new_key, Some(KEY)).unwrap();
-        let from_old = old.seal("mesh", 5, b"x");
+        let from_old = old.seal(b"mesh", 5, b"x");
         assert!(
-            rotating.open("mesh", 5, &from_old).is_some(),
+            rotating.open(b"mesh", 5, &from_old).is_some(),
             "old senders still heard"
         );
-        let from_new = rotating.seal("mesh", 5, b"y");
+        let from_new = rotating.seal(b"mesh", 5, b"y");
         assert!(
-            old.open("mesh", 5, &from_new).is_none(),
+            old.open(b"mesh", 5, &from_new).is_none(),
             "the new key seals"
         );
         assert!(KeyRing::new(new_key, None)
             .unwrap()
-            .open("mesh", 5, &from_new)
+            .open(b"mesh", 5, &from_new)
             .is_some());
     }
 
+    /// Opens and joins the datagrams of one message as a receiver does.
+    fn receive(ring: &KeyRing, datagrams: &[Vec<u8>], now: u64) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        for d in datagrams {
+            let f = parse_frame(d)?;
+            let aad = if f.fragment {
+                fragment_aad("mesh", f.header)
+            } else {
+                b"mesh".to_vec()
+            };
+            out.extend(ring.open(&aad, now, f.body)?.plain);
+        }
+        Some(out)
+    }
+
     #[test]
-    fn oversized_bodies_are_split_and_fit_a_datagram() {
+    fn a_small_envelope_is_one_datagram_of_format_1() {
+        let ring = KeyRing::new(KEY, None).unwrap();
+        let d = seal_datagrams(&ring, "mesh", 9, b"small", 1);
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0][2], 1, "format 1: earlier nodes read it");
+        assert_eq!(receive(&ring, &d, 9).as_deref(), Some(&b"small"[..]));
+    }
+
+    #[test]
+    fn the_largest_envelope_is_two_sealed_fragments_that_fit_datagrams() {
         let ring = KeyRing::new(KEY, None).unwrap();
         let envelope = vec![7u8; MAX_DATAGRAM];
-        let body = ring.seal("mesh", 9, &envelope);
-        let frames = frame(&body, 42);
-        assert_eq!(frames.len(), 2);
-        assert!(frames.iter().all(|f| f.len() <= MAX_DATAGRAM));
-        let mut joined = Vec::new();
-        for f in &frames {
+        let d = seal_datagrams(&ring, "mesh", 9, &envelope, 42);
+        assert_eq!(d.len(), 2);
+        assert!(d.iter().all(|f| f.len() <= MAX_DATAGRAM));
+        for f in &d {
             let p = parse_frame(f).unwrap();
-            assert_eq!((p.count, p.message_id), (2, 42));
-            joined.extend_from_slice(p.chunk);
+            assert_eq!((p.fragment, p.count, p.message_id), (true, 2, 42));
         }
-        assert_eq!(ring.open("mesh", 9, &joined), Some(envelope));
+        assert_eq!(receive(&ring, &d, 9), Some(envelope));
+        // A fragment moved to another position or message does not open.
+        let mut moved = d[1].clone();
+        moved[3] = 2; // index 0 of 2
+        assert_eq!(receive(&ring, &[moved], 9), None);
+        let mut other = d[0].clone();
+        other[7] ^= 1; // another message id
+        assert_eq!(receive(&ring, &[other], 9), None);
+    }
+
+    #[test]
+    fn frames_no_sender_makes_are_refused() {
+        let ring = KeyRing::new(KEY, None).unwrap();
+        let three = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 30], 5, 10);
+        assert_eq!(three.len(), 3);
+        assert!(
+            three.iter().all(|f| parse_frame(f).is_none()),
+            "more than 2 fragments"
+        );
+        let mut whole_in_pieces = seal_datagrams(&ring, "mesh", 9, b"x", 5)[0].clone();
+        whole_in_pieces[3] = 0x02; // format 1 claiming index 0 of 2
+        assert!(parse_frame(&whole_in_pieces).is_none());
+        let mut unknown = whole_in_pieces;
+        unknown[2] = 9;
+        assert!(parse_frame(&unknown).is_none());
+    }
+
+    #[test]
+    fn the_replay_cache_refuses_a_nonce_twice_and_stays_bounded() {
+        let mut c = ReplayCache::new(3);
+        assert!(c.fresh(1, 1_000));
+        assert!(!c.fresh(1, 1_001), "a replay");
+        assert!(c.fresh(2, 1_002) && c.fresh(3, 1_003) && c.fresh(4, 1_004));
+        assert_eq!(c.len(), 3, "the oldest went");
+        // Entries older than twice the skew are forgotten (their datagrams no longer open).
+        assert!(c.fresh(5, 1_004 + 2 * MAX_CLOCK_SKEW_MS + 10));
+        assert_eq!(c.len(), 1);
     }
 
     proptest! {
         #[test]
         fn garbage_never_opens_nor_panics(data in proptest::collection::vec(any::<u8>(), 0..2000)) {
             let ring = KeyRing::new(KEY, None).unwrap();
-            prop_assert!(ring.open("mesh", 0, &data).is_none());
+            prop_assert!(ring.open(b"mesh", 0, &data).is_none());
             let _ = parse_frame(&data);
         }
     }

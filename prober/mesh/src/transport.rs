@@ -14,12 +14,17 @@ use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
 use lb_core::clock::unix_ms as now_ms;
 
-use super::seal::{frame, parse_frame, KeyRing, MAX_DATAGRAM};
+use super::seal::{
+    fragment_aad, parse_frame, seal_datagrams, KeyRing, ReplayCache, MAX_DATAGRAM,
+    REPLAY_CACHE_CAPACITY,
+};
 
 /// Receive buffer asked of the kernel (it caps the request at net.core.rmem_max).
 const RECV_BUFFER: usize = 8 << 20;
-/// Reassembly is bounded: this many half-received messages, for this long.
+/// Reassembly is bounded: this many half-received messages, this many per sender, for this
+/// long. Only authenticated fragments are kept (each is sealed, `seal.rs`).
 const MAX_PARTIAL: usize = 64;
+const MAX_PARTIAL_PER_SOURCE: usize = 4;
 const PARTIAL_TTL: Duration = Duration::from_secs(2);
 
 /// Counters of one transport, for metrics and tests.
@@ -31,6 +36,8 @@ pub struct TransportStats {
     pub bytes_received: AtomicU64,
     /// Datagrams or messages dropped: not ours, forged, wrong key or cluster, replayed, garbage.
     pub rejected: AtomicU64,
+    /// Of those, authentic datagrams seen before (a replay).
+    pub replayed: AtomicU64,
     /// Messages that needed two datagrams.
     pub fragmented: AtomicU64,
 }
@@ -78,6 +85,7 @@ impl Transport for SealedTransport {
             stats: Arc::clone(&self.stats),
             buf: vec![0u8; MAX_DATAGRAM + 1].into_boxed_slice(),
             partial: HashMap::new(),
+            replays: ReplayCache::new(REPLAY_CACHE_CAPACITY),
         }))
     }
 }
@@ -94,6 +102,7 @@ struct SealedSocket {
     stats: Arc<TransportStats>,
     buf: Box<[u8]>,
     partial: HashMap<(SocketAddr, u32), Partial>,
+    replays: ReplayCache,
 }
 
 #[async_trait]
@@ -108,8 +117,13 @@ impl Socket for SealedSocket {
         envelope: ChitchatEnvelope,
     ) -> anyhow::Result<SendOutcome> {
         let bytes = envelope.serialize_to_vec();
-        let body = self.ring.seal(&self.cluster_id, now_ms(), &bytes);
-        let frames = frame(&body, rand::random());
+        let frames = seal_datagrams(
+            &self.ring,
+            &self.cluster_id,
+            now_ms(),
+            &bytes,
+            rand::random(),
+        );
         if frames.len() > 1 {
             self.stats.fragmented.fetch_add(1, Ordering::Relaxed);
         }
@@ -173,8 +187,9 @@ impl Socket for SealedSocket {
 }
 
 impl SealedSocket {
-    /// Frames, reassembles and opens one datagram into envelope bytes; `None` (counted when it
-    /// is a rejection) while a message is incomplete or when it does not open.
+    /// Opens one datagram, and reassembles a fragmented message, into envelope bytes; `None`
+    /// (counted when it is a rejection) while a message is incomplete or when the datagram
+    /// does not open, is not what a sender makes, or was seen before.
     fn accept(&mut self, from: SocketAddr, n: usize) -> Option<Vec<u8>> {
         let reject = |stats: &TransportStats| {
             stats.rejected.fetch_add(1, Ordering::Relaxed);
@@ -183,46 +198,54 @@ impl SealedSocket {
         let Some(f) = parse_frame(&self.buf[..n]) else {
             return reject(&self.stats);
         };
-        let body = if f.count == 1 {
-            f.chunk.to_vec()
+        let now = now_ms();
+        let opened = if f.fragment {
+            self.ring
+                .open(&fragment_aad(&self.cluster_id, f.header), now, f.body)
         } else {
-            let now = Instant::now();
-            self.partial
-                .retain(|_, p| now.duration_since(p.first_seen) < PARTIAL_TTL);
-            if self.partial.len() >= MAX_PARTIAL
-                && !self.partial.contains_key(&(from, f.message_id))
-            {
-                return reject(&self.stats);
-            }
-            let entry = self
-                .partial
-                .entry((from, f.message_id))
-                .or_insert_with(|| Partial {
-                    first_seen: now,
-                    parts: vec![None; usize::from(f.count)],
-                });
-            if entry.parts.len() != usize::from(f.count) {
-                self.partial.remove(&(from, f.message_id));
-                return reject(&self.stats);
-            }
-            entry.parts[usize::from(f.index)] = Some(f.chunk.to_vec());
-            if entry.parts.iter().any(Option::is_none) {
-                return None;
-            }
-            let parts = self.partial.remove(&(from, f.message_id))?.parts;
-            parts.into_iter().flatten().flatten().collect()
+            self.ring.open(self.cluster_id.as_bytes(), now, f.body)
         };
-        match self.ring.open(&self.cluster_id, now_ms(), &body) {
-            Some(plain) => Some(plain),
-            None => reject(&self.stats),
+        let Some(opened) = opened else {
+            return reject(&self.stats);
+        };
+        if !self.replays.fresh(opened.nonce, now) {
+            self.stats.replayed.fetch_add(1, Ordering::Relaxed);
+            return reject(&self.stats);
         }
+        if f.count == 1 {
+            return Some(opened.plain);
+        }
+        let at = Instant::now();
+        self.partial
+            .retain(|_, p| at.duration_since(p.first_seen) < PARTIAL_TTL);
+        let key = (from, f.message_id);
+        if !self.partial.contains_key(&key) {
+            let from_source = self.partial.keys().filter(|(s, _)| *s == from).count();
+            if self.partial.len() >= MAX_PARTIAL || from_source >= MAX_PARTIAL_PER_SOURCE {
+                return reject(&self.stats);
+            }
+        }
+        let entry = self.partial.entry(key).or_insert_with(|| Partial {
+            first_seen: at,
+            parts: vec![None; usize::from(f.count)],
+        });
+        if entry.parts.len() != usize::from(f.count) {
+            self.partial.remove(&key);
+            return reject(&self.stats);
+        }
+        entry.parts[usize::from(f.index)] = Some(opened.plain);
+        if entry.parts.iter().any(Option::is_none) {
+            return None;
+        }
+        let parts = self.partial.remove(&key)?.parts;
+        Some(parts.into_iter().flatten().flatten().collect())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seal::frame_within;
+    use crate::seal::seal_datagrams_within;
     use chitchat::{ChitchatMessage, ProtocolVersion};
 
     /// A sealed socket of cluster "c" on loopback: its key ring, counters, socket and address.
@@ -237,33 +260,34 @@ mod tests {
         (ring, transport.stats(), socket, to)
     }
 
-    /// Fragments arriving out of order are reassembled, opened and decoded; a lone stray
-    /// fragment or garbage is counted as rejected and never surfaces.
+    fn envelope() -> ChitchatEnvelope {
+        ChitchatEnvelope {
+            version: ProtocolVersion::V0,
+            message: ChitchatMessage::BadCluster,
+        }
+    }
+
+    async fn next(socket: &mut Box<dyn Socket>) -> RecvOutcome {
+        tokio::time::timeout(Duration::from_secs(5), socket.recv())
+            .await
+            .expect("a message in time")
+            .expect("recv")
+    }
+
+    /// Two fragments arriving out of order are reassembled, opened and decoded; garbage is
+    /// counted as rejected and never surfaces.
     #[tokio::test]
     async fn fragments_are_reassembled_in_any_order() {
         let (ring, stats, mut socket, to) = open_socket().await;
-        let envelope = || ChitchatEnvelope {
-            version: ProtocolVersion::V0,
-            message: ChitchatMessage::BadCluster,
-        };
         let bytes = envelope().serialize_to_vec();
-        let body = ring.seal("c", now_ms(), &bytes);
-        let frames = frame_within(&body, 7, 20);
-        assert!(frames.len() >= 3);
+        let frames = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 7, bytes.len() - 1);
+        assert_eq!(frames.len(), 2);
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         sender.send_to(b"not a meshlb datagram", to).await.unwrap();
-        // A stray fragment of another message, never completed.
-        sender
-            .send_to(&frame_within(&body, 8, 20)[0], to)
-            .await
-            .unwrap();
         for f in frames.iter().rev() {
             sender.send_to(f, to).await.unwrap();
         }
-        let got = tokio::time::timeout(Duration::from_secs(5), socket.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let got = next(&mut socket).await;
         assert_eq!(got.envelope, envelope());
         assert_eq!(got.from_addr, sender.local_addr().unwrap());
         assert_eq!(
@@ -273,37 +297,90 @@ mod tests {
         );
     }
 
+    /// Spoofed fragments (framed like ours, sealed with no key) are refused before anything is
+    /// stored, so however many come, a real fragmented message still gets through.
+    #[tokio::test]
+    async fn spoofed_fragments_never_block_real_ones() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let bytes = envelope().serialize_to_vec();
+        let real = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 99, bytes.len() - 1);
+        // 200 first fragments of made-up messages: the reassembly table holds 64.
+        let outsider = KeyRing::new("not the cluster key at all", None).unwrap();
+        for id in 0..200u32 {
+            let fake = seal_datagrams_within(&outsider, "c", now_ms(), &bytes, id, bytes.len() - 1);
+            sender.send_to(&fake[0], to).await.unwrap();
+        }
+        for f in &real {
+            sender.send_to(f, to).await.unwrap();
+        }
+        assert_eq!(next(&mut socket).await.envelope, envelope());
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 200);
+    }
+
+    /// A captured datagram sent again (even from another address) is refused and counted.
+    #[tokio::test]
+    async fn a_replayed_datagram_is_refused() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let first = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let spoofer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let d = seal_datagrams(&ring, "c", now_ms(), &envelope().serialize_to_vec(), 1);
+        first.send_to(&d[0], to).await.unwrap();
+        assert_eq!(
+            next(&mut socket).await.from_addr,
+            first.local_addr().unwrap()
+        );
+        spoofer.send_to(&d[0], to).await.unwrap();
+        // A fresh message after the replay: the replay did not surface before it.
+        let fresh = seal_datagrams(&ring, "c", now_ms(), &envelope().serialize_to_vec(), 2);
+        first.send_to(&fresh[0], to).await.unwrap();
+        assert_eq!(
+            next(&mut socket).await.from_addr,
+            first.local_addr().unwrap()
+        );
+        assert_eq!(stats.replayed.load(Ordering::Relaxed), 1);
+    }
+
+    /// One sender may have at most 4 messages half-received; others are not held up by it.
+    #[tokio::test]
+    async fn half_received_messages_are_bounded_per_sender() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let noisy = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let other = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let bytes = envelope().serialize_to_vec();
+        let frag = |id| seal_datagrams_within(&ring, "c", now_ms(), &bytes, id, bytes.len() - 1);
+        for id in 0..10u32 {
+            noisy.send_to(&frag(id)[0], to).await.unwrap();
+        }
+        for f in frag(500) {
+            other.send_to(&f, to).await.unwrap();
+        }
+        assert_eq!(
+            next(&mut socket).await.from_addr,
+            other.local_addr().unwrap()
+        );
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 6, "the 5th to 10th");
+    }
+
     /// A message sealed with the cluster's key that is not a chitchat envelope is counted and
     /// dropped; the next message still comes through.
     #[tokio::test]
     async fn sealed_garbage_is_rejected_not_fatal() {
         let (ring, stats, mut socket, to) = open_socket().await;
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let sealed = |bytes: &[u8]| frame(&ring.seal("c", now_ms(), bytes), rand::random());
+        let sealed = |bytes: &[u8]| seal_datagrams(&ring, "c", now_ms(), bytes, rand::random());
         // A chitchat magic number and version, then a truncated delta; then no magic at all.
-        let mut truncated = ChitchatEnvelope {
-            version: ProtocolVersion::V0,
-            message: ChitchatMessage::BadCluster,
-        }
-        .serialize_to_vec();
+        let mut truncated = envelope().serialize_to_vec();
         truncated[3] = 2; // claims an Ack, carries no delta
         for bytes in [truncated.as_slice(), b"\x00\x01 definitely not gossip"] {
             for f in sealed(bytes) {
                 sender.send_to(&f, to).await.unwrap();
             }
         }
-        let good = ChitchatEnvelope {
-            version: ProtocolVersion::V0,
-            message: ChitchatMessage::BadCluster,
-        };
-        for f in sealed(&good.serialize_to_vec()) {
+        for f in sealed(&envelope().serialize_to_vec()) {
             sender.send_to(&f, to).await.unwrap();
         }
-        let got = tokio::time::timeout(Duration::from_secs(5), socket.recv())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(got.envelope, good);
+        assert_eq!(next(&mut socket).await.envelope, envelope());
         assert_eq!(stats.rejected.load(Ordering::Relaxed), 2);
     }
 }

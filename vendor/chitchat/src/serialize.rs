@@ -443,9 +443,19 @@ fn decompress_append(source: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
     })
 }
 
+/// meshlb patch: the most a stream may decompress to. A message is at most two datagrams
+/// (~128 KiB) of blocks that each decompress to up to 64 KiB, so tiny blocks of zeros could
+/// make ~4 GB of one message; real deltas decompress to a few hundred KiB.
+pub const MAX_DECOMPRESSED_STREAM: usize = 8 << 20;
+
 pub fn deserialize_stream<D: Deserializable>(buf: &mut &[u8]) -> anyhow::Result<Vec<D>> {
     let mut decompressed_data = Vec::new();
     loop {
+        if decompressed_data.len() > MAX_DECOMPRESSED_STREAM {
+            anyhow::bail!(
+                "stream decompresses to more than {MAX_DECOMPRESSED_STREAM} bytes, refused"
+            );
+        }
         let block_type = BlockType::deserialize(buf)?;
         match block_type {
             BlockType::Compressed => {
