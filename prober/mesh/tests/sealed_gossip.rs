@@ -234,3 +234,37 @@ async fn holds_within<F: std::future::Future<Output = bool>>(
     }
     false
 }
+
+/// A gossip message whose delta stream would decompress to gigabytes (blocks of 64 KiB of
+/// zeros, ~20 bytes each compressed) is refused once it passes 8 MiB
+/// (vendor/chitchat/PATCHES.md, patch 4), rather than allocated.
+#[test]
+fn a_decompression_bomb_is_refused() {
+    use chitchat::{ChitchatEnvelope, ChitchatMessage, ProtocolVersion};
+    let zeros = vec![0u8; u16::MAX as usize];
+    let block = zstd::bulk::compress(&zeros, 19).expect("compress");
+    assert!(block.len() < 100, "{}", block.len());
+    let mut bytes = ChitchatEnvelope {
+        version: ProtocolVersion::V0,
+        message: ChitchatMessage::BadCluster,
+    }
+    .serialize_to_vec();
+    bytes.truncate(3); // magic and protocol version
+    bytes.push(2); // an Ack: a delta follows
+    for _ in 0..2_000 {
+        bytes.push(1); // a compressed block
+        bytes.extend_from_slice(&(block.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(&block);
+    }
+    bytes.push(0); // no more blocks
+    assert!(
+        bytes.len() < 200_000,
+        "two datagrams' worth: {}",
+        bytes.len()
+    );
+    let err = ChitchatEnvelope::deserialize(&mut bytes.as_slice()).expect_err("refused");
+    assert!(
+        format!("{err:#}").contains("decompresses to more than"),
+        "{err:#}"
+    );
+}
