@@ -23,6 +23,10 @@ use crate::origin::http1::{Conn, Io, RequestHead};
 
 /// Idle connections kept per origin; more are closed when released.
 const MAX_IDLE_PER_ORIGIN: usize = 256;
+/// TLS variants (settings and server name) pooled per origin address. The server name is the
+/// Host the origin gets, normalised (`route/forward.rs`), so a handful cover every load
+/// balancer that shares the endpoint; connections of a variant beyond these are not pooled.
+const MAX_TLS_VARIANTS_PER_ORIGIN: usize = 8;
 /// How often idle connections are checked for the origin's close and the idle timeout.
 const SWEEP_EVERY: Duration = Duration::from_secs(1);
 
@@ -70,10 +74,19 @@ impl Pools {
         Some((slot, variant))
     }
 
-    /// Finds or makes the place for `origin`'s connections (allocates only the first time).
-    fn place(&mut self, origin: &Origin<'_>) -> Place {
+    /// Finds or makes the place for `origin`'s connections (allocates only the first time);
+    /// `None` when its address already has `MAX_TLS_VARIANTS_PER_ORIGIN` others (such a
+    /// connection is closed after its exchange).
+    fn place(&mut self, origin: &Origin<'_>) -> Option<Place> {
         if let Some(place) = self.find(origin) {
-            return place;
+            return Some(place);
+        }
+        if self
+            .slots
+            .get(origin.authority)
+            .is_some_and(|&slot| self.idle[slot].len() >= MAX_TLS_VARIANTS_PER_ORIGIN)
+        {
+            return None;
         }
         let slot = match self.slots.get(origin.authority) {
             Some(&slot) => slot,
@@ -88,7 +101,7 @@ impl Pools {
             .tls
             .map(|(c, name)| (Arc::as_ptr(c) as usize, Box::from(name)));
         self.idle[slot].push((tls, Vec::new()));
-        (slot, self.idle[slot].len() - 1)
+        Some((slot, self.idle[slot].len() - 1))
     }
 
     fn list(&mut self, (slot, variant): Place) -> Option<&mut Vec<Idle>> {
@@ -242,6 +255,7 @@ impl Upstream {
             let reused = pooled.is_some();
             let (conn, place, this_try, replayable) = match pooled.take() {
                 Some((conn, place)) => {
+                    let place = Some(place);
                     self.sent.reused.increment(1);
                     // A body in hand is sent as a copy, so that it is still there for another
                     // try.
@@ -291,7 +305,7 @@ impl Upstream {
     async fn exchange(
         self: &Arc<Self>,
         mut conn: Conn,
-        place: Place,
+        place: Option<Place>,
         req: &RequestHead<'_>,
         body: ProxyBody,
         buffer_up_to: u64,
@@ -354,8 +368,12 @@ impl Upstream {
         Ok((head.answer, reply))
     }
 
-    /// Puts a connection whose response has been read to the end back in the pool.
-    fn release(&self, conn: Conn, place: Place) {
+    /// Puts a connection whose response has been read to the end back in the pool (`None`:
+    /// an unpooled variant, closed).
+    fn release(&self, conn: Conn, place: Option<Place>) {
+        let Some(place) = place else {
+            return;
+        };
         let Ok(mut pools) = self.pools.lock() else {
             return;
         };

@@ -58,6 +58,15 @@ struct OriginRoute<'a> {
     tls_name: Option<String>,
 }
 
+/// The TLS server name for a Host: without its port, lower case, without a trailing dot
+/// (names compare case-insensitively, RFC 6066 section 3), so that every spelling a client
+/// may send is one name — and one variant of the origin's pooled connections.
+fn tls_server_name(host: &str) -> String {
+    lb_tls::host_without_port(host)
+        .trim_end_matches('.')
+        .to_ascii_lowercase()
+}
+
 impl Proxy {
     /// Forwards a request `begin` steered to an origin, and records its metrics.
     pub async fn forward(
@@ -218,7 +227,7 @@ impl Proxy {
             host.as_ref()
                 .or_else(|| p.headers.get(header::HOST))
                 .and_then(|h| h.to_str().ok())
-                .map(|h| lb_tls::host_without_port(h).to_string())
+                .map(tls_server_name)
                 .unwrap_or_default()
         });
         Some(OriginRoute {
@@ -354,6 +363,19 @@ mod tests {
     use super::*;
     use lb_core::config::Config;
     use lb_core::RegionsTable;
+
+    #[test]
+    fn every_spelling_of_a_host_is_one_tls_server_name() {
+        for host in [
+            "www.example.test",
+            "WWW.Example.Test",
+            "www.example.test.",
+            "www.EXAMPLE.test.:8443",
+        ] {
+            assert_eq!(tls_server_name(host), "www.example.test", "{host}");
+        }
+        assert_eq!(tls_server_name("[2001:db8::1]:443"), "2001:db8::1");
+    }
 
     #[test]
     fn each_failure_has_cloudflares_code_and_names_the_load_balancer() {

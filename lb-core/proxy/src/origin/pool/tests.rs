@@ -290,3 +290,43 @@ async fn tls_origins_full_strict_and_their_failures() {
         Some(UpstreamError::TlsHandshake)
     );
 }
+
+/// However many server names requests bring, an origin address keeps a bounded number of
+/// pooled TLS variants; the plain variant and the first ones keep their places.
+#[test]
+fn tls_variants_per_origin_are_bounded() {
+    let any = lb_tls::client_config(true, None).expect("tls");
+    let mut pools = Pools::default();
+    let names: Vec<String> = (0..20).map(|i| format!("name-{i}.test")).collect();
+    let placed: Vec<Option<Place>> = names
+        .iter()
+        .map(|n| {
+            pools.place(&Origin {
+                authority: "192.0.2.1:443",
+                tls: Some((&any, n)),
+                opened: None,
+            })
+        })
+        .collect();
+    assert_eq!(
+        placed.iter().filter(|p| p.is_some()).count(),
+        MAX_TLS_VARIANTS_PER_ORIGIN
+    );
+    assert!(placed[MAX_TLS_VARIANTS_PER_ORIGIN..]
+        .iter()
+        .all(Option::is_none));
+    // A variant already placed is found again; another address has its own room.
+    let again = pools.place(&Origin {
+        authority: "192.0.2.1:443",
+        tls: Some((&any, &names[0])),
+        opened: None,
+    });
+    assert_eq!(again, placed[0]);
+    assert!(pools
+        .place(&Origin {
+            authority: "192.0.2.2:443",
+            tls: Some((&any, &names[19])),
+            opened: None,
+        })
+        .is_some());
+}
