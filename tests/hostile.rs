@@ -378,3 +378,99 @@ default_pools = ["web"]
         "{dcs:#}"
     );
 }
+
+/// One keep-alive connection sending `n` requests, each with its own invented session id;
+/// returns how many were answered 200.
+fn invented_sessions(proxy: SocketAddr, host: &str, n: usize) -> usize {
+    use std::io::BufRead;
+    let s = TcpStream::connect(proxy).expect("connect");
+    s.set_nodelay(true).expect("nodelay");
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let mut writer = s.try_clone().expect("clone");
+    let mut reader = std::io::BufReader::new(s);
+    let mut ok = 0;
+    for i in 0..n {
+        let request = format!("GET / HTTP/1.1\r\nHost: {host}\r\nX-Session: invented-{i}\r\n\r\n");
+        writer.write_all(request.as_bytes()).expect("write");
+        // One response: the head line by line, then Content-Length bytes.
+        let (mut status, mut len, mut line) = (String::new(), 0usize, String::new());
+        loop {
+            line.clear();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return ok;
+            }
+            if status.is_empty() {
+                status = line.clone();
+            } else if line == "\r\n" {
+                break;
+            } else if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; len];
+        reader.read_exact(&mut body).expect("body");
+        if status.starts_with("HTTP/1.1 200") {
+            ok += 1;
+        }
+    }
+    ok
+}
+
+#[test]
+fn invented_header_sessions_are_bounded_and_counted() {
+    let (scratch, key) = scratch_dir_with_key("hostile-sessions");
+    let origin = origin();
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[[pools]]
+name = "web"
+origins = [{{ name = "a", address = "127.0.0.1", port = {} }}]
+[[load_balancers]]
+name = "sticky.hostile.test"
+proxied = true
+default_pools = ["web"]
+session_affinity = "header"
+session_affinity_attributes = {{ headers = ["X-Session"] }}
+"#,
+            origin.port
+        ),
+    )
+    .expect("config");
+    let (admin, proxy) = (free_tcp(), free_tcp());
+    let _p = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &[
+            "--proxy".into(),
+            proxy.to_string(),
+            "--proxy-workers".into(),
+            "1".into(),
+            "--proxy-max-header-sessions".into(),
+            "128".into(),
+        ],
+    )]);
+    wait_healthz(admin);
+    wait_for("the proxy", Duration::from_secs(20), || {
+        invented_sessions(proxy, "sticky.hostile.test", 1) == 1
+    });
+    assert_eq!(
+        invented_sessions(proxy, "sticky.hostile.test", 1_000),
+        1_000
+    );
+    let evicted = scrape(admin)
+        .lines()
+        .find(|l| l.starts_with("meshlb_proxy_header_sessions_evicted_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    // 1,001 sessions into a table of 128 (16 shards of 8): all but 128 were pushed out (fewer
+    // only if some shard got fewer than 8 of them).
+    assert!((850.0..=873.0).contains(&evicted), "evicted {evicted}");
+}

@@ -70,6 +70,10 @@ pub struct Args {
     /// [default: one per CPU].
     #[arg(long = "proxy-workers", value_name = "N")]
     proxy_workers: Option<usize>,
+    /// Header-affinity sessions the proxy keeps (about 100 bytes each); beyond, the least
+    /// recently used make room.
+    #[arg(long = "proxy-max-header-sessions", value_name = "N", default_value_t = 1 << 18)]
+    proxy_max_header_sessions: usize,
     /// A PEM certificate chain for TLS; SNI picks the one valid for the name (the first is
     /// the default). Repeat with --tls-key in the same order.
     #[arg(long = "tls-cert", value_name = "FILE")]
@@ -214,6 +218,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
                     lb_proxy::ProxySettings {
                         workers: args.proxy_workers.unwrap_or(defaults.workers).max(1),
+                        max_header_sessions: args.proxy_max_header_sessions.max(1),
                         ..defaults
                     },
                 )

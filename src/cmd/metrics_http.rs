@@ -40,6 +40,10 @@ fn describe() {
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
     );
     describe_counter!(
+        "meshlb_proxy_header_sessions_evicted_total",
+        "Header-affinity sessions pushed out, least recently used first, because the table was full (--proxy-max-header-sessions)."
+    );
+    describe_counter!(
         "meshlb_gossip_replayed_datagrams_total",
         "Authentic gossip datagrams refused because they were seen before (replays); also counted as rejected."
     );

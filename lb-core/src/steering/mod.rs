@@ -73,14 +73,17 @@ pub enum AffinityUpdate {
     None,
     /// Send this affinity cookie.
     SetCookie(SetCookie),
-    /// Store a new header session.
+    /// Store a new header session, idle for at most `ttl` seconds (the load balancer's, or a
+    /// matching rule's, `session_affinity_ttl`).
     BindHeaderSession {
         key: u64,
         target: Target,
+        ttl: u32,
     },
     /// Refresh an existing header session's activity time (its TTL resets on activity).
     TouchHeaderSession {
         key: u64,
+        ttl: u32,
     },
 }
 
@@ -281,7 +284,10 @@ impl<'a> Engine<'a> {
         let reset_by_rule = matches!(affinity.kind, AffinityKind::Cookie | AffinityKind::IpCookie)
             && *affinity != s.lb.settings.session_affinity;
         let update = match s.header_key {
-            Some(key) => AffinityUpdate::TouchHeaderSession { key },
+            Some(key) => AffinityUpdate::TouchHeaderSession {
+                key,
+                ttl: affinity.ttl,
+            },
             None if reset_by_rule => {
                 s.trace.note(|| {
                     format!(
@@ -428,7 +434,11 @@ impl<'a> Engine<'a> {
                 AffinityUpdate::SetCookie(self.affinity_cookie(s.lb, s.settings, target, s.ctx))
             }
             AffinityKind::Header => match s.header_key {
-                Some(key) => AffinityUpdate::BindHeaderSession { key, target },
+                Some(key) => AffinityUpdate::BindHeaderSession {
+                    key,
+                    target,
+                    ttl: s.settings.session_affinity.ttl,
+                },
                 None => AffinityUpdate::None,
             },
             AffinityKind::None => AffinityUpdate::None,

@@ -60,6 +60,8 @@ pub struct ProxySettings {
     pub replay_limit: u64,
     /// Worker threads, each with its own listening socket and origin connections.
     pub workers: usize,
+    /// Header-affinity sessions kept (`route/sessions.rs`); the least recently used go first.
+    pub max_header_sessions: usize,
 }
 
 impl Default for ProxySettings {
@@ -72,6 +74,7 @@ impl Default for ProxySettings {
             max_header_bytes: 64 << 10,
             replay_limit: 64 << 10,
             workers: std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
+            max_header_sessions: super::sessions::DEFAULT_MAX_HEADER_SESSIONS,
         }
     }
 }
@@ -142,11 +145,12 @@ impl Proxy {
     ) -> Result<Proxy, SetupError> {
         let live = Arc::new(LiveLoad::new(generation.config()));
         let origin_tls = origin_tls::for_load_balancers(generation.config(), None)?;
+        let sessions = Arc::new(HeaderSessions::new(settings.max_header_sessions));
         Self::build(
             generation,
             (regions, key, pop, settings),
             live,
-            Arc::default(),
+            sessions,
             origin_tls,
         )
     }
@@ -397,7 +401,7 @@ impl Proxy {
         ctx.affinity_cookie = http.cookie(COOKIE_NAME);
         if lb.settings.session_affinity.kind == AffinityKind::Header {
             ctx.header_binding = header_session_key(&lb.settings.session_affinity, &lb.name, &http)
-                .and_then(|k| self.sessions.get(k));
+                .and_then(|k| self.sessions.get(k, unix_secs()));
         }
         ctx.load = Some(&*self.live);
         let had_binding = ctx.affinity_cookie.is_some() || ctx.header_binding.is_some();
@@ -409,10 +413,12 @@ impl Proxy {
     /// Header-affinity bookkeeping the decision asks for.
     pub(super) fn remember(&self, decision: &Decision) {
         match decision.affinity {
-            AffinityUpdate::BindHeaderSession { key, target } => {
-                self.sessions.bind(key, target, unix_secs(), 3600);
+            AffinityUpdate::BindHeaderSession { key, target, ttl } => {
+                self.sessions.bind(key, target, unix_secs(), ttl);
             }
-            AffinityUpdate::TouchHeaderSession { key } => self.sessions.touch(key, unix_secs()),
+            AffinityUpdate::TouchHeaderSession { key, ttl } => {
+                self.sessions.touch(key, unix_secs(), ttl)
+            }
             _ => {}
         }
     }

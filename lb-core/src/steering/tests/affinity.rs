@@ -218,9 +218,13 @@ fn header_affinity_binds_touches_and_expires() {
     let w = affinity_world("header", r#"headers = ["x-session"]"#);
     let headers = vec![("x-session".to_string(), "abc".to_string())];
     let (first, update) = header_request(&w, &headers, None, T0);
-    let AffinityUpdate::BindHeaderSession { key, target } = update else {
+    let AffinityUpdate::BindHeaderSession { key, target, ttl } = update else {
         panic!("expected a new header session, got {update:?}");
     };
+    assert_eq!(
+        ttl, 1800,
+        "the load balancer's TTL travels with the binding"
+    );
     let binding = HeaderBinding {
         pool: target.pool,
         endpoint: target.endpoint,
@@ -229,7 +233,10 @@ fn header_affinity_binds_touches_and_expires() {
     // Within the default 1800 s of the last activity: same endpoint, TTL refreshed.
     let (again, update) = header_request(&w, &headers, Some(binding), T0 + 1899);
     assert_eq!(again, first);
-    assert_eq!(update, AffinityUpdate::TouchHeaderSession { key });
+    assert_eq!(
+        update,
+        AffinityUpdate::TouchHeaderSession { key, ttl: 1800 }
+    );
     // Idle longer than the TTL: a new session.
     let (_, update) = header_request(&w, &headers, Some(binding), T0 + 1900);
     assert!(matches!(update, AffinityUpdate::BindHeaderSession { .. }));
