@@ -474,3 +474,104 @@ session_affinity_attributes = {{ headers = ["X-Session"] }}
     // only if some shard got fewer than 8 of them).
     assert!((850.0..=873.0).contains(&evicted), "evicted {evicted}");
 }
+
+/// A DNS query for `name` A with id `id`, as bytes.
+fn dns_query(id: u16, name: &str) -> Vec<u8> {
+    let mut q = Vec::new();
+    q.extend_from_slice(&id.to_be_bytes());
+    q.extend_from_slice(&[0x00, 0x00, 0, 1, 0, 0, 0, 0, 0, 0]); // no RD; one question
+    for label in name.split('.') {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label.as_bytes());
+    }
+    q.extend_from_slice(&[0, 0, 1, 0, 1]); // root, type A, class IN
+    q
+}
+
+#[test]
+fn dns_answers_over_the_rate_slip_to_tcp_or_are_dropped() {
+    let (scratch, key) = scratch_dir_with_key("hostile-rrl");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        r#"
+[[pools]]
+name = "web"
+origins = [{ name = "a", address = "192.0.2.10" }, { name = "b", address = "192.0.2.11" }]
+[[load_balancers]]
+name = "dns.hostile.test"
+default_pools = ["web"]
+"#,
+    )
+    .expect("config");
+    let (admin, dns) = (free_tcp(), free_udp());
+    let _p = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &[
+            "--dns".into(),
+            dns.to_string(),
+            "--dns-sockets".into(),
+            "1".into(),
+            "--dns-rrl-rate".into(),
+            "5".into(),
+            // Every answer over the rate slips (the drop rhythm is in lb-core/dns/src/rrl.rs).
+            "--dns-rrl-slip".into(),
+            "1".into(),
+        ],
+    )]);
+    wait_healthz(admin);
+    let sock = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
+    sock.set_read_timeout(Some(Duration::from_millis(300)))
+        .expect("timeout");
+    wait_for("the DNS server", Duration::from_secs(20), || {
+        sock.send_to(&dns_query(1, "dns.hostile.test"), dns).is_ok()
+            && sock.recv(&mut [0u8; 512]).is_ok()
+    });
+    // Let the bucket fill again (5 per second), then 60 queries at once.
+    std::thread::sleep(Duration::from_millis(1_100));
+    for id in 0..60u16 {
+        sock.send_to(&dns_query(100 + id, "dns.hostile.test"), dns)
+            .expect("send");
+    }
+    let (mut full, mut truncated) = (0, 0);
+    let mut buf = [0u8; 512];
+    while let Ok(n) = sock.recv(&mut buf) {
+        let ancount = u16::from_be_bytes([buf[6], buf[7]]);
+        if buf[2] & 0x02 != 0 {
+            assert_eq!(ancount, 0, "a slipped answer is empty");
+            truncated += 1;
+        } else if n > 12 && ancount > 0 {
+            full += 1;
+        }
+    }
+    assert!((5..=7).contains(&full), "full answers: {full}");
+    assert!((53..=55).contains(&truncated), "truncated: {truncated}");
+    // Empty the bucket again, then a real resolver's query: dig gets the truncated answer and
+    // retries over TCP, which is never limited.
+    for id in 0..10u16 {
+        sock.send_to(&dns_query(200 + id, "dns.hostile.test"), dns)
+            .expect("send");
+    }
+    let out = Command::new("dig")
+        .args([&format!("@{}", dns.ip()), "-p", &dns.port().to_string()])
+        .args(["+norec", "+tries=1", "+time=2", "dns.hostile.test", "A"])
+        .output()
+        .expect("dig");
+    let dig = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dig.contains("Truncated, retrying in TCP mode") && dig.contains("192.0.2.10"),
+        "{dig}"
+    );
+    let text = scrape(admin);
+    let slipped = text
+        .lines()
+        .find(|l| l.starts_with("meshlb_dns_rrl_total") && l.contains("action=\"slipped\""))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(slipped >= 53.0, "slipped {slipped}");
+}

@@ -55,6 +55,22 @@ pub struct Args {
     /// UDP sockets per DNS address (SO_REUSEPORT); default: one per CPU.
     #[arg(long, value_name = "N")]
     dns_sockets: Option<usize>,
+    /// DNS response-rate limiting: UDP answers per second per client prefix (0: off).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    dns_rrl_rate: u32,
+    /// Of the UDP answers over the rate, every N-th goes out truncated (TC=1, so resolvers
+    /// retry over TCP), the others are dropped (0: drop all).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    dns_rrl_slip: u32,
+    /// The IPv4 client prefix length one rate applies to.
+    #[arg(long, value_name = "BITS", default_value_t = 24)]
+    dns_rrl_ipv4_prefix: u8,
+    /// The IPv6 client prefix length one rate applies to.
+    #[arg(long, value_name = "BITS", default_value_t = 56)]
+    dns_rrl_ipv6_prefix: u8,
+    /// Client prefixes the rate limiter tracks at once (the least recently seen go first).
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    dns_rrl_table: usize,
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
@@ -202,7 +218,19 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
             });
             let server =
-                lb_dns::DnsServer::start(Arc::clone(&frontend.serving), &args.dns, sockets).await?;
+                lb_dns::DnsServer::start(
+                    Arc::clone(&frontend.serving),
+                    &args.dns,
+                    sockets,
+                    lb_dns::RrlSettings {
+                        responses_per_second: args.dns_rrl_rate,
+                        slip: args.dns_rrl_slip,
+                        ipv4_prefix: args.dns_rrl_ipv4_prefix.min(32),
+                        ipv6_prefix: args.dns_rrl_ipv6_prefix.min(128),
+                        table_size: args.dns_rrl_table.max(1),
+                    },
+                )
+                .await?;
             eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
             (Some(server), Some(frontend))
         };

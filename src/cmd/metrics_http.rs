@@ -40,6 +40,10 @@ fn describe() {
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
     );
     describe_counter!(
+        "meshlb_dns_rrl_total",
+        "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
+    );
+    describe_counter!(
         "meshlb_proxy_header_sessions_evicted_total",
         "Header-affinity sessions pushed out, least recently used first, because the table was full (--proxy-max-header-sessions)."
     );

@@ -16,6 +16,7 @@ use nix::sys::socket::{
 };
 
 use super::respond::Responder;
+use super::rrl::{Limit, Rrl};
 use lb_edge::Serving;
 
 /// Datagrams per system call.
@@ -39,8 +40,15 @@ fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
     })
 }
 
-/// Serves `socket` (blocking, with a read timeout of `STOP_POLL`) until `stop` is set.
-pub(crate) fn serve(socket: UdpSocket, serving: Arc<Serving<Responder>>, stop: Arc<AtomicBool>) {
+/// Serves `socket` (blocking, with a read timeout of `STOP_POLL`) until `stop` is set; with
+/// `rrl`, answers over a client prefix's rate slip or are dropped.
+pub(crate) fn serve(
+    socket: UdpSocket,
+    serving: Arc<Serving<Responder>>,
+    rrl: Option<Arc<Rrl>>,
+    stop: Arc<AtomicBool>,
+) {
+    let epoch = std::time::Instant::now();
     let fd = socket.as_raw_fd();
     let mut queries = vec![[0u8; MAX_QUERY]; BATCH];
     let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(1232)).collect();
@@ -87,7 +95,15 @@ pub(crate) fn serve(socket: UdpSocket, serving: Arc<Serving<Responder>>, stop: A
             }
             let slot = to.len();
             let query = &queries[i][..(*len).min(MAX_QUERY)];
-            if responder.answer_datagram(query, src, &mut answers[slot]) {
+            let limit = rrl.as_ref().map_or(Limit::Send, |r| {
+                r.check(src.ip(), epoch.elapsed().as_millis() as u64)
+            });
+            let answered = match limit {
+                Limit::Send => responder.answer_datagram(query, src, &mut answers[slot]),
+                Limit::Slip => responder.slip_datagram(query, &mut answers[slot]),
+                Limit::Drop => false,
+            };
+            if answered {
                 to.push(Some(SockaddrStorage::from(src)));
                 to_std_addr.push(src);
             }

@@ -7,10 +7,12 @@
 mod batch;
 mod metrics;
 mod respond;
+mod rrl;
 mod server;
 mod zones;
 
 pub use respond::{Responder, EDNS_PAYLOAD};
+pub use rrl::{Limit, Rrl, RrlSettings};
 pub use server::DnsServer;
 pub use zones::SetupError;
 

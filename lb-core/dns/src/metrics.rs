@@ -9,8 +9,8 @@ use metrics::{counter, histogram, Counter, Histogram};
 use lb_core::config::{Config, LbId};
 
 const QTYPES: [&str; 8] = ["A", "AAAA", "CNAME", "SOA", "NS", "ANY", "TXT", "other"];
-const RCODES: [&str; 6] = [
-    "NOERROR", "NXDOMAIN", "REFUSED", "FORMERR", "SERVFAIL", "NOTIMP",
+const RCODES: [&str; 7] = [
+    "NOERROR", "NXDOMAIN", "REFUSED", "FORMERR", "SERVFAIL", "NOTIMP", "BADVERS",
 ];
 
 pub(crate) fn qtype_index(t: RecordType) -> usize {
@@ -33,6 +33,7 @@ pub(crate) fn rcode_index(r: ResponseCode) -> usize {
         ResponseCode::Refused => 2,
         ResponseCode::FormErr => 3,
         ResponseCode::NotImp => 5,
+        ResponseCode::BADVERS => 6,
         _ => 4,
     }
 }

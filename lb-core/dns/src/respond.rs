@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hickory_proto::op::{Edns, Header, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
-use hickory_proto::rr::rdata::{A, AAAA, CNAME};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, HINFO};
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponseBuilder};
 use ipnet::IpNet;
@@ -93,6 +93,15 @@ impl<'a> Reply<'a> {
 
 impl Reply<'_> {
     /// The same reply with no records and TC set: what fits when the full one does not.
+    /// The answer to a query over the rate limit that slips (`rrl.rs`): empty, truncated, so
+    /// that a real resolver asks again over TCP.
+    pub(crate) fn slipped() -> Reply<'static> {
+        Reply {
+            truncated: true,
+            ..Reply::new(ResponseCode::NoError)
+        }
+    }
+
     pub(crate) fn truncated<'b>(full: &Reply<'_>) -> Reply<'b> {
         Reply {
             rcode: full.rcode,
@@ -211,6 +220,11 @@ impl Responder {
         if req.op_code() != OpCode::Query {
             return Reply::new(ResponseCode::NotImp);
         }
+        // We speak EDNS version 0; a higher one is answered BADVERS, with our OPT (version 0)
+        // in the answer (RFC 6891 section 6.1.3). Unknown options and flags are ignored.
+        if req.edns().is_some_and(|e| e.version() > 0) {
+            return Reply::new(ResponseCode::BADVERS);
+        }
         let [query] = req.queries() else {
             return Reply::new(ResponseCode::FormErr);
         };
@@ -235,16 +249,23 @@ impl Responder {
         r.qtype = qtype_index(qtype);
         r.lb = lb;
         match (apex, lb, qtype) {
+            // ANY gets one small synthesized record (RFC 8482 section 4.2, as Cloudflare
+            // answers it): an ANY query cannot pull every endpoint of every pool, so the name
+            // is no amplifier. A, AAAA and CNAME queries get the real answers.
+            (_, _, RecordType::ANY) if exists => {
+                let ttl = lb.map_or(z.negative_soa.ttl(), |l| self.config.lb(l).settings.ttl);
+                r.answers.push(Cow::Owned(Record::from_rdata(
+                    query.name().into(),
+                    ttl,
+                    RData::HINFO(HINFO::new("RFC8482".into(), String::new())),
+                )));
+            }
             (true, _, RecordType::SOA) => {
                 r.answers.push(Cow::Borrowed(&z.soa));
                 r.ns = &z.ns;
             }
             (true, _, RecordType::NS) => r.answers.extend(z.ns.iter().map(Cow::Borrowed)),
-            (
-                _,
-                Some(lb),
-                RecordType::A | RecordType::AAAA | RecordType::CNAME | RecordType::ANY,
-            ) => {
+            (_, Some(lb), RecordType::A | RecordType::AAAA | RecordType::CNAME) => {
                 self.steer(&mut r, lb, qtype, req, src);
             }
             _ => {}
@@ -398,6 +419,8 @@ impl Responder {
             let mut edns = Edns::new();
             edns.set_max_payload(EDNS_PAYLOAD);
             edns.set_version(0);
+            // An extended rcode (BADVERS) keeps its high bits in the OPT record.
+            edns.set_rcode_high(reply.rcode.high());
             if let Some(ecs) = reply.ecs {
                 edns.options_mut().insert(EdnsOption::Subnet(ecs));
             }

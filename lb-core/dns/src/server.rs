@@ -20,6 +20,7 @@ use tokio::net::TcpListener;
 
 use super::metrics::rcode_index;
 use super::respond::{Responder, EDNS_PAYLOAD};
+use super::rrl::{Rrl, RrlSettings};
 use lb_edge::Serving;
 
 /// A TCP client that sends nothing for this long is disconnected.
@@ -79,6 +80,26 @@ impl Responder {
             start.elapsed().as_secs_f64(),
         );
         true
+    }
+}
+
+impl Responder {
+    /// The empty truncated answer (TC=1) to a query over the rate limit (`rrl.rs`); `false`
+    /// when it is not a query that parses.
+    pub fn slip_datagram(&self, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+        out.clear();
+        let Ok(req) = MessageRequest::read(&mut BinDecoder::new(bytes)) else {
+            return false;
+        };
+        if req.message_type() != MessageType::Query {
+            return false;
+        }
+        let reply = super::respond::Reply::slipped();
+        let mut encoder = BinEncoder::new(out);
+        encoder.set_max_size(512);
+        Responder::build(&req, &reply)
+            .destructive_emit(&mut encoder)
+            .is_ok()
     }
 }
 
@@ -167,7 +188,10 @@ impl DnsServer {
         responder: Arc<Serving<Responder>>,
         addrs: &[SocketAddr],
         udp_sockets: usize,
+        rrl: RrlSettings,
     ) -> io::Result<DnsServer> {
+        // One limiter for every UDP socket: a client's flows spread over them.
+        let rrl = Rrl::new(rrl).map(Arc::new);
         let mut udp = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
         let mut tcp = ServerFuture::new(Handler(Arc::clone(&responder)));
@@ -183,11 +207,12 @@ impl DnsServer {
                 let socket = udp_socket(addr).map_err(|e| {
                     io::Error::new(e.kind(), format!("DNS UDP socket on {addr}: {e}"))
                 })?;
-                let (responder, stop) = (Arc::clone(&responder), Arc::clone(&stop));
+                let (responder, stop, rrl) =
+                    (Arc::clone(&responder), Arc::clone(&stop), rrl.clone());
                 udp.push(
                     std::thread::Builder::new()
                         .name(format!("dns-udp-{addr}"))
-                        .spawn(move || super::batch::serve(socket, responder, stop))?,
+                        .spawn(move || super::batch::serve(socket, responder, rrl, stop))?,
                 );
             }
             bound.push(addr);

@@ -340,3 +340,110 @@ location_strategy = { prefer_ecs = "always" }
         );
     }
 }
+
+/// RFC 6891 and the cases of ISC's EDNS compliance tests, on the wire.
+mod edns_compliance {
+    use super::*;
+    use hickory_proto::rr::rdata::opt::EdnsCode;
+
+    fn answered(m: &Message) -> usize {
+        m.answers().len()
+    }
+
+    #[test]
+    fn a_higher_edns_version_is_badvers_with_our_version_0() {
+        let r = responder();
+        let mut e = edns(1232);
+        e.set_version(1);
+        let m = ask(&r, &query("plain.example.test.", RecordType::A, Some(e))).unwrap();
+        // 16 on the wire (hickory reads 16 back as BADSIG, which shares the number).
+        assert_eq!(u16::from(m.response_code()), 16);
+        assert_eq!(m.extensions().as_ref().map(|e| e.version()), Some(0));
+        assert_eq!(answered(&m), 0);
+        // Version 0 is answered.
+        let m = ask(
+            &r,
+            &query("plain.example.test.", RecordType::A, Some(edns(1232))),
+        )
+        .unwrap();
+        assert_eq!(
+            (m.response_code(), answered(&m)),
+            (ResponseCode::NoError, 1)
+        );
+    }
+
+    #[test]
+    fn unknown_options_and_flags_are_ignored() {
+        let r = responder();
+        let mut e = edns(1232);
+        e.options_mut()
+            .insert(EdnsOption::Unknown(65001, b"whatever".to_vec()));
+        let mut bytes = query("plain.example.test.", RecordType::A, Some(e));
+        let m = ask(&r, &bytes).unwrap();
+        assert_eq!(
+            (m.response_code(), answered(&m)),
+            (ResponseCode::NoError, 1)
+        );
+        assert!(
+            m.extensions()
+                .as_ref()
+                .is_some_and(|e| e.option(EdnsCode::Unknown(65001)).is_none()),
+            "an unknown option is not echoed"
+        );
+        // Unknown EDNS flags (the Z bits of the OPT TTL): the last OPT's TTL flags are the
+        // 2 bytes after the extended rcode and version; set them all but DO.
+        let opt = find_opt(&bytes).expect("an OPT record");
+        bytes[opt + 7] = 0x7f;
+        bytes[opt + 8] = 0xff;
+        let m = ask(&r, &bytes).unwrap();
+        assert_eq!(
+            (m.response_code(), answered(&m)),
+            (ResponseCode::NoError, 1)
+        );
+    }
+
+    #[test]
+    fn a_bad_option_length_is_formerr() {
+        let r = responder();
+        let mut e = edns(1232);
+        e.options_mut()
+            .insert(EdnsOption::Unknown(65001, b"abcd".to_vec()));
+        let mut bytes = query("plain.example.test.", RecordType::A, Some(e));
+        let opt = find_opt(&bytes).expect("an OPT record");
+        // The option's length (after code) claims more than the record holds.
+        let option_len = opt + 11 + 2;
+        bytes[option_len] = 0x00;
+        bytes[option_len + 1] = 0x40;
+        let m = ask(&r, &bytes).unwrap();
+        assert_eq!((m.id(), m.response_code()), (4242, ResponseCode::FormErr));
+    }
+
+    #[test]
+    fn an_unknown_opcode_is_notimp() {
+        let r = responder();
+        let mut bytes = query("plain.example.test.", RecordType::A, Some(edns(1232)));
+        // Opcode 15 (unassigned): bits 3..=6 of the third byte.
+        bytes[2] = (bytes[2] & 0x87) | (15 << 3);
+        let m = ask(&r, &bytes).unwrap();
+        assert_eq!((m.id(), m.response_code()), (4242, ResponseCode::NotImp));
+    }
+
+    #[test]
+    fn any_is_answered_minimally() {
+        let r = responder();
+        let m = ask(&r, &query("big.example.test.", RecordType::ANY, None)).unwrap();
+        assert_eq!(m.response_code(), ResponseCode::NoError);
+        assert_eq!(m.answers().len(), 1, "one record, not the pool's 50");
+        assert_eq!(m.answers()[0].record_type(), RecordType::HINFO);
+        // A name that does not exist is still NXDOMAIN.
+        let m = ask(&r, &query("nope.example.test.", RecordType::ANY, None)).unwrap();
+        assert_eq!(m.response_code(), ResponseCode::NXDomain);
+    }
+
+    /// Where the OPT record starts in a query we built (it is the last record, owner `.`).
+    fn find_opt(bytes: &[u8]) -> Option<usize> {
+        (0..bytes.len().saturating_sub(11))
+            .rev()
+            .find(|&i| bytes[i] == 0 && bytes[i + 1] == 0 && bytes[i + 2] == 41)
+    }
+}
