@@ -575,3 +575,242 @@ default_pools = ["web"]
         .unwrap_or(0.0);
     assert!(slipped >= 53.0, "slipped {slipped}");
 }
+
+/// A proxied load balancer in front of `port` on 127.0.0.1, served by an aggregator with
+/// `extra` proxy flags: (procs, admin, proxy address).
+fn proxy_with(name: &str, port: u16, extra: &[&str]) -> (Procs, SocketAddr, SocketAddr) {
+    let (scratch, key) = scratch_dir_with_key(name);
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[[pools]]\nname = \"web\"\norigins = [{{ name = \"a\", address = \"127.0.0.1\", port = {port} }}]\n[[load_balancers]]\nname = \"www.hostile.test\"\nproxied = true\ndefault_pools = [\"web\"]\n"
+        ),
+    )
+    .expect("config");
+    let (admin, proxy) = (free_tcp(), free_tcp());
+    let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let procs = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &args,
+    )]);
+    wait_healthz(admin);
+    wait_for("the proxy", Duration::from_secs(20), || {
+        TcpStream::connect(proxy).is_ok()
+    });
+    // The scratch directory lives as long as the test binary (the config is read at start).
+    std::mem::forget(scratch);
+    (procs, admin, proxy)
+}
+
+/// Reads until the peer closes (or `within` passes); how long that took, `None` if still open.
+fn closed_within(s: &mut TcpStream, within: Duration) -> Option<(Duration, Vec<u8>)> {
+    s.set_read_timeout(Some(within)).expect("timeout");
+    let start = Instant::now();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return Some((start.elapsed(), got)),
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {
+                return Some((start.elapsed(), got))
+            }
+            Err(_) => return None,
+        }
+        if start.elapsed() > within {
+            return None;
+        }
+    }
+}
+
+#[test]
+fn a_request_body_that_dribbles_is_cut_at_the_body_timeout() {
+    let origin = origin();
+    let (_p, _admin, proxy) = proxy_with(
+        "hostile-body",
+        origin.port,
+        &["--proxy-body-read-timeout-ms", "500"],
+    );
+    let mut held: Vec<TcpStream> = (0..20)
+        .map(|_| {
+            let mut s = TcpStream::connect(proxy).expect("connect");
+            s.write_all(
+                b"POST / HTTP/1.1\r\nHost: www.hostile.test\r\nContent-Length: 65536\r\n\r\nx",
+            )
+            .expect("one byte of 64 KiB");
+            s
+        })
+        .collect();
+    for s in &mut held {
+        let (took, answer) = closed_within(s, Duration::from_secs(15)).expect("cut, not held");
+        assert!(
+            String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 408"),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+        assert!(took < Duration::from_secs(10), "{took:?}");
+    }
+}
+
+#[test]
+fn a_client_that_never_reads_frees_the_origin_at_the_send_timeout() {
+    // An origin that answers 16 MiB and tells when its connection ended.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (ended_tx, ended) = std::sync::mpsc::channel::<bool>();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let ended_tx = ended_tx.clone();
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let body = vec![b'x'; 16 << 20];
+                let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+                let done = conn
+                    .write_all(head.as_bytes())
+                    .and_then(|_| conn.write_all(&body))
+                    .is_ok();
+                let _ = ended_tx.send(done);
+            });
+        }
+    });
+    let (_p, _admin, proxy) = proxy_with("hostile-send", port, &["--proxy-send-timeout-ms", "500"]);
+    let mut client = TcpStream::connect(proxy).expect("connect");
+    client
+        .write_all(b"GET /big HTTP/1.1\r\nHost: www.hostile.test\r\n\r\n")
+        .expect("request");
+    // Never read: the proxy's writes stall, then it gives up and lets the origin go.
+    let outcome = ended
+        .recv_timeout(Duration::from_secs(20))
+        .expect("the origin connection was released");
+    assert!(
+        !outcome,
+        "the origin could not have sent 16 MiB to a client that reads nothing"
+    );
+    drop(client);
+}
+
+#[test]
+fn an_idle_http2_connection_is_closed_with_a_goaway() {
+    let origin = origin();
+    let (_p, _admin, proxy) = proxy_with(
+        "hostile-h2",
+        origin.port,
+        &["--proxy-h2-idle-timeout-ms", "1000"],
+    );
+    let mut s = TcpStream::connect(proxy).expect("connect");
+    // The preface and an empty SETTINGS frame, then the ACK of the server's SETTINGS.
+    s.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00\x00\x04\x00\x00\x00\x00\x00")
+        .expect("preface");
+    s.write_all(b"\x00\x00\x00\x04\x01\x00\x00\x00\x00")
+        .expect("settings ack");
+    let start = Instant::now();
+    let (took, frames) = closed_within(&mut s, Duration::from_secs(15)).expect("closed, not held");
+    assert!(took < Duration::from_secs(10), "{took:?}");
+    assert!(
+        start.elapsed() >= Duration::from_millis(900),
+        "closed before it was idle"
+    );
+    // Frames: 9-byte headers; a GOAWAY (type 7) among them.
+    let mut i = 0;
+    let mut goaway = false;
+    while i + 9 <= frames.len() {
+        let len = usize::from(frames[i]) << 16
+            | usize::from(frames[i + 1]) << 8
+            | usize::from(frames[i + 2]);
+        goaway |= frames[i + 3] == 7;
+        i += 9 + len;
+    }
+    assert!(goaway, "no GOAWAY in {frames:?}");
+}
+
+#[test]
+fn connections_beyond_a_workers_limit_are_closed_and_counted() {
+    let origin = origin();
+    let (_p, admin, proxy) = proxy_with(
+        "hostile-conns",
+        origin.port,
+        &[
+            "--proxy-workers",
+            "1",
+            "--proxy-max-connections-per-worker",
+            "10",
+        ],
+    );
+    // wait_for in proxy_with used a connection; let it go before filling the worker.
+    std::thread::sleep(Duration::from_millis(100));
+    let held: Vec<TcpStream> = (0..10)
+        .map(|_| TcpStream::connect(proxy).expect("connect"))
+        .collect();
+    wait_for("ten connections held", Duration::from_secs(5), || true);
+    let mut extra: Vec<TcpStream> = (0..10)
+        .map(|_| TcpStream::connect(proxy).expect("connect"))
+        .collect();
+    for s in &mut extra {
+        let (took, _) = closed_within(s, Duration::from_secs(5)).expect("closed at accept");
+        assert!(took < Duration::from_secs(3));
+    }
+    let refused = scrape(admin)
+        .lines()
+        .find(|l| l.starts_with("meshlb_proxy_connections_refused_total"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(refused >= 10.0, "refused {refused}");
+    // Freed slots serve again.
+    drop(held);
+    wait_for("a request served again", Duration::from_secs(10), || {
+        let mut s = TcpStream::connect(proxy).expect("connect");
+        s.write_all(b"GET / HTTP/1.1\r\nHost: www.hostile.test\r\nConnection: close\r\n\r\n")
+            .is_ok()
+            && closed_within(&mut s, Duration::from_secs(3))
+                .is_some_and(|(_, a)| a.starts_with(b"HTTP/1.1 200"))
+    });
+}
+
+#[test]
+fn an_http2_answer_that_outlasts_the_idle_timeout_is_not_cut() {
+    // An origin that sends its 30-byte body over 3 s.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf);
+                let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 30\r\n\r\n");
+                for _ in 0..30 {
+                    std::thread::sleep(Duration::from_millis(100));
+                    if conn.write_all(b"x").is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let (_p, _admin, proxy) = proxy_with(
+        "hostile-h2-long",
+        port,
+        &["--proxy-h2-idle-timeout-ms", "500"],
+    );
+    let out = Command::new("curl")
+        .args(["-s", "--http2-prior-knowledge", "--max-time", "20"])
+        .args(["-H", "Host: www.hostile.test"])
+        .arg(format!("http://{proxy}/slow"))
+        .output()
+        .expect("curl");
+    assert!(out.status.success(), "curl: {:?}", out.status);
+    assert_eq!(
+        out.stdout,
+        vec![b'x'; 30],
+        "the whole body, though it took 3 s"
+    );
+}

@@ -90,6 +90,27 @@ pub struct Args {
     /// recently used make room.
     #[arg(long = "proxy-max-header-sessions", value_name = "N", default_value_t = 1 << 18)]
     proxy_max_header_sessions: usize,
+    /// A client must send a request's head within this (and between keep-alive requests).
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    proxy_header_timeout_ms: u64,
+    /// The longest wait for a request body's next bytes.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    proxy_body_read_timeout_ms: u64,
+    /// The longest a whole request body may take.
+    #[arg(long, value_name = "MS", default_value_t = 300_000)]
+    proxy_body_timeout_ms: u64,
+    /// The longest a write may wait for the client to read it.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    proxy_send_timeout_ms: u64,
+    /// An HTTP/2 connection with no request in flight for this long is closed (GOAWAY).
+    #[arg(long, value_name = "MS", default_value_t = 60_000)]
+    proxy_h2_idle_timeout_ms: u64,
+    /// HTTP/2 PING interval; a client that does not answer within it is cut (0: no PINGs).
+    #[arg(long, value_name = "MS", default_value_t = 20_000)]
+    proxy_h2_keepalive_ms: u64,
+    /// Client connections each proxy worker serves at once; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 16_384)]
+    proxy_max_connections_per_worker: usize,
     /// A PEM certificate chain for TLS; SNI picks the one valid for the name (the first is
     /// the default). Repeat with --tls-key in the same order.
     #[arg(long = "tls-cert", value_name = "FILE")]
@@ -106,6 +127,11 @@ pub struct Args {
     warmup_timeout: u64,
     #[command(flatten)]
     mesh: MeshArgs,
+}
+
+/// A duration flag in milliseconds, at least 1 ms.
+fn ms(v: u64) -> Duration {
+    Duration::from_millis(v.max(1))
 }
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
@@ -247,6 +273,13 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     lb_proxy::ProxySettings {
                         workers: args.proxy_workers.unwrap_or(defaults.workers).max(1),
                         max_header_sessions: args.proxy_max_header_sessions.max(1),
+                        header_read_timeout: ms(args.proxy_header_timeout_ms),
+                        body_read_timeout: ms(args.proxy_body_read_timeout_ms),
+                        body_timeout: ms(args.proxy_body_timeout_ms),
+                        send_timeout: ms(args.proxy_send_timeout_ms),
+                        h2_idle_timeout: ms(args.proxy_h2_idle_timeout_ms),
+                        h2_keep_alive_interval: Duration::from_millis(args.proxy_h2_keepalive_ms),
+                        max_connections_per_worker: args.proxy_max_connections_per_worker.max(1),
                         ..defaults
                     },
                 )

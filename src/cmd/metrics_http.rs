@@ -40,6 +40,10 @@ fn describe() {
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
     );
     describe_counter!(
+        "meshlb_proxy_connections_refused_total",
+        "Client connections closed at accept because their proxy worker was at --proxy-max-connections-per-worker."
+    );
+    describe_counter!(
         "meshlb_dns_rrl_total",
         "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
     );

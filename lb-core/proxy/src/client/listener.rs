@@ -7,8 +7,10 @@
 //! serves ~25 % more requests than a work-stealing runtime (bench/proxy.sh).
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +27,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::body::ProxyBody;
 use crate::client::http1::{self, Served};
 use crate::client::prefixed::Prefixed;
+use crate::client::timed_write::TimedWrite;
 use crate::lazy_timer::LazyTimer;
 use crate::origin::pool::Upstream;
 use crate::route::{Peer, Proxy};
@@ -137,23 +140,37 @@ async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (header_read_timeout, max_buf) = {
+    let (header_read_timeout, max_buf, h2_idle, h2_keep_alive) = {
         let proxy = conn.0.load();
+        let s = &proxy.settings;
         (
-            proxy.settings.header_read_timeout,
-            proxy.settings.max_header_bytes,
+            s.header_read_timeout,
+            s.max_header_bytes,
+            s.h2_idle_timeout,
+            Some(s.h2_keep_alive_interval).filter(|d| !d.is_zero()),
         )
     };
+    let activity = Arc::new(Activity::default());
+    let seen = Arc::clone(&activity);
     let service = service_fn(move |req: Request<Incoming>| {
         let conn = Arc::clone(&conn);
+        let busy = Busy::new(&seen);
         async move {
             let (serving, upstream, peer) = &*conn;
             // The proxy of the moment the request arrives; it serves the request to its end.
             let proxy = serving.load_full();
-            let req = req.map(ProxyBody::Stream);
+            let req = req.map(|b| {
+                ProxyBody::client(
+                    b,
+                    proxy.settings.body_read_timeout,
+                    proxy.settings.body_timeout,
+                )
+            });
             // HTTP/2 streams run at once, so each request has its own.
             let mut answer_timer = LazyTimer::default();
-            Ok::<_, Infallible>(proxy.handle(upstream, req, peer, &mut answer_timer).await)
+            let response = proxy.handle(upstream, req, peer, &mut answer_timer).await;
+            // In flight until the answer's body has gone out, not just its head.
+            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
         }
     });
     match http {
@@ -174,9 +191,130 @@ where
         }
         Http::Two => {
             let mut builder = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
-            builder.timer(TokioTimer::new());
-            let _ = builder.serve_connection(TokioIo::new(io), service).await;
+            builder
+                .timer(TokioTimer::new())
+                // A client that stops answering PINGs is cut after one more interval.
+                .keep_alive_interval(h2_keep_alive)
+                .keep_alive_timeout(h2_keep_alive.unwrap_or(Duration::from_secs(20)));
+            let conn = builder.serve_connection(TokioIo::new(io), service);
+            serve_h2_until_idle(conn, activity, h2_idle).await;
         }
+    }
+}
+
+/// Requests in flight on a connection, and when the last one ended (for the HTTP/2 idle
+/// timeout).
+#[derive(Default)]
+struct Activity {
+    in_flight: std::sync::atomic::AtomicUsize,
+    idle_since: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+/// One request in flight, until its answer's body is dropped.
+struct Busy(Arc<Activity>);
+
+/// An answer's body, holding its request's place in `Activity` until it is done.
+struct Tracked {
+    body: ProxyBody,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Tracked {
+    type Data = bytes::Bytes;
+    type Error = io::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<io::Result<hyper::body::Frame<bytes::Bytes>>>> {
+        Pin::new(&mut self.get_mut().body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl Busy {
+    fn new(a: &Arc<Activity>) -> Busy {
+        a.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Busy(Arc::clone(a))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        if self
+            .0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed)
+            == 1
+        {
+            if let Ok(mut at) = self.0.idle_since.lock() {
+                *at = Some(tokio::time::Instant::now());
+            }
+        }
+    }
+}
+
+/// Serves an HTTP/2 connection, shutting it down gracefully (GOAWAY; streams in progress
+/// finish) once no request has been in flight for `idle`: a client that sends its preface and
+/// goes silent holds nothing for long. hyper's graceful shutdown waits for the client to
+/// acknowledge a PING; a client that does not is dropped `idle` later (at most 10 s).
+async fn serve_h2_until_idle<F>(conn: F, activity: Arc<Activity>, idle: Duration)
+where
+    F: Future + GracefulShutdown,
+{
+    let conn = std::pin::pin!(conn);
+    let mut conn = conn;
+    let started = tokio::time::Instant::now();
+    let check = (idle / 4).max(Duration::from_millis(10));
+    let grace = idle.min(Duration::from_secs(10));
+    let mut shutting_down = false;
+    let mut give_up = tokio::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            () = tokio::time::sleep_until(give_up), if shutting_down => return,
+            () = tokio::time::sleep(check), if !shutting_down => {
+                let busy = activity.in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0;
+                let since = activity
+                    .idle_since
+                    .lock()
+                    .ok()
+                    .and_then(|a| *a)
+                    .unwrap_or(started);
+                if !busy && since.elapsed() >= idle {
+                    conn.as_mut().shutdown_gracefully();
+                    shutting_down = true;
+                    give_up = tokio::time::Instant::now() + grace;
+                }
+            }
+        }
+    }
+}
+
+/// hyper's `graceful_shutdown`, for the HTTP/2 connection future.
+trait GracefulShutdown {
+    fn shutdown_gracefully(self: Pin<&mut Self>);
+}
+
+impl<I, S, E, B> GracefulShutdown for hyper::server::conn::http2::Connection<I, S, E>
+where
+    S: hyper::service::HttpService<Incoming, ResBody = B>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    I: hyper::rt::Read + hyper::rt::Write + Unpin,
+    B: hyper::body::Body + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    E: hyper::rt::bounds::Http2ServerConnExec<S::Future, B>,
+{
+    fn shutdown_gracefully(self: Pin<&mut Self>) {
+        self.graceful_shutdown();
     }
 }
 
@@ -201,10 +339,18 @@ async fn accept_loop(
     mut stop: watch::Receiver<bool>,
 ) {
     // Settings are the listener's, not the config's: a reload does not change them.
-    let (upstream, header_read_timeout) = {
+    let (upstream, header_read_timeout, send_timeout, max_connections) = {
         let proxy = serving.load();
-        (proxy.upstream(), proxy.settings.header_read_timeout)
+        let s = &proxy.settings;
+        (
+            proxy.upstream(),
+            s.header_read_timeout,
+            s.send_timeout,
+            s.max_connections_per_worker.max(1),
+        )
     };
+    let slots = Arc::new(tokio::sync::Semaphore::new(max_connections));
+    let refused = metrics::counter!("meshlb_proxy_connections_refused_total");
     loop {
         let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -218,11 +364,18 @@ async fn accept_loop(
             },
             _ = stop.changed() => return,
         };
+        // At the worker's connection limit: closed at once, counted.
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            refused.increment(1);
+            drop(stream);
+            continue;
+        };
         let _ = stream.set_nodelay(true);
         let serving = Arc::clone(&serving);
         let upstream = Arc::clone(&upstream);
         let acceptor = acceptor.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             match acceptor {
                 Some(acceptor) => {
                     if let Ok(Ok(tls_stream)) =
@@ -232,12 +385,14 @@ async fn accept_loop(
                             Some(b"h2") => Http::Two,
                             _ => Http::One,
                         };
-                        serve_connection(serving, upstream, tls_stream, peer, true, http).await;
+                        let io = TimedWrite::new(tls_stream, send_timeout);
+                        serve_connection(serving, upstream, io, peer, true, http).await;
                     }
                 }
                 None => {
                     if let Some((http, stream)) = sniff(stream, header_read_timeout).await {
-                        serve_connection(serving, upstream, stream, peer, false, http).await;
+                        let io = TimedWrite::new(stream, send_timeout);
+                        serve_connection(serving, upstream, io, peer, false, http).await;
                     }
                 }
             }

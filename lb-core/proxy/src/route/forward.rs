@@ -100,6 +100,12 @@ impl Proxy {
                         let bytes = c.to_bytes();
                         (ProxyBody::bytes(bytes.clone()), Some(bytes))
                     }
+                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+                        break 'answer Answer::Made(text(
+                            StatusCode::REQUEST_TIMEOUT,
+                            "meshlb: the request body did not arrive in time\n".into(),
+                        ))
+                    }
                     Err(_) => {
                         break 'answer Answer::Made(text(
                             StatusCode::BAD_REQUEST,

@@ -62,6 +62,19 @@ pub struct ProxySettings {
     pub workers: usize,
     /// Header-affinity sessions kept (`route/sessions.rs`); the least recently used go first.
     pub max_header_sessions: usize,
+    /// A client's request body: the longest wait for its next bytes...
+    pub body_read_timeout: Duration,
+    /// ...and for all of it (`body.rs`).
+    pub body_timeout: Duration,
+    /// The longest a write to a client may wait for it to read (`client/timed_write.rs`): a
+    /// client that stops reading frees the origin connection and its outstanding count.
+    pub send_timeout: Duration,
+    /// An HTTP/2 connection with no request in flight for this long is closed (GOAWAY).
+    pub h2_idle_timeout: Duration,
+    /// HTTP/2 PING interval; a client that does not answer one within the interval is cut.
+    pub h2_keep_alive_interval: Duration,
+    /// Client connections each worker serves at once; more are closed at accept and counted.
+    pub max_connections_per_worker: usize,
 }
 
 impl Default for ProxySettings {
@@ -75,6 +88,12 @@ impl Default for ProxySettings {
             replay_limit: 64 << 10,
             workers: std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get),
             max_header_sessions: super::sessions::DEFAULT_MAX_HEADER_SESSIONS,
+            body_read_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(300),
+            send_timeout: Duration::from_secs(30),
+            h2_idle_timeout: Duration::from_secs(60),
+            h2_keep_alive_interval: Duration::from_secs(20),
+            max_connections_per_worker: 16_384,
         }
     }
 }
