@@ -268,3 +268,81 @@ fn a_decompression_bomb_is_refused() {
         "{err:#}"
     );
 }
+
+/// An Ack from a key holder whose delta names a key version above its own `max_version`
+/// (upstream chitchat applies it and trips an `assert!`, panicking the gossip task) is
+/// refused and counted, and the node goes on gossiping (vendor/chitchat/PATCHES.md, patch 3).
+#[tokio::test]
+async fn a_malformed_delta_is_refused_and_the_node_keeps_gossiping() {
+    let (a, _, a_addr) = node("a", KEY, &[]).await;
+    let id = a.chitchat_id().clone();
+    // The delta's ops (chitchat's wire format, serialize.rs and delta.rs): this node, then a
+    // key at version 200,000, then a max_version of 100,000 below it.
+    let mut ops = vec![0u8]; // Node
+    ops.extend_from_slice(&(id.node_id.len() as u16).to_le_bytes());
+    ops.extend_from_slice(id.node_id.as_bytes());
+    ops.extend_from_slice(&id.generation_id.to_le_bytes());
+    match id.gossip_advertise_addr {
+        SocketAddr::V4(v4) => {
+            ops.push(4);
+            ops.extend_from_slice(&v4.ip().octets());
+        }
+        SocketAddr::V6(v6) => {
+            ops.push(6);
+            ops.extend_from_slice(&v6.ip().octets());
+        }
+    }
+    ops.extend_from_slice(&id.gossip_advertise_addr.port().to_le_bytes());
+    ops.extend_from_slice(&0u64.to_le_bytes()); // last_gc_version
+    ops.extend_from_slice(&0u64.to_le_bytes()); // from_version_excluded
+    ops.push(1); // KeyValue
+    for s in ["forged", "value"] {
+        ops.extend_from_slice(&(s.len() as u16).to_le_bytes());
+        ops.extend_from_slice(s.as_bytes());
+    }
+    ops.extend_from_slice(&200_000u64.to_le_bytes());
+    ops.push(0); // Set
+    ops.push(2); // SetMaxVersion
+    ops.extend_from_slice(&100_000u64.to_le_bytes());
+    let mut envelope = chitchat::ChitchatEnvelope {
+        version: ProtocolVersion::V0,
+        message: chitchat::ChitchatMessage::BadCluster,
+    }
+    .serialize_to_vec();
+    envelope.truncate(3);
+    envelope.push(2); // Ack
+    envelope.push(2); // an uncompressed block
+    envelope.extend_from_slice(&(ops.len() as u16).to_le_bytes());
+    envelope.extend_from_slice(&ops);
+    envelope.push(0); // no more blocks
+    assert!(chitchat::ChitchatEnvelope::deserialize(&mut envelope.as_slice()).is_ok());
+    let before = chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed);
+    let ring = KeyRing::new(KEY, None).expect("key");
+    let insider = tokio::net::UdpSocket::bind("127.0.0.1:0")
+        .await
+        .expect("udp");
+    let now = lb_core::clock::unix_ms();
+    for d in mesh::seal::seal_datagrams(&ring, "test-cluster", now, &envelope, 9) {
+        insider.send_to(&d, a_addr).await.expect("send");
+    }
+    assert!(
+        holds_within(Duration::from_secs(5), || async {
+            chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed) > before
+        })
+        .await,
+        "the delta was not refused as malformed"
+    );
+    // Still alive: a new member joins and is seen.
+    let (b, _, _) = node("b", KEY, &[a_addr]).await;
+    assert!(
+        holds_within(Duration::from_secs(10), || sees(&a, "b", "role", "b")).await,
+        "a stopped gossiping"
+    );
+    assert!(
+        !sees(&a, "a", "forged", "value").await,
+        "the forged key was not applied"
+    );
+    for h in [a, b] {
+        let _ = h.shutdown().await;
+    }
+}
