@@ -323,10 +323,18 @@ default_pools = ["web"]
     )]);
     // Probers join the aggregator at the gossip address it tells in /members.
     wait_healthz(admin);
-    let agg_gossip = get(admin, "/members")
-        .and_then(|m| m[0]["address"].as_str().map(str::to_string))
-        .and_then(|a| a.parse::<SocketAddr>().ok())
-        .expect("aggregator gossip address");
+    let mut agg_gossip: Option<SocketAddr> = None;
+    wait_for(
+        "the aggregator in /members",
+        Duration::from_secs(10),
+        || {
+            agg_gossip = get(admin, "/members")
+                .and_then(|m| m[0]["address"].as_str().map(str::to_string))
+                .and_then(|a| a.parse::<SocketAddr>().ok());
+            agg_gossip.is_some()
+        },
+    );
+    let agg_gossip = agg_gossip.expect("aggregator gossip address");
     procs.0.push(prober(
         &config,
         &key,
@@ -813,4 +821,129 @@ fn an_http2_answer_that_outlasts_the_idle_timeout_is_not_cut() {
         vec![b'x'; 30],
         "the whole body, though it took 3 s"
     );
+}
+
+#[test]
+fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
+    use mesh::keys::{encode_drains, DrainDecision, DRAINS};
+    let (scratch, key) = scratch_dir_with_key("hostile-drains");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        "[[pools]]\nname = \"web\"\norigins = [{ name = \"a\", address = \"192.0.2.1\" }, { name = \"b\", address = \"192.0.2.2\" }]\n[[load_balancers]]\nname = \"www.hostile.test\"\ndefault_pools = [\"web\"]\n",
+    )
+    .expect("config");
+    let admin = free_tcp();
+    let _p = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &admin_token_args(scratch.path()),
+    )]);
+    wait_healthz(admin);
+    let mut seed = String::new();
+    wait_for(
+        "the aggregator in /members",
+        Duration::from_secs(10),
+        || {
+            seed = get(admin, "/members")
+                .and_then(|m| m[0]["address"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            !seed.is_empty()
+        },
+    );
+    let now_ms = lb_core::clock::unix_ms();
+    let decision = |endpoint: &str, at_ms: u64| DrainDecision {
+        pool: "web".into(),
+        endpoint: endpoint.into(),
+        draining: true,
+        since: now_ms / 1000,
+        at_ms,
+    };
+    let passphrase = std::fs::read_to_string(&key).expect("key");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let _insiders = runtime.block_on(async {
+        let mut nodes = Vec::new();
+        // A prober drains a; a node claiming to be an aggregator drains b for ever.
+        for (name, role, d) in [
+            ("insider-prober", mesh::Role::Prober, decision("a", now_ms)),
+            (
+                "insider-aggregator",
+                mesh::Role::Aggregator,
+                decision("b", u64::MAX),
+            ),
+        ] {
+            let node = mesh::start(
+                &mesh::NodeIdentity {
+                    node_id: name.into(),
+                    role,
+                    region: "WEU".into(),
+                    datacenter: "fra".into(),
+                    config_hash: String::new(),
+                    config_loaded_at: 0,
+                },
+                &mesh::MeshSettings {
+                    cluster_id: "meshlb".into(),
+                    listen: free_udp(),
+                    advertise: None,
+                    seeds: vec![seed.clone()],
+                    gossip_interval: Duration::from_millis(100),
+                    keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
+                    dead_node_grace: Duration::from_secs(60),
+                },
+            )
+            .await
+            .expect("insider");
+            let value = encode_drains(&[d]);
+            node.handle
+                .with_chitchat(|c| c.self_node_state().set(DRAINS, &value))
+                .await;
+            nodes.push(node);
+        }
+        nodes
+    });
+    wait_for("both insiders live", Duration::from_secs(20), || {
+        get(admin, "/members").is_some_and(|m| {
+            m.as_array().is_some_and(|a| {
+                a.iter()
+                    .filter(|n| {
+                        n["node_id"]
+                            .as_str()
+                            .is_some_and(|id| id.starts_with("insider"))
+                    })
+                    .filter(|n| n["alive"] == true)
+                    .count()
+                    == 2
+            })
+        })
+    });
+    wait_for(
+        "the future-stamped decision refused",
+        Duration::from_secs(10),
+        || {
+            scrape(admin).lines().any(|l| {
+                l.starts_with("meshlb_drain_decisions_refused_total") && !l.ends_with(" 0")
+            })
+        },
+    );
+    let drained = || {
+        get(admin, "/drain")
+            .and_then(|v| v.as_array().map(|a| a.len()))
+            .unwrap_or(usize::MAX)
+    };
+    assert_eq!(drained(), 0, "neither forged drain is in force");
+    // The operator still drains and undrains.
+    let bearer = "Authorization: Bearer secret-token";
+    assert_eq!(
+        call(admin, "POST", "/drain?pool=web&endpoint=b", &[bearer]),
+        200
+    );
+    assert_eq!(drained(), 1);
+    assert_eq!(
+        call(admin, "DELETE", "/drain?pool=web&endpoint=b", &[bearer]),
+        200
+    );
+    assert_eq!(drained(), 0);
 }
