@@ -359,6 +359,13 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         });
         vital.task("admin API", admin);
         vital.task("tally loop", tally_loop);
+        let mut dns_server = dns_server;
+        if let Some(server) = dns_server.as_mut() {
+            vital.threads("DNS server", server.take_ended());
+        }
+        for p in &mut proxies {
+            vital.threads("proxy", p.take_ended());
+        }
         let stop = stopped();
         tokio::pin!(stop);
         loop {

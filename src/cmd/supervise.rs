@@ -22,6 +22,13 @@ impl Ending for () {
     }
 }
 
+/// A thread's end as told by `lb_edge::Ended`.
+impl Ending for String {
+    fn describe(self) -> String {
+        self
+    }
+}
+
 impl<E: Display> Ending for Result<(), E> {
     fn describe(self) -> String {
         match self {
@@ -67,6 +74,13 @@ impl Vital {
         self.owned.push(handle.abort_handle());
         self.watches
             .push((name, Box::pin(async move { joined(handle.await) })));
+    }
+
+    /// Watches a frontend's OS threads (the DNS server's, the proxy's workers).
+    pub fn threads(&mut self, name: &'static str, ended: Option<lb_edge::Ended>) {
+        if let Some(ended) = ended {
+            self.task(name, tokio::task::spawn_blocking(move || ended.wait()));
+        }
     }
 
     /// Watches something that resolves when a part of the node ends (say, chitchat's

@@ -151,6 +151,8 @@ impl RequestHandler for Handler {
 /// Running listeners; dropped or `shutdown`, they stop.
 pub struct DnsServer {
     udp: Vec<std::thread::JoinHandle<()>>,
+    /// Told when a UDP thread ends (`take_ended`).
+    ended: Option<lb_edge::Ended>,
     stop: Arc<AtomicBool>,
     tcp: ServerFuture<Handler>,
     /// The bound addresses (UDP and TCP share each), in the order given.
@@ -192,6 +194,7 @@ impl DnsServer {
     ) -> io::Result<DnsServer> {
         // One limiter for every UDP socket: a client's flows spread over them.
         let rrl = Rrl::new(rrl).map(Arc::new);
+        let (signal, ended) = lb_edge::end_signal();
         let mut udp = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
         let mut tcp = ServerFuture::new(Handler(Arc::clone(&responder)));
@@ -209,20 +212,30 @@ impl DnsServer {
                 })?;
                 let (responder, stop, rrl) =
                     (Arc::clone(&responder), Arc::clone(&stop), rrl.clone());
+                let end = signal.guard(format!("dns-udp-{addr}"));
                 udp.push(
                     std::thread::Builder::new()
                         .name(format!("dns-udp-{addr}"))
-                        .spawn(move || super::batch::serve(socket, responder, rrl, stop))?,
+                        .spawn(move || {
+                            let _end = end;
+                            super::batch::serve(socket, responder, rrl, stop)
+                        })?,
                 );
             }
             bound.push(addr);
         }
         Ok(DnsServer {
             udp,
+            ended: Some(ended),
             stop,
             tcp,
             addrs: bound,
         })
+    }
+
+    /// Where the end of the first UDP thread to end is told (once; for supervision).
+    pub fn take_ended(&mut self) -> Option<lb_edge::Ended> {
+        self.ended.take()
     }
 
     pub async fn shutdown(mut self) {

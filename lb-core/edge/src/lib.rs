@@ -15,8 +15,10 @@ use lb_core::request::{Pop, RequestContext};
 use lb_core::steering::{Decision, Engine};
 
 mod generation;
+mod thread_end;
 
 pub use generation::{Generation, GenerationMismatch, Serving};
+pub use thread_end::{end_signal, EndSignal, Ended, ThreadEnd};
 
 /// The PoPs serving the proxy that DNS answers proxied names with (`lb_core::pops`): live and
 /// ready aggregators with advertised proxy addresses, as the aggregator last saw the mesh.

@@ -38,6 +38,15 @@ use lb_edge::Serving;
 pub struct ProxyListener {
     pub addr: SocketAddr,
     stop: watch::Sender<bool>,
+    /// Told when a worker thread ends (`take_ended`).
+    ended: Option<lb_edge::Ended>,
+}
+
+impl ProxyListener {
+    /// Where the end of the first worker to end is told (once; for supervision).
+    pub fn take_ended(&mut self) -> Option<lb_edge::Ended> {
+        self.ended.take()
+    }
 }
 
 impl Drop for ProxyListener {
@@ -417,6 +426,7 @@ pub fn listen(
         sockets.push(reuseport_listener(addr).map_err(context)?);
     }
     let (stop, stopped) = watch::channel(false);
+    let (signal, ended) = lb_edge::end_signal();
     let acceptor = tls.map(TlsAcceptor::from);
     for (i, socket) in sockets.into_iter().enumerate() {
         let runtime = tokio::runtime::Builder::new_current_thread()
@@ -424,9 +434,11 @@ pub fn listen(
             .build()?;
         let (serving, acceptor, stopped) =
             (Arc::clone(&serving), acceptor.clone(), stopped.clone());
+        let end = signal.guard(format!("proxy-{}-{i}", addr.port()));
         std::thread::Builder::new()
             .name(format!("proxy-{}-{i}", addr.port()))
             .spawn(move || {
+                let _end = end;
                 runtime.block_on(async move {
                     match TcpListener::from_std(socket) {
                         Ok(listener) => accept_loop(listener, serving, acceptor, stopped).await,
@@ -436,5 +448,9 @@ pub fn listen(
                 // Dropping the runtime here cancels this worker's connections.
             })?;
     }
-    Ok(ProxyListener { addr, stop })
+    Ok(ProxyListener {
+        addr,
+        stop,
+        ended: Some(ended),
+    })
 }
