@@ -48,7 +48,6 @@ pub(crate) fn serve(
     rrl: Option<Arc<Rrl>>,
     stop: Arc<AtomicBool>,
 ) {
-    let epoch = std::time::Instant::now();
     let fd = socket.as_raw_fd();
     let mut queries = vec![[0u8; MAX_QUERY]; BATCH];
     let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(1232)).collect();
@@ -95,9 +94,7 @@ pub(crate) fn serve(
             }
             let slot = to.len();
             let query = &queries[i][..(*len).min(MAX_QUERY)];
-            let limit = rrl.as_ref().map_or(Limit::Send, |r| {
-                r.check(src.ip(), epoch.elapsed().as_millis() as u64)
-            });
+            let limit = rrl.as_ref().map_or(Limit::Send, |r| r.check_now(src.ip()));
             let answered = match limit {
                 Limit::Send => responder.answer_datagram(query, src, &mut answers[slot]),
                 Limit::Slip => responder.slip_datagram(query, &mut answers[slot]),

@@ -64,6 +64,8 @@ struct Bucket {
 #[derive(Debug)]
 pub struct Rrl {
     settings: RrlSettings,
+    /// The one clock of every thread that shares the limiter.
+    epoch: std::time::Instant,
     shards: Vec<Mutex<LruCache<u128, Bucket>>>,
     slipped: metrics::Counter,
     dropped: metrics::Counter,
@@ -79,6 +81,7 @@ impl Rrl {
             .unwrap_or(NonZeroUsize::MIN);
         Some(Rrl {
             settings,
+            epoch: std::time::Instant::now(),
             shards: (0..SHARDS)
                 .map(|_| Mutex::new(LruCache::new(per_shard)))
                 .collect(),
@@ -103,7 +106,12 @@ impl Rrl {
         }
     }
 
-    /// Whether an answer to `ip` goes out at `now_ms`, and how.
+    /// Whether an answer to `ip` goes out now, and how.
+    pub fn check_now(&self, ip: IpAddr) -> Limit {
+        self.check(ip, self.epoch.elapsed().as_millis() as u64)
+    }
+
+    /// Whether an answer to `ip` goes out at `now_ms` (on the limiter's clock), and how.
     pub fn check(&self, ip: IpAddr, now_ms: u64) -> Limit {
         let key = self.prefix(ip);
         let shard = &self.shards[(key as usize ^ (key >> 64) as usize) & (SHARDS - 1)];

@@ -37,6 +37,8 @@ pub struct ClientBody {
     per_read: Duration,
     deadline: tokio::time::Instant,
     timer: Option<Pin<Box<tokio::time::Sleep>>>,
+    /// The timer counts a wait now (armed at the first pending poll after progress).
+    armed: bool,
 }
 
 impl ClientBody {
@@ -46,6 +48,7 @@ impl ClientBody {
             per_read,
             deadline: tokio::time::Instant::now() + whole,
             timer: None,
+            armed: false,
         }
     }
 
@@ -70,17 +73,19 @@ impl Body for ClientBody {
         let me = &mut *self;
         match Pin::new(&mut me.inner).poll_frame(cx) {
             Poll::Ready(f) => {
-                // Progress: the next frame gets a fresh per-read wait.
-                if let Some(t) = me.timer.as_mut() {
-                    let next = (tokio::time::Instant::now() + me.per_read).min(me.deadline);
-                    t.as_mut().reset(next);
-                }
+                // Progress: the next wait starts when the next poll has to wait (not now: the
+                // proxy may not read on while the origin pushes back).
+                me.armed = false;
                 Poll::Ready(f.map(|r| r.map_err(io::Error::other)))
             }
             Poll::Pending => {
-                if me.timer.is_none() {
+                if !me.armed {
                     let at = me.next_deadline();
-                    me.timer = Some(Box::pin(tokio::time::sleep_until(at)));
+                    match me.timer.as_mut() {
+                        Some(t) => t.as_mut().reset(at),
+                        None => me.timer = Some(Box::pin(tokio::time::sleep_until(at))),
+                    }
+                    me.armed = true;
                 }
                 match me.timer.as_mut().map(|t| t.as_mut().poll(cx)) {
                     Some(Poll::Ready(())) => Poll::Ready(Some(Err(body_timed_out()))),

@@ -285,16 +285,27 @@ impl ReplayCache {
     /// Whether `nonce` is new (and now remembered); `false` for a replay.
     pub fn fresh(&mut self, nonce: u128, now_ms: u64) -> bool {
         let horizon = now_ms.saturating_sub(2 * MAX_CLOCK_SKEW_MS);
+        // Expired entries go first; a refused replay never makes room (which would let a
+        // stream of replays push out, then pass, the nonce being replayed).
         while let Some(&(at, old)) = self.order.front() {
-            if at >= horizon && self.order.len() < self.capacity {
+            if at >= horizon {
                 break;
             }
             self.order.pop_front();
             self.seen.remove(&old);
         }
-        if !self.seen.insert(nonce) {
+        if self.seen.contains(&nonce) {
             return false;
         }
+        while self.order.len() >= self.capacity {
+            match self.order.pop_front() {
+                Some((_, old)) => {
+                    self.seen.remove(&old);
+                }
+                None => break,
+            }
+        }
+        self.seen.insert(nonce);
         self.order.push_back((now_ms, nonce));
         true
     }
@@ -434,6 +445,18 @@ mod tests {
         // Entries older than twice the skew are forgotten (their datagrams no longer open).
         assert!(c.fresh(5, 1_004 + 2 * MAX_CLOCK_SKEW_MS + 10));
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn replays_into_a_full_cache_never_push_out_the_replayed_nonce() {
+        let mut c = ReplayCache::new(3);
+        for n in 1..=3 {
+            assert!(c.fresh(n, 1_000));
+        }
+        for _ in 0..10 {
+            assert!(!c.fresh(1, 1_001), "still a replay");
+        }
+        assert_eq!(c.len(), 3);
     }
 
     proptest! {

@@ -70,8 +70,11 @@ impl HeaderSessions {
         }
     }
 
+    /// The shard of a key: its bits mixed (a multiplicative hash of all 64), so keys that a
+    /// client picks to share their low bits still spread.
     fn shard(&self, key: u64) -> &Mutex<LruCache<u64, Session>> {
-        &self.shards[(key as usize) & (SHARDS - 1)]
+        let mixed = (key ^ (key >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        &self.shards[(mixed >> 60) as usize & (SHARDS - 1)]
     }
 
     /// The live session of `key` at `now`; an expired one is dropped.
@@ -98,8 +101,9 @@ impl HeaderSessions {
             seen: now,
             ttl,
         };
-        if let Some((old, _)) = shard.push(key, session) {
-            if old != key {
+        if let Some((old, pushed_out)) = shard.push(key, session) {
+            // A live session made room; an expired one was due to go anyway.
+            if old != key && !pushed_out.expired(now) {
                 self.evicted.increment(1);
                 #[cfg(test)]
                 self.evictions
