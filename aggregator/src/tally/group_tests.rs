@@ -12,7 +12,15 @@ use super::*;
 
 /// Checks, in order: http (must_be_healthy), tcp (decides), deep (monitoring_only).
 fn config() -> Config {
-    let text = r#"
+    config_with(
+        r#"{ monitor = "http", must_be_healthy = true }, { monitor = "tcp" }, { monitor = "deep", monitoring_only = true }"#,
+    )
+}
+
+/// Three monitors, and a group `g` of `members` on pool `p` (one endpoint, three regions).
+fn config_with(members: &str) -> Config {
+    let text = format!(
+        r#"
 [[monitors]]
 name = "http"
 interval = 10
@@ -25,21 +33,18 @@ name = "deep"
 interval = 10
 [[monitor_groups]]
 name = "g"
-members = [
-  { monitor = "http", must_be_healthy = true },
-  { monitor = "tcp" },
-  { monitor = "deep", monitoring_only = true },
-]
+members = [{members}]
 [[pools]]
 name = "p"
 monitor_group = "g"
 check_regions = ["WEU", "ENAM", "SEAS"]
-origins = [{ name = "e", address = "192.0.2.1" }]
+origins = [{{ name = "e", address = "192.0.2.1" }}]
 [[load_balancers]]
 name = "lb.test"
 default_pools = ["p"]
-"#;
-    Config::parse("t.toml", text, &RegionsTable::embedded().expect("regions")).expect("config")
+"#
+    );
+    Config::parse("t.toml", &text, &RegionsTable::embedded().expect("regions")).expect("config")
 }
 
 const HTTP: usize = 0;
@@ -178,35 +183,8 @@ fn steering_rtt_comes_from_the_deciding_members() {
 fn a_member_added_by_a_reload_keeps_the_others_verdicts() {
     let c = config();
     let settled = run(&c, [true, true, true], &TallyState::new(&c)).state;
-    let text_without_deep = r#"
-[[monitors]]
-name = "http"
-interval = 10
-[[monitors]]
-name = "tcp"
-type = "tcp"
-interval = 10
-[[monitors]]
-name = "deep"
-interval = 10
-[[monitor_groups]]
-name = "g"
-members = [{ monitor = "http", must_be_healthy = true }, { monitor = "tcp" }]
-[[pools]]
-name = "p"
-monitor_group = "g"
-check_regions = ["WEU", "ENAM", "SEAS"]
-origins = [{ name = "e", address = "192.0.2.1" }]
-[[load_balancers]]
-name = "lb.test"
-default_pools = ["p"]
-"#;
-    let without = Config::parse(
-        "t.toml",
-        text_without_deep,
-        &RegionsTable::embedded().expect("regions"),
-    )
-    .expect("config");
+    let without =
+        config_with(r#"{ monitor = "http", must_be_healthy = true }, { monitor = "tcp" }"#);
     // Dropping the monitoring_only member keeps the endpoint's identity and verdicts.
     assert!(removed_endpoints(&c, &without).is_empty());
     let carried = settled.carry_over(&c, &without);
@@ -218,14 +196,8 @@ default_pools = ["p"]
     assert_eq!(back.check_verdict(PoolId(0), TCP, E), Verdict::Healthy);
     assert_eq!(back.check_verdict(PoolId(0), DEEP, E), Verdict::Unknown);
     // Making tcp monitoring_only changes what decides: a new identity.
-    let demoted = Config::parse(
-        "t.toml",
-        &text_without_deep.replace(
-            "{ monitor = \"tcp\" }",
-            "{ monitor = \"tcp\", monitoring_only = true }",
-        ),
-        &RegionsTable::embedded().expect("regions"),
-    )
-    .expect("config");
+    let demoted = config_with(
+        r#"{ monitor = "http", must_be_healthy = true }, { monitor = "tcp", monitoring_only = true }"#,
+    );
     assert_eq!(removed_endpoints(&without, &demoted), [(PoolId(0), E)]);
 }
