@@ -44,6 +44,10 @@ fn describe() {
         "Client connections closed at accept because their proxy worker was at --proxy-max-connections-per-worker."
     );
     describe_counter!(
+        "meshlb_proxy_send_timeouts_total",
+        "Answers given up because the client took nothing for --proxy-send-timeout-ms: a stalled HTTP/1 write (connection closed) or an HTTP/2 stream whose window stayed shut (stream reset)."
+    );
+    describe_counter!(
         "meshlb_dns_rrl_total",
         "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
     );

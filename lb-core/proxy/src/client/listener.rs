@@ -26,6 +26,7 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::body::ProxyBody;
 use crate::client::http1::{self, Served};
+use crate::client::in_flight::{Activity, Answer, Busy};
 use crate::client::prefixed::Prefixed;
 use crate::client::timed_write::TimedWrite;
 use crate::lazy_timer::LazyTimer;
@@ -149,7 +150,7 @@ async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let (header_read_timeout, max_buf, h2_idle, h2_keep_alive) = {
+    let (header_read_timeout, max_buf, h2_idle, h2_keep_alive, send_timeout) = {
         let proxy = conn.0.load();
         let s = &proxy.settings;
         (
@@ -157,12 +158,14 @@ where
             s.max_header_bytes,
             s.h2_idle_timeout,
             Some(s.h2_keep_alive_interval).filter(|d| !d.is_zero()),
+            s.send_timeout,
         )
     };
     let activity = Arc::new(Activity::default());
     let seen = Arc::clone(&activity);
     let service = service_fn(move |req: Request<Incoming>| {
         let conn = Arc::clone(&conn);
+        let seen = Arc::clone(&seen);
         let busy = Busy::new(&seen);
         async move {
             let (serving, upstream, peer) = &*conn;
@@ -179,7 +182,10 @@ where
             let mut answer_timer = LazyTimer::default();
             let response = proxy.handle(upstream, req, peer, &mut answer_timer).await;
             // In flight until the answer's body has gone out, not just its head.
-            Ok::<_, Infallible>(response.map(|body| Tracked { body, _busy: busy }))
+            Ok::<_, Infallible>(response.map(|body| match http {
+                Http::One => Answer::Whole { body, _busy: busy },
+                Http::Two => seen.watch(body, busy),
+            }))
         }
     });
     match http {
@@ -206,67 +212,7 @@ where
                 .keep_alive_interval(h2_keep_alive)
                 .keep_alive_timeout(h2_keep_alive.unwrap_or(Duration::from_secs(20)));
             let conn = builder.serve_connection(TokioIo::new(io), service);
-            serve_h2_until_idle(conn, activity, h2_idle).await;
-        }
-    }
-}
-
-/// Requests in flight on a connection, and when the last one ended (for the HTTP/2 idle
-/// timeout).
-#[derive(Default)]
-struct Activity {
-    in_flight: std::sync::atomic::AtomicUsize,
-    idle_since: std::sync::Mutex<Option<tokio::time::Instant>>,
-}
-
-/// One request in flight, until its answer's body is dropped.
-struct Busy(Arc<Activity>);
-
-/// An answer's body, holding its request's place in `Activity` until it is done.
-struct Tracked {
-    body: ProxyBody,
-    _busy: Busy,
-}
-
-impl hyper::body::Body for Tracked {
-    type Data = bytes::Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<io::Result<hyper::body::Frame<bytes::Bytes>>>> {
-        Pin::new(&mut self.get_mut().body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Busy {
-    fn new(a: &Arc<Activity>) -> Busy {
-        a.in_flight
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Busy(Arc::clone(a))
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        if self
-            .0
-            .in_flight
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed)
-            == 1
-        {
-            if let Ok(mut at) = self.0.idle_since.lock() {
-                *at = Some(tokio::time::Instant::now());
-            }
+            serve_h2_until_idle(conn, activity, h2_idle, send_timeout).await;
         }
     }
 }
@@ -274,15 +220,20 @@ impl Drop for Busy {
 /// Serves an HTTP/2 connection, shutting it down gracefully (GOAWAY; streams in progress
 /// finish) once no request has been in flight for `idle`: a client that sends its preface and
 /// goes silent holds nothing for long. hyper's graceful shutdown waits for the client to
-/// acknowledge a PING; a client that does not is dropped `idle` later (at most 10 s).
-async fn serve_h2_until_idle<F>(conn: F, activity: Arc<Activity>, idle: Duration)
-where
+/// acknowledge a PING; a client that does not is dropped `idle` later (at most 10 s). Every
+/// check also cuts the answers whose client has not taken a handed frame for `send_timeout`
+/// (in_flight.rs), so a check comes every quarter of the shorter of the two.
+async fn serve_h2_until_idle<F>(
+    conn: F,
+    activity: Arc<Activity>,
+    idle: Duration,
+    send_timeout: Duration,
+) where
     F: Future + GracefulShutdown,
 {
     let conn = std::pin::pin!(conn);
     let mut conn = conn;
-    let started = tokio::time::Instant::now();
-    let check = (idle / 4).max(Duration::from_millis(10));
+    let check = (idle.min(send_timeout) / 4).max(Duration::from_millis(10));
     let grace = idle.min(Duration::from_secs(10));
     let mut shutting_down = false;
     let mut give_up = tokio::time::Instant::now();
@@ -290,15 +241,12 @@ where
         tokio::select! {
             _ = conn.as_mut() => return,
             () = tokio::time::sleep_until(give_up), if shutting_down => return,
-            () = tokio::time::sleep(check), if !shutting_down => {
-                let busy = activity.in_flight.load(std::sync::atomic::Ordering::Relaxed) > 0;
-                let since = activity
-                    .idle_since
-                    .lock()
-                    .ok()
-                    .and_then(|a| *a)
-                    .unwrap_or(started);
-                if !busy && since.elapsed() >= idle {
+            () = tokio::time::sleep(check) => {
+                let cut = activity.cut_stalled(send_timeout);
+                if cut > 0 {
+                    metrics::counter!("meshlb_proxy_send_timeouts_total").increment(cut as u64);
+                }
+                if !shutting_down && activity.idle_for(idle) {
                     conn.as_mut().shutdown_gracefully();
                     shutting_down = true;
                     give_up = tokio::time::Instant::now() + grace;

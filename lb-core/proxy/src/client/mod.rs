@@ -2,6 +2,7 @@
 //! plain keep-alive requests, and hyper's servers for the rest.
 
 pub mod http1;
+mod in_flight;
 pub mod listener;
 pub mod prefixed;
 pub mod request_head;

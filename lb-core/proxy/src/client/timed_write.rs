@@ -36,10 +36,13 @@ impl<I> TimedWrite<I> {
             .waiting
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match timer.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the client did not read its answer in time",
-            ))),
+            Poll::Ready(()) => {
+                metrics::counter!("meshlb_proxy_send_timeouts_total").increment(1);
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the client did not read its answer in time",
+                )))
+            }
             Poll::Pending => Poll::Pending,
         }
     }
