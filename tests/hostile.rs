@@ -879,6 +879,78 @@ fn connections_beyond_a_workers_limit_are_closed_and_counted() {
     });
 }
 
+/// Opens a tunnel (`Upgrade: echo`, which the test origin answers 101 and echoes) and
+/// checks that it carries bytes both ways.
+fn echo_tunnel(proxy: SocketAddr) -> TcpStream {
+    let mut s = TcpStream::connect(proxy).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    s.write_all(b"GET /ws HTTP/1.1\r\nHost: www.hostile.test\r\nConnection: Upgrade\r\nUpgrade: echo\r\n\r\n")
+        .expect("upgrade");
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut byte).expect("101 head");
+        head.push(byte[0]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 101"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    s.write_all(b"ping").expect("write");
+    let mut got = [0u8; 4];
+    s.read_exact(&mut got).expect("echo");
+    assert_eq!(&got, b"ping");
+    s
+}
+
+#[test]
+fn upgraded_connections_count_against_the_workers_limit() {
+    let origin = named_origin("127.0.0.1", "a", Duration::ZERO);
+    let (_p, _admin, proxy) = proxy_with(
+        "hostile-tunnels",
+        origin.port,
+        &[
+            "--proxy-workers",
+            "1",
+            "--proxy-max-connections-per-worker",
+            "2",
+        ],
+    );
+    // Two tunnels fill the worker (once the connection proxy_with probed with is let go)...
+    let tunnels = vec![echo_tunnel(proxy), echo_tunnel(proxy)];
+    // ...so a third connection is closed at accept, though the tunnels' HTTP is long done.
+    wait_for(
+        "a connection over the limit is closed",
+        Duration::from_secs(10),
+        || {
+            let mut s = TcpStream::connect(proxy).expect("connect");
+            closed_within(&mut s, Duration::from_millis(500)).is_some_and(|(_, got)| got.is_empty())
+        },
+    );
+    // The tunnels still carry bytes; one ending frees its place.
+    let mut tunnels = tunnels;
+    for t in &mut tunnels {
+        t.write_all(b"more").expect("write");
+        let mut got = [0u8; 4];
+        t.read_exact(&mut got).expect("echo");
+        assert_eq!(&got, b"more");
+    }
+    drop(tunnels.pop());
+    wait_for(
+        "a tunnel's place is free again",
+        Duration::from_secs(10),
+        || {
+            let mut s = TcpStream::connect(proxy).expect("connect");
+            s.write_all(b"GET / HTTP/1.1\r\nHost: www.hostile.test\r\nConnection: close\r\n\r\n")
+                .is_ok()
+                && closed_within(&mut s, Duration::from_secs(3))
+                    .is_some_and(|(_, a)| a.starts_with(b"HTTP/1.1 200"))
+        },
+    );
+}
+
 #[test]
 fn an_http2_answer_that_outlasts_the_idle_timeout_is_not_cut() {
     // An origin that sends its 30-byte body over 3 s.

@@ -121,6 +121,12 @@ async fn sniff(stream: TcpStream, within: Duration) -> Option<(Http, Prefixed<Tc
 /// proxy is, this worker's origin connections, the client.
 type Connection = Arc<(Arc<Serving<Proxy>>, Arc<Upstream>, Peer)>;
 
+/// A connection's place under its worker's `--proxy-max-connections-per-worker`. An upgraded
+/// connection (a WebSocket) outlives the task that served its HTTP, so an upgrade request
+/// carries a share of it (in its extensions) to the tunnel, which holds it to the end.
+#[derive(Clone)]
+pub struct ConnectionSlot(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+
 /// Serves one client connection: HTTP/1 with the proxy's own server until a request it does
 /// not take, then with hyper's; HTTP/2 with hyper's (rather than hyper's automatic builder,
 /// which wraps every read to sniff the protocol).
@@ -131,6 +137,7 @@ async fn serve_connection<I>(
     peer: SocketAddr,
     tls: bool,
     http: Http,
+    slot: ConnectionSlot,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -139,14 +146,14 @@ async fn serve_connection<I>(
         Http::One => {
             let (serving, upstream, peer) = &*conn;
             if let Served::ToHyper(io) = http1::serve(serving, upstream, peer, io).await {
-                serve_with_hyper(conn, io, http).await;
+                serve_with_hyper(conn, io, http, slot).await;
             }
         }
-        Http::Two => serve_with_hyper(conn, io, http).await,
+        Http::Two => serve_with_hyper(conn, io, http, slot).await,
     }
 }
 
-async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http)
+async fn serve_with_hyper<I>(conn: Connection, io: I, http: Http, slot: ConnectionSlot)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -163,10 +170,13 @@ where
     };
     let activity = Arc::new(Activity::default());
     let seen = Arc::clone(&activity);
-    let service = service_fn(move |req: Request<Incoming>| {
+    let service = service_fn(move |mut req: Request<Incoming>| {
         let conn = Arc::clone(&conn);
         let seen = Arc::clone(&seen);
         let busy = Busy::new(&seen);
+        if req.headers().contains_key(http::header::UPGRADE) {
+            req.extensions_mut().insert(slot.clone());
+        }
         async move {
             let (serving, upstream, peer) = &*conn;
             // The proxy of the moment the request arrives; it serves the request to its end.
@@ -331,8 +341,8 @@ async fn accept_loop(
         let serving = Arc::clone(&serving);
         let upstream = Arc::clone(&upstream);
         let acceptor = acceptor.clone();
+        let slot = ConnectionSlot(Arc::new(slot));
         tokio::spawn(async move {
-            let _slot = slot;
             match acceptor {
                 Some(acceptor) => {
                     if let Ok(Ok(tls_stream)) =
@@ -343,13 +353,13 @@ async fn accept_loop(
                             _ => Http::One,
                         };
                         let io = TimedWrite::new(tls_stream, send_timeout);
-                        serve_connection(serving, upstream, io, peer, true, http).await;
+                        serve_connection(serving, upstream, io, peer, true, http, slot).await;
                     }
                 }
                 None => {
                     if let Some((http, stream)) = sniff(stream, header_read_timeout).await {
                         let io = TimedWrite::new(stream, send_timeout);
-                        serve_connection(serving, upstream, io, peer, false, http).await;
+                        serve_connection(serving, upstream, io, peer, false, http, slot).await;
                     }
                 }
             }

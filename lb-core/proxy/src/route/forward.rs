@@ -20,7 +20,7 @@ use tokio::io::AsyncWriteExt;
 
 use super::own_answer::{status, text};
 use super::prepare::Prepared;
-use super::proxy::{Forwarding, Proxy};
+use super::proxy::{ClientUpgrade, Forwarding, Proxy};
 use crate::answer::Answer;
 use crate::body::ProxyBody;
 use crate::lazy_timer::LazyTimer;
@@ -269,7 +269,7 @@ fn for_client(
     reply: Reply,
     cookie: Option<SetCookie>,
     in_flight: InFlight,
-    client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    client_upgrade: Option<ClientUpgrade>,
     lb: &LoadBalancer,
 ) -> Answer {
     if let Some(c) = cookie.and_then(|c| HeaderValue::from_str(&c.header_value()).ok()) {
@@ -347,14 +347,11 @@ fn failure_response(failure: &Failure, lb: &LoadBalancer) -> (u16, Response<Prox
 }
 
 /// Carries a WebSocket (or any upgraded protocol) both ways until either side closes; it
-/// counts as outstanding all along, and its origin connection is never pooled again.
-async fn tunnel(
-    client_side: hyper::upgrade::OnUpgrade,
-    mut origin: Io,
-    early: Bytes,
-    _in_flight: InFlight,
-) {
-    let Ok(client) = client_side.await else {
+/// counts as outstanding all along, holds its client connection's place under the worker's
+/// connection limit, and its origin connection is never pooled again.
+async fn tunnel(client_side: ClientUpgrade, mut origin: Io, early: Bytes, _in_flight: InFlight) {
+    let ClientUpgrade { on, slot: _slot } = client_side;
+    let Ok(client) = on.await else {
         return;
     };
     let mut client = TokioIo::new(client);

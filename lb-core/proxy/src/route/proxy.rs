@@ -27,6 +27,7 @@ use lb_core::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 use lb_edge::{decide_live, Generation, PopInfo};
 
 use crate::body::ProxyBody;
+use crate::client::listener::ConnectionSlot;
 
 /// Why the proxy cannot serve a configuration.
 #[derive(Debug, thiserror::Error)]
@@ -141,6 +142,13 @@ pub enum Begun {
     Forward(Forwarding),
 }
 
+/// A client's side of a protocol upgrade, and its connection's place under the worker's
+/// connection limit (client/listener.rs), which the tunnel holds until it ends.
+pub struct ClientUpgrade {
+    pub(super) on: hyper::upgrade::OnUpgrade,
+    pub(super) slot: Option<ConnectionSlot>,
+}
+
 /// What forwarding a request needs from its routing and steering.
 pub struct Forwarding {
     pub(super) start: Instant,
@@ -151,7 +159,7 @@ pub struct Forwarding {
     pub(super) retry: Option<Target>,
     pub(super) prepared: Prepared,
     pub(super) body: ProxyBody,
-    pub(super) client_upgrade: Option<hyper::upgrade::OnUpgrade>,
+    pub(super) client_upgrade: Option<ClientUpgrade>,
 }
 
 impl Proxy {
@@ -305,7 +313,10 @@ impl Proxy {
         };
         let lb = self.config.lb(lb_index);
         let upgrade = is_upgrade(req.headers());
-        let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+        let client_upgrade = upgrade.then(|| ClientUpgrade {
+            slot: req.extensions_mut().remove::<ConnectionSlot>(),
+            on: hyper::upgrade::on(&mut req),
+        });
         let (decision, had_binding) = self.decide(lb_index, &req, client);
         let response = match &decision.outcome {
             Outcome::Fixed(f) => fixed(f),
