@@ -1056,6 +1056,8 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
                     cluster_id: "meshlb".into(),
                     listen: free_udp(),
                     advertise: None,
+                    aliases: Vec::new(),
+                    send_format: mesh::SendFormat::Bound,
                     seeds: vec![seed.clone()],
                     gossip_interval: Duration::from_millis(100),
                     keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),

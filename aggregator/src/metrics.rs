@@ -204,6 +204,8 @@ pub fn record_gossip(stats: &TransportStats) {
         .absolute(stats.fragmented.load(Ordering::Relaxed));
     metrics::counter!("meshlb_gossip_replayed_datagrams_total")
         .absolute(stats.replayed.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_misaddressed_datagrams_total")
+        .absolute(stats.misaddressed.load(Ordering::Relaxed));
     metrics::counter!("meshlb_gossip_malformed_deltas_total")
         .absolute(chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed));
 }

@@ -15,6 +15,15 @@ pub struct MeshArgs {
     /// Address peers reach this node at, when it differs from --listen (NAT, containers).
     #[arg(long, value_name = "ADDR")]
     pub advertise: Option<SocketAddr>,
+    /// Another address peers may send to this node at (repeatable): a seed address behind a
+    /// NAT or a load balancer. Gossip datagrams are bound to the address they were sent to,
+    /// and a node opens only those bound to --listen, --advertise or an alias.
+    #[arg(long = "advertise-alias", value_name = "ADDR")]
+    pub aliases: Vec<SocketAddr>,
+    /// Send gossip datagrams unbound to their recipient, as versions before recipient
+    /// binding do and read: only while a mesh is upgraded from such a version.
+    #[arg(long)]
+    pub seal_unbound: bool,
     /// A member to join through (repeatable; host:port).
     #[arg(long = "seed", value_name = "ADDR")]
     pub seeds: Vec<String>,
@@ -63,6 +72,12 @@ impl MeshArgs {
             cluster_id: self.cluster_id.clone(),
             listen: self.listen,
             advertise: self.advertise,
+            aliases: self.aliases.clone(),
+            send_format: if self.seal_unbound {
+                mesh::SendFormat::Unbound
+            } else {
+                mesh::SendFormat::Bound
+            },
             seeds: self.seeds.clone(),
             gossip_interval: Duration::from_millis(self.gossip_interval_ms),
             keys,

@@ -60,6 +60,10 @@ fn describe() {
         "Authentic gossip datagrams refused because they were seen before (replays); also counted as rejected."
     );
     describe_counter!(
+        "meshlb_gossip_misaddressed_datagrams_total",
+        "Authentic gossip datagrams refused because they were sent to another node's address (a replay, or a seed address this node lacks as --advertise-alias); also counted as rejected."
+    );
+    describe_counter!(
         "meshlb_gossip_malformed_deltas_total",
         "Gossip deltas refused as malformed (a key version above the delta's max_version; vendor/chitchat/PATCHES.md)."
     );

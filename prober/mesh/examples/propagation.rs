@@ -43,6 +43,8 @@ fn main() {
                 cluster_id: "bench".into(),
                 listen,
                 advertise: None,
+                aliases: Vec::new(),
+                send_format: mesh::SendFormat::Bound,
                 seeds: if i == 0 { vec![] } else { vec![first.to_string()] },
                 gossip_interval: interval,
                 keys: ring.clone(),

@@ -3,17 +3,20 @@
 //! nodes gossip, and the start of a mesh node.
 //!
 //! - [`seal`]: the key ring and the XChaCha20-Poly1305 frame of one datagram.
+//! - [`recipient`]: which addresses are this node's, for datagrams bound to their recipient.
 //! - [`transport`]: chitchat's `Transport` over UDP, sealing and opening every message.
 //! - [`keys`]: what a node gossips and how each value is encoded.
 //! - [`node`]: a chitchat node with meshlb's identity and settings; [`role`]: what it does.
 
 pub mod keys;
 pub mod node;
+pub mod recipient;
 pub mod role;
 pub mod seal;
 pub mod transport;
 
 pub use node::{start, MeshNode, MeshSettings, NodeIdentity, StartError, DEAD_NODE_GRACE};
+pub use recipient::{Recipient, SendFormat};
 pub use role::Role;
 pub use seal::{KeyError, KeyRing};
 pub use transport::{SealedTransport, TransportStats};

@@ -11,6 +11,7 @@ use chitchat::{
 };
 
 use super::keys;
+use super::recipient::{Recipient, SendFormat};
 use super::role::Role;
 use super::seal::KeyRing;
 use super::transport::{SealedTransport, TransportStats};
@@ -35,6 +36,11 @@ pub struct MeshSettings {
     pub listen: SocketAddr,
     /// Address peers reach this node at (defaults to `listen`).
     pub advertise: Option<SocketAddr>,
+    /// Other addresses peers may send to this node at (a seed behind a NAT or a load
+    /// balancer): datagrams bound to them are this node's too (`recipient.rs`).
+    pub aliases: Vec<SocketAddr>,
+    /// The formats this node sends (`SendFormat::Unbound` only for a rolling upgrade).
+    pub send_format: SendFormat,
     pub seeds: Vec<String>,
     /// 100–200 ms keeps a change's p99 to every node of 39 under 0.5 s (docs/design.md#gossip-keys).
     pub gossip_interval: Duration,
@@ -69,7 +75,12 @@ pub async fn start(
     identity: &NodeIdentity,
     settings: &MeshSettings,
 ) -> Result<MeshNode, StartError> {
-    let transport = SealedTransport::new(settings.keys.clone(), settings.cluster_id.clone());
+    let transport = SealedTransport::new(
+        settings.keys.clone(),
+        settings.cluster_id.clone(),
+        Recipient::new(settings.listen, settings.advertise, &settings.aliases),
+        settings.send_format,
+    );
     let stats = transport.stats();
     let advertise = settings.advertise.unwrap_or(settings.listen);
     // A restarted node is a new generation, so peers do not mistake it for its old self.

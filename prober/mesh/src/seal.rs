@@ -15,8 +15,12 @@
 //!   position. chitchat fills datagrams up to 65,507 bytes and sealing adds 49, so an envelope
 //!   that no longer fits one datagram takes two; receivers accept at most `MAX_FRAGMENTS`.
 //!
-//! Nodes of earlier versions read format 1 (every message that fits one datagram) and drop
-//! format 2.
+//! Formats 3 and 4 are formats 1 and 2 bound to their recipient: the plaintext starts with
+//! the address the sender sent the datagram to (`ADDRESS` bytes), which the receiver checks
+//! against its own (`recipient.rs`), so a datagram captured on its way to one node and
+//! replayed to another (whose replay cache has not seen it) is refused there. Nodes send
+//! them unless told to send the unbound formats for a rolling upgrade from a version that
+//! reads only formats 1 and 2; every node reads all four.
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
@@ -31,6 +35,12 @@ const MAGIC: [u8; 2] = *b"ML";
 const FORMAT_WHOLE: u8 = 1;
 /// One of the fragments of a message, each sealed on its own.
 const FORMAT_FRAGMENT: u8 = 2;
+/// Format 1, bound to its recipient.
+const FORMAT_WHOLE_BOUND: u8 = 3;
+/// Format 2, bound to its recipient.
+const FORMAT_FRAGMENT_BOUND: u8 = 4;
+/// The recipient's address in a bound datagram's plaintext: IPv6 (IPv4 mapped), then port.
+pub const ADDRESS: usize = 18;
 /// Fragments of one message that a receiver accepts: what a sender makes of chitchat's
 /// largest envelope (65,507 bytes).
 pub const MAX_FRAGMENTS: u8 = 2;
@@ -156,23 +166,48 @@ fn decode_hex32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-/// The datagrams of one envelope: one of format 1 when it fits, else fragments of format 2,
-/// each sealed on its own.
+/// The datagrams of one envelope: one (format 1, or 3 bound to `to`) when it fits, else
+/// fragments (format 2, or 4), each sealed on its own.
 pub fn seal_datagrams(
     ring: &KeyRing,
     cluster_id: &str,
     now_ms: u64,
     envelope: &[u8],
     message_id: u32,
+    to: Option<std::net::SocketAddr>,
 ) -> Vec<Vec<u8>> {
+    let bound = if to.is_some() { ADDRESS } else { 0 };
     seal_datagrams_within(
         ring,
         cluster_id,
         now_ms,
         envelope,
         message_id,
-        MAX_DATAGRAM - FRAME_HEADER - SEAL_OVERHEAD,
+        to,
+        MAX_DATAGRAM - FRAME_HEADER - SEAL_OVERHEAD - bound,
     )
+}
+
+/// A recipient's address as bound datagrams carry it.
+pub fn encode_address(to: std::net::SocketAddr) -> [u8; ADDRESS] {
+    let ip = match to.ip() {
+        std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        std::net::IpAddr::V6(v6) => v6,
+    };
+    let mut a = [0u8; ADDRESS];
+    a[..16].copy_from_slice(&ip.octets());
+    a[16..].copy_from_slice(&to.port().to_be_bytes());
+    a
+}
+
+/// The address `encode_address` wrote (an IPv4-mapped address as IPv4).
+pub fn decode_address(a: &[u8]) -> Option<std::net::SocketAddr> {
+    let ip: [u8; 16] = a.get(..16)?.try_into().ok()?;
+    let port = u16::from_be_bytes(a.get(16..ADDRESS)?.try_into().ok()?);
+    Some(std::net::SocketAddr::new(
+        std::net::Ipv6Addr::from(ip).to_canonical(),
+        port,
+    ))
 }
 
 fn header(format: u8, index: usize, count: usize, message_id: u32) -> [u8; FRAME_HEADER] {
@@ -199,12 +234,29 @@ pub(crate) fn seal_datagrams_within(
     now_ms: u64,
     envelope: &[u8],
     message_id: u32,
+    to: Option<std::net::SocketAddr>,
     room: usize,
 ) -> Vec<Vec<u8>> {
     let room = room.max(1);
+    let (whole, fragment) = match to {
+        Some(_) => (FORMAT_WHOLE_BOUND, FORMAT_FRAGMENT_BOUND),
+        None => (FORMAT_WHOLE, FORMAT_FRAGMENT),
+    };
+    // A bound datagram's plaintext starts with its recipient.
+    let plain = |piece: &[u8]| -> Vec<u8> {
+        match to {
+            Some(to) => {
+                let mut p = Vec::with_capacity(ADDRESS + piece.len());
+                p.extend_from_slice(&encode_address(to));
+                p.extend_from_slice(piece);
+                p
+            }
+            None => piece.to_vec(),
+        }
+    };
     if envelope.len() <= room {
-        let mut d = header(FORMAT_WHOLE, 0, 1, message_id).to_vec();
-        d.extend_from_slice(&ring.seal(cluster_id.as_bytes(), now_ms, envelope));
+        let mut d = header(whole, 0, 1, message_id).to_vec();
+        d.extend_from_slice(&ring.seal(cluster_id.as_bytes(), now_ms, &plain(envelope)));
         return vec![d];
     }
     let count = envelope.len().div_ceil(room);
@@ -212,9 +264,9 @@ pub(crate) fn seal_datagrams_within(
         .chunks(room)
         .enumerate()
         .map(|(i, chunk)| {
-            let h = header(FORMAT_FRAGMENT, i, count, message_id);
+            let h = header(fragment, i, count, message_id);
             let mut d = h.to_vec();
-            d.extend_from_slice(&ring.seal(&fragment_aad(cluster_id, &h), now_ms, chunk));
+            d.extend_from_slice(&ring.seal(&fragment_aad(cluster_id, &h), now_ms, &plain(chunk)));
             d
         })
         .collect()
@@ -223,8 +275,10 @@ pub(crate) fn seal_datagrams_within(
 /// A parsed frame header, and the sealed body after it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Frame<'a> {
-    /// A fragment (format 2) rather than a whole message (format 1).
+    /// A fragment (format 2 or 4) rather than a whole message (format 1 or 3).
     pub fragment: bool,
+    /// Its plaintext starts with its recipient's address (formats 3 and 4).
+    pub bound: bool,
     pub index: u8,
     pub count: u8,
     pub message_id: u32,
@@ -238,9 +292,11 @@ pub fn parse_frame(datagram: &[u8]) -> Option<Frame<'_>> {
     if datagram.len() <= FRAME_HEADER || datagram[..2] != MAGIC {
         return None;
     }
-    let fragment = match datagram[2] {
-        FORMAT_WHOLE => false,
-        FORMAT_FRAGMENT => true,
+    let (fragment, bound) = match datagram[2] {
+        FORMAT_WHOLE => (false, false),
+        FORMAT_FRAGMENT => (true, false),
+        FORMAT_WHOLE_BOUND => (false, true),
+        FORMAT_FRAGMENT_BOUND => (true, true),
         _ => return None,
     };
     let (index, count) = (datagram[3] >> 4, datagram[3] & 0x0f);
@@ -250,6 +306,7 @@ pub fn parse_frame(datagram: &[u8]) -> Option<Frame<'_>> {
     let message_id = u32::from_be_bytes(datagram[4..8].try_into().ok()?);
     Some(Frame {
         fragment,
+        bound,
         index,
         count,
         message_id,
@@ -391,7 +448,7 @@ mod tests {
     #[test]
     fn a_small_envelope_is_one_datagram_of_format_1() {
         let ring = KeyRing::new(KEY, None).unwrap();
-        let d = seal_datagrams(&ring, "mesh", 9, b"small", 1);
+        let d = seal_datagrams(&ring, "mesh", 9, b"small", 1, None);
         assert_eq!(d.len(), 1);
         assert_eq!(d[0][2], 1, "format 1: earlier nodes read it");
         assert_eq!(receive(&ring, &d, 9).as_deref(), Some(&b"small"[..]));
@@ -401,7 +458,7 @@ mod tests {
     fn the_largest_envelope_is_two_sealed_fragments_that_fit_datagrams() {
         let ring = KeyRing::new(KEY, None).unwrap();
         let envelope = vec![7u8; MAX_DATAGRAM];
-        let d = seal_datagrams(&ring, "mesh", 9, &envelope, 42);
+        let d = seal_datagrams(&ring, "mesh", 9, &envelope, 42, None);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|f| f.len() <= MAX_DATAGRAM));
         for f in &d {
@@ -419,15 +476,34 @@ mod tests {
     }
 
     #[test]
+    fn a_bound_datagram_carries_its_recipient_and_fits() {
+        let ring = KeyRing::new(KEY, None).unwrap();
+        for to in ["10.1.2.3:7946", "[2001:db8::7]:7000"] {
+            let to: std::net::SocketAddr = to.parse().unwrap();
+            let d = seal_datagrams(&ring, "mesh", 9, b"small", 1, Some(to));
+            assert_eq!(d.len(), 1);
+            assert_eq!(d[0][2], 3, "format 3");
+            let plain = receive(&ring, &d, 9).unwrap();
+            assert_eq!(decode_address(&plain), Some(to));
+            assert_eq!(&plain[ADDRESS..], b"small");
+            let big = vec![7u8; MAX_DATAGRAM];
+            let d = seal_datagrams(&ring, "mesh", 9, &big, 2, Some(to));
+            assert_eq!(d.len(), 2);
+            assert!(d.iter().all(|f| f.len() <= MAX_DATAGRAM && f[2] == 4));
+            assert!(d.iter().all(|f| parse_frame(f).is_some_and(|p| p.bound)));
+        }
+    }
+
+    #[test]
     fn frames_no_sender_makes_are_refused() {
         let ring = KeyRing::new(KEY, None).unwrap();
-        let three = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 30], 5, 10);
+        let three = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 30], 5, None, 10);
         assert_eq!(three.len(), 3);
         assert!(
             three.iter().all(|f| parse_frame(f).is_none()),
             "more than 2 fragments"
         );
-        let mut whole_in_pieces = seal_datagrams(&ring, "mesh", 9, b"x", 5)[0].clone();
+        let mut whole_in_pieces = seal_datagrams(&ring, "mesh", 9, b"x", 5, None)[0].clone();
         whole_in_pieces[3] = 0x02; // format 1 claiming index 0 of 2
         assert!(parse_frame(&whole_in_pieces).is_none());
         let mut unknown = whole_in_pieces;

@@ -14,9 +14,10 @@ use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
 use lb_core::clock::unix_ms as now_ms;
 
+use super::recipient::{Recipient, SendFormat};
 use super::seal::{
-    fragment_aad, parse_frame, seal_datagrams, KeyRing, ReplayCache, MAX_DATAGRAM,
-    REPLAY_CACHE_CAPACITY,
+    decode_address, fragment_aad, parse_frame, seal_datagrams, KeyRing, ReplayCache, ADDRESS,
+    MAX_DATAGRAM, REPLAY_CACHE_CAPACITY,
 };
 
 /// Receive buffer asked of the kernel (it caps the request at net.core.rmem_max).
@@ -38,6 +39,9 @@ pub struct TransportStats {
     pub rejected: AtomicU64,
     /// Of those, authentic datagrams seen before (a replay).
     pub replayed: AtomicU64,
+    /// Of those, authentic datagrams bound to another node (a replay from another node's
+    /// traffic, or a seed address this node does not know as its own).
+    pub misaddressed: AtomicU64,
     /// Messages that needed two datagrams.
     pub fragmented: AtomicU64,
 }
@@ -46,14 +50,28 @@ pub struct TransportStats {
 pub struct SealedTransport {
     ring: KeyRing,
     cluster_id: String,
+    me: Recipient,
+    send: SendFormat,
     stats: Arc<TransportStats>,
 }
 
+/// How often at most a misaddressed datagram is logged.
+const MISADDRESSED_LOG_EVERY: Duration = Duration::from_secs(60);
+
 impl SealedTransport {
-    pub fn new(ring: KeyRing, cluster_id: impl Into<String>) -> Self {
+    /// `me`: the addresses bound datagrams must name to be opened here; `send`: the formats
+    /// this node sends.
+    pub fn new(
+        ring: KeyRing,
+        cluster_id: impl Into<String>,
+        me: Recipient,
+        send: SendFormat,
+    ) -> Self {
         SealedTransport {
             ring,
             cluster_id: cluster_id.into(),
+            me,
+            send,
             stats: Arc::default(),
         }
     }
@@ -78,14 +96,20 @@ fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::UdpSocket> {
 #[async_trait]
 impl Transport for SealedTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
+        let socket = bind(listen_addr)?;
+        let mut me = self.me.clone();
+        me.bound_at(socket.local_addr()?);
         Ok(Box::new(SealedSocket {
-            socket: bind(listen_addr)?,
+            socket,
             ring: self.ring.clone(),
             cluster_id: self.cluster_id.clone(),
+            me,
+            send: self.send,
             stats: Arc::clone(&self.stats),
             buf: vec![0u8; MAX_DATAGRAM + 1].into_boxed_slice(),
             partial: HashMap::new(),
             replays: ReplayCache::new(REPLAY_CACHE_CAPACITY),
+            misaddressed_logged: None,
         }))
     }
 }
@@ -99,10 +123,13 @@ struct SealedSocket {
     socket: tokio::net::UdpSocket,
     ring: KeyRing,
     cluster_id: String,
+    me: Recipient,
+    send: SendFormat,
     stats: Arc<TransportStats>,
     buf: Box<[u8]>,
     partial: HashMap<(SocketAddr, u32), Partial>,
     replays: ReplayCache,
+    misaddressed_logged: Option<Instant>,
 }
 
 #[async_trait]
@@ -123,6 +150,7 @@ impl Socket for SealedSocket {
             now_ms(),
             &bytes,
             rand::random(),
+            (self.send == SendFormat::Bound).then_some(to),
         );
         if frames.len() > 1 {
             self.stats.fragmented.fetch_add(1, Ordering::Relaxed);
@@ -187,6 +215,28 @@ impl Socket for SealedSocket {
 }
 
 impl SealedSocket {
+    /// Counts a datagram bound to another node, and says so in the log (at most once a
+    /// minute): a replay, or peers told to reach this node at an address it does not know.
+    fn misaddressed(&mut self, from: SocketAddr, to: Option<SocketAddr>) {
+        self.stats.misaddressed.fetch_add(1, Ordering::Relaxed);
+        let now = Instant::now();
+        if self
+            .misaddressed_logged
+            .is_some_and(|at| now.duration_since(at) < MISADDRESSED_LOG_EVERY)
+        {
+            return;
+        }
+        self.misaddressed_logged = Some(now);
+        let to = to.map_or_else(|| "no address".to_string(), |a| a.to_string());
+        tracing::warn!(
+            %from,
+            %to,
+            "a sealed gossip datagram addressed to another node was refused: a replay, or \
+             peers reach this node at an address it does not know (give it as --advertise or \
+             --advertise-alias)"
+        );
+    }
+
     /// Opens one datagram, and reassembles a fragmented message, into envelope bytes; `None`
     /// (counted when it is a rejection) while a message is incomplete or when the datagram
     /// does not open, is not what a sender makes, or was seen before.
@@ -205,9 +255,17 @@ impl SealedSocket {
         } else {
             self.ring.open(self.cluster_id.as_bytes(), now, f.body)
         };
-        let Some(opened) = opened else {
+        let Some(mut opened) = opened else {
             return reject(&self.stats);
         };
+        if f.bound {
+            let to = decode_address(&opened.plain);
+            if !to.is_some_and(|to| self.me.is_me(to)) {
+                self.misaddressed(from, to);
+                return reject(&self.stats);
+            }
+            opened.plain.drain(..ADDRESS);
+        }
         if !self.replays.fresh(opened.nonce, now) {
             self.stats.replayed.fetch_add(1, Ordering::Relaxed);
             return reject(&self.stats);
@@ -251,7 +309,12 @@ mod tests {
     /// A sealed socket of cluster "c" on loopback: its key ring, counters, socket and address.
     async fn open_socket() -> (KeyRing, Arc<TransportStats>, Box<dyn Socket>, SocketAddr) {
         let ring = KeyRing::new("meshlb unit test passphrase", None).unwrap();
-        let transport = SealedTransport::new(ring.clone(), "c");
+        let transport = SealedTransport::new(
+            ring.clone(),
+            "c",
+            Recipient::new("127.0.0.1:0".parse().unwrap(), None, &[]),
+            SendFormat::Bound,
+        );
         let socket = transport
             .open("127.0.0.1:0".parse().unwrap())
             .await
@@ -280,7 +343,7 @@ mod tests {
     async fn fragments_are_reassembled_in_any_order() {
         let (ring, stats, mut socket, to) = open_socket().await;
         let bytes = envelope().serialize_to_vec();
-        let frames = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 7, bytes.len() - 1);
+        let frames = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 7, None, bytes.len() - 1);
         assert_eq!(frames.len(), 2);
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         sender.send_to(b"not a meshlb datagram", to).await.unwrap();
@@ -304,11 +367,12 @@ mod tests {
         let (ring, stats, mut socket, to) = open_socket().await;
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let bytes = envelope().serialize_to_vec();
-        let real = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 99, bytes.len() - 1);
+        let real = seal_datagrams_within(&ring, "c", now_ms(), &bytes, 99, None, bytes.len() - 1);
         // 200 first fragments of made-up messages: the reassembly table holds 64.
         let outsider = KeyRing::new("not the cluster key at all", None).unwrap();
         for id in 0..200u32 {
-            let fake = seal_datagrams_within(&outsider, "c", now_ms(), &bytes, id, bytes.len() - 1);
+            let fake =
+                seal_datagrams_within(&outsider, "c", now_ms(), &bytes, id, None, bytes.len() - 1);
             sender.send_to(&fake[0], to).await.unwrap();
         }
         for f in &real {
@@ -324,7 +388,14 @@ mod tests {
         let (ring, stats, mut socket, to) = open_socket().await;
         let first = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let spoofer = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let d = seal_datagrams(&ring, "c", now_ms(), &envelope().serialize_to_vec(), 1);
+        let d = seal_datagrams(
+            &ring,
+            "c",
+            now_ms(),
+            &envelope().serialize_to_vec(),
+            1,
+            Some(to),
+        );
         first.send_to(&d[0], to).await.unwrap();
         assert_eq!(
             next(&mut socket).await.from_addr,
@@ -332,13 +403,48 @@ mod tests {
         );
         spoofer.send_to(&d[0], to).await.unwrap();
         // A fresh message after the replay: the replay did not surface before it.
-        let fresh = seal_datagrams(&ring, "c", now_ms(), &envelope().serialize_to_vec(), 2);
+        let fresh = seal_datagrams(
+            &ring,
+            "c",
+            now_ms(),
+            &envelope().serialize_to_vec(),
+            2,
+            Some(to),
+        );
         first.send_to(&fresh[0], to).await.unwrap();
         assert_eq!(
             next(&mut socket).await.from_addr,
             first.local_addr().unwrap()
         );
         assert_eq!(stats.replayed.load(Ordering::Relaxed), 1);
+    }
+
+    /// A datagram bound to another node (captured on its way there, replayed here, where the
+    /// replay cache has not seen it) is refused and counted; one bound to this node, whole or
+    /// in fragments, and an unbound one (from a node of an earlier version) are accepted.
+    #[tokio::test]
+    async fn a_datagram_bound_to_another_node_is_refused() {
+        let (ring, stats, mut socket, to) = open_socket().await;
+        let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let bytes = envelope().serialize_to_vec();
+        let elsewhere: SocketAddr = "127.0.0.9:7946".parse().unwrap();
+        let other_port = SocketAddr::new(to.ip(), to.port().wrapping_add(1));
+        for wrong in [elsewhere, other_port] {
+            for f in seal_datagrams(&ring, "c", now_ms(), &bytes, 3, Some(wrong)) {
+                sender.send_to(&f, to).await.unwrap();
+            }
+        }
+        let fragments =
+            seal_datagrams_within(&ring, "c", now_ms(), &bytes, 4, Some(to), bytes.len() - 1);
+        assert_eq!(fragments.len(), 2);
+        let unbound = seal_datagrams(&ring, "c", now_ms(), &bytes, 5, None);
+        for f in fragments.iter().chain(&unbound) {
+            sender.send_to(f, to).await.unwrap();
+        }
+        assert_eq!(next(&mut socket).await.envelope, envelope());
+        assert_eq!(next(&mut socket).await.envelope, envelope());
+        assert_eq!(stats.misaddressed.load(Ordering::Relaxed), 2);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 2);
     }
 
     /// One sender may have at most 4 messages half-received; others are not held up by it.
@@ -348,7 +454,8 @@ mod tests {
         let noisy = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let other = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
         let bytes = envelope().serialize_to_vec();
-        let frag = |id| seal_datagrams_within(&ring, "c", now_ms(), &bytes, id, bytes.len() - 1);
+        let frag =
+            |id| seal_datagrams_within(&ring, "c", now_ms(), &bytes, id, None, bytes.len() - 1);
         for id in 0..10u32 {
             noisy.send_to(&frag(id)[0], to).await.unwrap();
         }
@@ -368,7 +475,8 @@ mod tests {
     async fn sealed_garbage_is_rejected_not_fatal() {
         let (ring, stats, mut socket, to) = open_socket().await;
         let sender = tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap();
-        let sealed = |bytes: &[u8]| seal_datagrams(&ring, "c", now_ms(), bytes, rand::random());
+        let sealed =
+            |bytes: &[u8]| seal_datagrams(&ring, "c", now_ms(), bytes, rand::random(), None);
         // A chitchat magic number and version, then a truncated delta; then no magic at all.
         let mut truncated = envelope().serialize_to_vec();
         truncated[3] = 2; // claims an Ack, carries no delta

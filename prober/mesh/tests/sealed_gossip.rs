@@ -11,7 +11,7 @@ use chitchat::{
     spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig,
     ProtocolVersion,
 };
-use mesh::{KeyRing, SealedTransport, TransportStats};
+use mesh::{KeyRing, Recipient, SealedTransport, SendFormat, TransportStats};
 
 const KEY: &str = "meshlb test cluster passphrase";
 
@@ -25,8 +25,22 @@ async fn node(
     key: &str,
     seeds: &[SocketAddr],
 ) -> (ChitchatHandle, Arc<TransportStats>, SocketAddr) {
+    node_sending(name, key, seeds, SendFormat::Bound).await
+}
+
+async fn node_sending(
+    name: &str,
+    key: &str,
+    seeds: &[SocketAddr],
+    send: SendFormat,
+) -> (ChitchatHandle, Arc<TransportStats>, SocketAddr) {
     let addr = free_udp();
-    let transport = SealedTransport::new(KeyRing::new(key, None).expect("key"), "test-cluster");
+    let transport = SealedTransport::new(
+        KeyRing::new(key, None).expect("key"),
+        "test-cluster",
+        Recipient::new(addr, None, &[]),
+        send,
+    );
     let stats = transport.stats();
     let config = ChitchatConfig {
         chitchat_id: ChitchatId::new(name.to_string(), 1, addr),
@@ -55,6 +69,25 @@ async fn sees(h: &ChitchatHandle, name: &str, key: &str, value: &str) -> bool {
     c.node_states()
         .iter()
         .any(|(id, st)| &*id.node_id == name && st.get(key) == Some(value))
+}
+
+/// A rolling upgrade: a node sending the unbound formats (as a node of an earlier version
+/// does) and nodes sending bound ones hear each other both ways.
+#[tokio::test]
+async fn nodes_sending_bound_and_unbound_formats_gossip_together() {
+    let (old, old_stats, old_addr) = node_sending("old", KEY, &[], SendFormat::Unbound).await;
+    let (new, new_stats, _) = node("new", KEY, &[old_addr]).await;
+    assert!(
+        holds_within(Duration::from_secs(10), || async {
+            sees(&old, "new", "role", "new").await && sees(&new, "old", "role", "old").await
+        })
+        .await,
+        "the two did not converge"
+    );
+    for stats in [old_stats, new_stats] {
+        assert_eq!(stats.misaddressed.load(Ordering::Relaxed), 0);
+        assert_eq!(stats.rejected.load(Ordering::Relaxed), 0);
+    }
 }
 
 #[tokio::test]
@@ -173,6 +206,8 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
         cluster_id: "test-cluster".into(),
         listen,
         advertise: None,
+        aliases: Vec::new(),
+        send_format: mesh::SendFormat::Bound,
         seeds,
         gossip_interval: Duration::from_millis(100),
         keys: KeyRing::new(KEY, None).expect("key"),
@@ -322,7 +357,7 @@ async fn a_malformed_delta_is_refused_and_the_node_keeps_gossiping() {
         .await
         .expect("udp");
     let now = lb_core::clock::unix_ms();
-    for d in mesh::seal::seal_datagrams(&ring, "test-cluster", now, &envelope, 9) {
+    for d in mesh::seal::seal_datagrams(&ring, "test-cluster", now, &envelope, 9, Some(a_addr)) {
         insider.send_to(&d, a_addr).await.expect("send");
     }
     assert!(
