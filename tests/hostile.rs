@@ -491,6 +491,95 @@ fn dns_query(id: u16, name: &str) -> Vec<u8> {
     q
 }
 
+/// Reads one length-framed DNS message from a TCP connection (RFC 1035 section 4.2.2).
+fn tcp_dns_answer(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut length = [0u8; 2];
+    s.read_exact(&mut length).ok()?;
+    let mut answer = vec![0u8; usize::from(u16::from_be_bytes(length))];
+    s.read_exact(&mut answer).ok()?;
+    Some(answer)
+}
+
+fn tcp_dns_query(id: u16, name: &str) -> Vec<u8> {
+    let q = dns_query(id, name);
+    let mut framed = (q.len() as u16).to_be_bytes().to_vec();
+    framed.extend_from_slice(&q);
+    framed
+}
+
+#[test]
+fn dns_tcp_connections_are_capped_and_idle_ones_closed() {
+    let (scratch, key) = scratch_dir_with_key("hostile-dns-tcp");
+    let config = scratch.path().join("meshlb.toml");
+    std::fs::write(
+        &config,
+        "[[pools]]\nname = \"web\"\norigins = [{ name = \"a\", address = \"192.0.2.10\" }]\n[[load_balancers]]\nname = \"dns.hostile.test\"\ndefault_pools = [\"web\"]\n",
+    )
+    .expect("config");
+    let (admin, dns) = (free_tcp(), free_udp());
+    let _p = Procs(vec![start_aggregator(
+        &config,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &[
+            "--dns".into(),
+            dns.to_string(),
+            "--dns-tcp-max-connections".into(),
+            "2".into(),
+            "--dns-tcp-idle-timeout-ms".into(),
+            "1000".into(),
+        ],
+    )]);
+    wait_healthz(admin);
+    let answered = |s: &mut TcpStream, id: u16| {
+        tcp_dns_answer(s).is_some_and(|a| a.len() > 12 && a[..2] == id.to_be_bytes() && a[7] == 1)
+    };
+    wait_for("the DNS server over TCP", Duration::from_secs(20), || {
+        TcpStream::connect(dns).is_ok_and(|mut s| {
+            s.set_read_timeout(Some(Duration::from_secs(2))).is_ok()
+                && s.write_all(&tcp_dns_query(1, "dns.hostile.test")).is_ok()
+                && answered(&mut s, 1)
+        })
+    });
+    // Two clients hold the two connections; each pipelines two queries in one write and gets
+    // both answers, in order.
+    let mut held: Vec<TcpStream> = Vec::new();
+    for id in [10u16, 20] {
+        let mut s = TcpStream::connect(dns).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        let mut two = tcp_dns_query(id, "dns.hostile.test");
+        two.extend(tcp_dns_query(id + 1, "dns.hostile.test"));
+        s.write_all(&two).expect("queries");
+        assert!(
+            answered(&mut s, id) && answered(&mut s, id + 1),
+            "pipelined answers"
+        );
+        held.push(s);
+    }
+    // A third is closed at accept, and counted.
+    let mut third = TcpStream::connect(dns).expect("connect");
+    let (_, got) = closed_within(&mut third, Duration::from_secs(2)).expect("closed at accept");
+    assert!(got.is_empty());
+    assert!(metric(admin, "meshlb_dns_tcp_refused_total") >= 1.0);
+    // The held ones, silent, are closed at the idle timeout, which frees their places.
+    for s in &mut held {
+        assert!(
+            closed_within(s, Duration::from_secs(10)).is_some(),
+            "an idle DNS TCP connection was held"
+        );
+    }
+    let out = Command::new("dig")
+        .args(["+tcp", "+short", "+tries=1", "+time=3", "-p"])
+        .arg(dns.port().to_string())
+        .args(["@127.0.0.1", "dns.hostile.test", "A"])
+        .output()
+        .expect("dig");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "192.0.2.10");
+}
+
 #[test]
 fn dns_answers_over_the_rate_slip_to_tcp_or_are_dropped() {
     let (scratch, key) = scratch_dir_with_key("hostile-rrl");

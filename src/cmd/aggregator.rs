@@ -71,6 +71,13 @@ pub struct Args {
     /// Client prefixes the rate limiter tracks at once (the least recently seen go first).
     #[arg(long, value_name = "N", default_value_t = 65_536)]
     dns_rrl_table: usize,
+    /// DNS TCP connections open at once (over every --dns address); more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    dns_tcp_max_connections: usize,
+    /// How long a DNS TCP connection may wait for the client: for a query, the rest of one,
+    /// or to take an answer.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    dns_tcp_idle_timeout_ms: u64,
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
@@ -254,6 +261,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                         ipv4_prefix: args.dns_rrl_ipv4_prefix.min(32),
                         ipv6_prefix: args.dns_rrl_ipv6_prefix.min(128),
                         table_size: args.dns_rrl_table.max(1),
+                    },
+                    lb_dns::TcpSettings {
+                        max_connections: args.dns_tcp_max_connections.max(1),
+                        idle_timeout: Duration::from_millis(args.dns_tcp_idle_timeout_ms.max(1)),
                     },
                 )
                 .await?;

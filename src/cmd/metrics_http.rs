@@ -48,6 +48,10 @@ fn describe() {
         "Answers given up because the client took nothing for --proxy-send-timeout-ms: a stalled HTTP/1 write (connection closed) or an HTTP/2 stream whose window stayed shut (stream reset)."
     );
     describe_counter!(
+        "meshlb_dns_tcp_refused_total",
+        "DNS TCP connections closed at accept because --dns-tcp-max-connections were open."
+    );
+    describe_counter!(
         "meshlb_dns_rrl_total",
         "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
     );

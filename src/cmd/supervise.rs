@@ -166,6 +166,70 @@ mod tests {
         assert!(rx.await.is_err(), "the remaining task was aborted");
     }
 
+    /// A socket that panics on its first receive: a panic inside chitchat's own task.
+    struct Panicking;
+
+    #[async_trait::async_trait]
+    impl chitchat::transport::Transport for Panicking {
+        async fn open(
+            &self,
+            _: std::net::SocketAddr,
+        ) -> anyhow::Result<Box<dyn chitchat::transport::Socket>> {
+            Ok(Box::new(Panicking))
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl chitchat::transport::Socket for Panicking {
+        fn local_addr(&self) -> anyhow::Result<std::net::SocketAddr> {
+            Ok(([127, 0, 0, 1], 9).into())
+        }
+        async fn send(
+            &mut self,
+            _: std::net::SocketAddr,
+            _: chitchat::ChitchatEnvelope,
+        ) -> anyhow::Result<chitchat::transport::SendOutcome> {
+            Ok(chitchat::transport::SendOutcome { num_bytes_sent: 0 })
+        }
+        async fn recv(&mut self) -> anyhow::Result<chitchat::transport::RecvOutcome> {
+            tokio::task::yield_now().await;
+            panic!("a bug inside the gossip task")
+        }
+    }
+
+    /// The gossip task watched as the aggregator and the prober watch it (its termination
+    /// watcher): a panic inside chitchat's task ends the node, named.
+    #[tokio::test]
+    async fn a_panic_inside_the_gossip_task_ends_the_node() {
+        let addr: std::net::SocketAddr = ([127, 0, 0, 1], 9).into();
+        let config = chitchat::ChitchatConfig {
+            chitchat_id: chitchat::ChitchatId::new("n".to_string(), 1, addr),
+            cluster_id: "c".into(),
+            gossip_interval: std::time::Duration::from_millis(50),
+            listen_addr: addr,
+            seed_nodes: Vec::new(),
+            failure_detector_config: chitchat::FailureDetectorConfig::default(),
+            marked_for_deletion_grace_period: std::time::Duration::from_secs(60),
+            catchup_callback: None,
+            extra_liveness_predicate: None,
+            protocol_version: chitchat::ProtocolVersion::V0,
+        };
+        let handle = chitchat::spawn_chitchat(config, Vec::new(), &Panicking)
+            .await
+            .expect("spawned");
+        let mut vital = Vital::new();
+        vital.task("tally loop", tokio::spawn(std::future::pending::<()>()));
+        vital.future("gossip task", {
+            let ended = handle.termination_watcher();
+            async move { Ending::describe(ended.await) }
+        });
+        let (name, why) = tokio::time::timeout(std::time::Duration::from_secs(10), vital.ended())
+            .await
+            .expect("the panic was noticed");
+        assert_eq!(name, "gossip task");
+        assert!(why.contains("panicked"), "{why}");
+    }
+
     #[tokio::test]
     async fn nothing_watched_never_ends() {
         let mut vital = Vital::new();

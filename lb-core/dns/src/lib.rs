@@ -1,19 +1,21 @@
 //! meshlb's authoritative DNS frontend (docs/dns.md): SOA and NS at each zone's apex,
 //! load-balanced names answered by the steering engine over the current health snapshot
 //! (`respond.rs` builds every answer), NXDOMAIN/NODATA with the SOA, REFUSED outside our
-//! zones; EDNS Client Subnet per `location_strategy`; UDP (batched, `batch.rs`) and TCP on
-//! hickory-server (`server.rs`).
+//! zones; EDNS Client Subnet per `location_strategy`; UDP (batched, `batch.rs`) and TCP with
+//! bounded connections (`tcp.rs`), both started by `server.rs`.
 
 mod batch;
 mod metrics;
 mod respond;
 mod rrl;
 mod server;
+mod tcp;
 mod zones;
 
 pub use respond::{Responder, EDNS_PAYLOAD};
 pub use rrl::{Limit, Rrl, RrlSettings};
 pub use server::DnsServer;
+pub use tcp::TcpSettings;
 pub use zones::SetupError;
 
 #[cfg(test)]

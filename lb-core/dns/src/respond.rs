@@ -1,6 +1,6 @@
 //! The answer to one query, as pure as a server can be: the question, the resolver's address
 //! and its EDNS Client Subnet go in; a reply made of pre-built records comes out. Both the UDP
-//! fast path and hickory's `RequestHandler` (TCP) call `reply` and `build`.
+//! datagram path and the TCP connections (`tcp.rs`) call `reply` and `build`.
 
 use std::borrow::Cow;
 use std::net::IpAddr;

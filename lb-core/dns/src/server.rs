@@ -1,35 +1,50 @@
 //! The listeners: UDP on several SO_REUSEPORT sockets per address, each served by its own
-//! thread with batched system calls (`batch.rs`; no task per query); TCP through hickory's
-//! `ServerFuture` with our `RequestHandler`. Malformed datagrams get FORMERR when a
-//! header can be read and are dropped otherwise; nothing from the network can panic here.
+//! thread with batched system calls (`batch.rs`; no task per query); TCP by a task per
+//! address with bounded connections (`tcp.rs`). Both answer through `Responder::answer`.
+//! Malformed messages get FORMERR when a header can be read and are dropped otherwise;
+//! nothing from the network can panic here.
 
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hickory_proto::op::{Header, Message, MessageType, ResponseCode};
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncoder};
 use hickory_proto::ProtoErrorKind;
 use hickory_server::authority::MessageRequest;
-use hickory_server::server::{Request, RequestHandler, ResponseHandler, ResponseInfo};
-use hickory_server::ServerFuture;
-
 use tokio::net::TcpListener;
+use tokio::sync::{watch, Semaphore};
 
 use super::metrics::rcode_index;
 use super::respond::{Responder, EDNS_PAYLOAD};
 use super::rrl::{Rrl, RrlSettings};
+use super::tcp::TcpSettings;
 use lb_edge::Serving;
 
-/// A TCP client that sends nothing for this long is disconnected.
-const TCP_IDLE: Duration = Duration::from_secs(10);
+/// Where a query came over: UDP answers fit the client's EDNS size (else 512 bytes) and are
+/// truncated beyond it; TCP answers may take a whole message (RFC 7766 section 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Transport {
+    Udp,
+    Tcp,
+}
 
 impl Responder {
     /// Answers one datagram into `out` (cleared first). `false`: send nothing (a response, or
     /// bytes too broken to carry a header).
     pub fn answer_datagram(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> bool {
+        self.answer(bytes, src, out, Transport::Udp)
+    }
+
+    /// Answers one query read from a TCP connection into `out` (cleared first, no length
+    /// prefix). `false`: send nothing, and close (a response, or bytes with no header).
+    pub fn answer_stream(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> bool {
+        self.answer(bytes, src, out, Transport::Tcp)
+    }
+
+    fn answer(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>, via: Transport) -> bool {
         let start = Instant::now();
         out.clear();
         let req = match MessageRequest::read(&mut BinDecoder::new(bytes)) {
@@ -47,9 +62,12 @@ impl Responder {
             return false;
         }
         let reply = self.reply(&req, src.ip());
-        let max = req
-            .edns()
-            .map_or(512, |e| e.max_payload().clamp(512, EDNS_PAYLOAD));
+        let max = match via {
+            Transport::Udp => req
+                .edns()
+                .map_or(512, |e| e.max_payload().clamp(512, EDNS_PAYLOAD)),
+            Transport::Tcp => u16::MAX,
+        };
         let rcode = reply.rcode;
         {
             let mut encoder = BinEncoder::new(out);
@@ -114,47 +132,15 @@ fn error_only(header: &Header, rcode: ResponseCode, out: &mut Vec<u8>) -> bool {
     }
 }
 
-/// hickory's seam: TCP queries come through here.
-struct Handler(Arc<Serving<Responder>>);
-
-#[async_trait::async_trait]
-impl RequestHandler for Handler {
-    async fn handle_request<R: ResponseHandler>(
-        &self,
-        request: &Request,
-        mut response_handle: R,
-    ) -> ResponseInfo {
-        let start = Instant::now();
-        let responder = self.0.load_full();
-        let reply = responder.reply(request, request.src().ip());
-        let response = Responder::build(request, &reply);
-        match response_handle.send_response(response).await {
-            Ok(info) => {
-                responder.metrics.record(
-                    reply.lb,
-                    reply.qtype,
-                    rcode_index(reply.rcode),
-                    start.elapsed().as_secs_f64(),
-                );
-                info
-            }
-            Err(e) => {
-                tracing::debug!(error = %e, "DNS response not sent");
-                let mut header = Header::new();
-                header.set_response_code(ResponseCode::ServFail);
-                header.into()
-            }
-        }
-    }
-}
-
 /// Running listeners; dropped or `shutdown`, they stop.
 pub struct DnsServer {
     udp: Vec<std::thread::JoinHandle<()>>,
     /// Told when a UDP thread ends (`take_ended`).
     ended: Option<lb_edge::Ended>,
     stop: Arc<AtomicBool>,
-    tcp: ServerFuture<Handler>,
+    /// The TCP accept loops, and what tells them to stop.
+    tcp: Vec<tokio::task::JoinHandle<()>>,
+    stop_tcp: watch::Sender<bool>,
     /// The bound addresses (UDP and TCP share each), in the order given.
     pub addrs: Vec<SocketAddr>,
 }
@@ -191,13 +177,16 @@ impl DnsServer {
         addrs: &[SocketAddr],
         udp_sockets: usize,
         rrl: RrlSettings,
+        tcp_settings: TcpSettings,
     ) -> io::Result<DnsServer> {
         // One limiter for every UDP socket: a client's flows spread over them.
         let rrl = Rrl::new(rrl).map(Arc::new);
         let (signal, ended) = lb_edge::end_signal();
         let mut udp = Vec::new();
         let stop = Arc::new(AtomicBool::new(false));
-        let mut tcp = ServerFuture::new(Handler(Arc::clone(&responder)));
+        let (stop_tcp, tcp_stopped) = watch::channel(false);
+        let slots = Arc::new(Semaphore::new(tcp_settings.max_connections.max(1)));
+        let mut tcp = Vec::new();
         let mut bound = Vec::new();
         for &addr in addrs {
             // TCP first: with port 0 it picks the port, then UDP binds the same number.
@@ -205,7 +194,16 @@ impl DnsServer {
                 io::Error::new(e.kind(), format!("DNS TCP listener on {addr}: {e}"))
             })?;
             let addr = listener.local_addr()?;
-            tcp.register_listener(listener, TCP_IDLE);
+            // Its end (a panic) is told like a UDP thread's.
+            let end = signal.guard(format!("dns-tcp-{addr}"));
+            tcp.push(tokio::spawn(super::tcp::accept_loop(
+                listener,
+                Arc::clone(&responder),
+                tcp_settings,
+                Arc::clone(&slots),
+                tcp_stopped.clone(),
+                end,
+            )));
             for _ in 0..udp_sockets.max(1) {
                 let socket = udp_socket(addr).map_err(|e| {
                     io::Error::new(e.kind(), format!("DNS UDP socket on {addr}: {e}"))
@@ -229,6 +227,7 @@ impl DnsServer {
             ended: Some(ended),
             stop,
             tcp,
+            stop_tcp,
             addrs: bound,
         })
     }
@@ -240,7 +239,10 @@ impl DnsServer {
 
     pub async fn shutdown(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        let _ = self.tcp.shutdown_gracefully().await;
+        let _ = self.stop_tcp.send(true);
+        for t in std::mem::take(&mut self.tcp) {
+            let _ = t.await;
+        }
         for t in std::mem::take(&mut self.udp) {
             let _ = tokio::task::spawn_blocking(move || t.join()).await;
         }
@@ -249,7 +251,8 @@ impl DnsServer {
 
 impl Drop for DnsServer {
     fn drop(&mut self) {
-        // The UDP threads see this within `STOP_POLL` and exit.
+        // The UDP threads see this within `STOP_POLL` and exit; the TCP loops at once.
         self.stop.store(true, Ordering::Relaxed);
+        let _ = self.stop_tcp.send(true);
     }
 }

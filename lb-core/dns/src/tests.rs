@@ -97,6 +97,17 @@ fn edns(payload: u16) -> Edns {
 }
 
 #[test]
+fn a_large_answer_goes_whole_over_tcp() {
+    let r = responder();
+    let mut out = Vec::new();
+    let bytes = query("big.example.test.", RecordType::A, None);
+    assert!(r.answer_stream(&bytes, "127.0.0.1:5300".parse().unwrap(), &mut out));
+    let m = Message::from_vec(&out).expect("parses");
+    assert!(!m.truncated(), "TCP has no 512-byte limit");
+    assert_eq!(m.answers().len(), 50);
+}
+
+#[test]
 fn a_large_answer_is_truncated_over_udp_and_fits_with_edns() {
     let r = responder();
     let plain = ask(&r, &query("big.example.test.", RecordType::A, None)).unwrap();
