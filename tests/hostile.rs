@@ -232,6 +232,35 @@ fn a_node_whose_vital_task_ends_exits_non_zero_naming_it() {
     drop(taken);
 }
 
+#[test]
+fn admin_connections_beyond_the_limit_are_closed_and_counted() {
+    let origin = origin();
+    let (_p, admin, _proxy) = proxy_with(
+        "hostile-admin-conns",
+        origin.port,
+        &["--admin-max-connections", "2"],
+    );
+    // Two idle connections fill the admin listener; a third is closed at accept.
+    wait_for(
+        "a connection over the limit is closed",
+        Duration::from_secs(10),
+        || {
+            let _held: Vec<TcpStream> = (0..2)
+                .map(|_| TcpStream::connect(admin).expect("connect"))
+                .collect();
+            let mut third = TcpStream::connect(admin).expect("connect");
+            closed_within(&mut third, Duration::from_millis(500))
+                .is_some_and(|(_, got)| got.is_empty())
+        },
+    );
+    // Once they go, the API answers again, and says what it refused.
+    wait_for(
+        "the admin API answers again",
+        Duration::from_secs(10),
+        || metric(admin, "meshlb_admin_connections_refused_total") >= 1.0,
+    );
+}
+
 /// A prober in WEU with `--dc`, its regions table `regions` (none: the embedded one).
 fn prober(
     config: &std::path::Path,

@@ -49,6 +49,9 @@ pub struct Args {
     /// How long a request head may take to arrive at the admin API.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
+    /// Connections the admin listener keeps open at once; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    admin_max_connections: usize,
     /// Serve authoritative DNS on this address, UDP and TCP (repeat for IPv4 and IPv6).
     #[arg(long = "dns", value_name = "ADDR")]
     dns: Vec<SocketAddr>,
@@ -333,7 +336,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             listener,
             Arc::clone(&shared),
             token,
-            Duration::from_millis(args.admin_head_timeout_ms.max(1)),
+            aggregator::admin::guard::Limits {
+                head_timeout: Duration::from_millis(args.admin_head_timeout_ms.max(1)),
+                max_connections: args.admin_max_connections,
+            },
         ));
         let (adopter, adoptions) = Adopter::channel();
         let poll = (settings.gossip_interval / 2).max(Duration::from_millis(20));

@@ -40,6 +40,10 @@ fn describe() {
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
     );
     describe_counter!(
+        "meshlb_admin_connections_refused_total",
+        "Connections to an admin or metrics listener closed at accept because --admin-max-connections were open."
+    );
+    describe_counter!(
         "meshlb_proxy_connections_refused_total",
         "Client connections closed at accept because their proxy worker was at --proxy-max-connections-per-worker."
     );
@@ -299,23 +303,26 @@ async fn reload(
     }
 }
 
-/// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given;
-/// request heads must arrive within `head_timeout` (`aggregator::admin::guard`).
+/// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given,
+/// within `limits` (`aggregator::admin::guard`).
 pub async fn serve(
     addr: SocketAddr,
     handle: PrometheusHandle,
     reloads: Option<ReloadEndpoint>,
-    head_timeout: std::time::Duration,
+    limits: guard::Limits,
 ) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr} for /metrics"))?;
     let mut backoff = guard::AcceptBackoff::new();
+    let slots = limits.slots();
+    let head_timeout = limits.head_timeout;
     loop {
-        let (stream, _) = guard::accept(&listener, &mut backoff).await;
+        let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let handle = handle.clone();
         let reloads = reloads.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let handle = handle.clone();
                 let reloads = reloads.clone();

@@ -47,6 +47,9 @@ pub struct Args {
     /// How long a request head may take to arrive at the --metrics listener.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
+    /// Connections the --metrics listener keeps open at once; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    admin_max_connections: usize,
     #[command(flatten)]
     mesh: MeshArgs,
 }
@@ -140,14 +143,17 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 token: token.clone(),
                 requests: requests.clone(),
             };
-            let head_timeout = Duration::from_millis(args.admin_head_timeout_ms.max(1));
+            let limits = aggregator::admin::guard::Limits {
+                head_timeout: Duration::from_millis(args.admin_head_timeout_ms.max(1)),
+                max_connections: args.admin_max_connections,
+            };
             vital.task(
                 "metrics listener",
                 tokio::spawn(super::metrics_http::serve(
                     addr,
                     handle,
                     Some(endpoint),
-                    head_timeout,
+                    limits,
                 )),
             );
             let stats = Arc::clone(&node.stats);

@@ -14,10 +14,12 @@
 //!   spinning on the error.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a request head may take to arrive (`--admin-head-timeout-ms`).
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -143,17 +145,42 @@ impl Default for AcceptBackoff {
     }
 }
 
-/// The next connection on `listener`; a failing accept waits as `backoff` says (counted in
-/// `meshlb_admin_accept_errors_total`) rather than spinning.
+/// What an admin or metrics listener bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// How long a request head may take (`--admin-head-timeout-ms`); on a keep-alive
+    /// connection, also how long it may idle.
+    pub head_timeout: Duration,
+    /// Connections open at once (`--admin-max-connections`); more are closed at accept.
+    pub max_connections: usize,
+}
+
+impl Limits {
+    /// The slots `accept` takes from.
+    pub fn slots(&self) -> Arc<Semaphore> {
+        Arc::new(Semaphore::new(self.max_connections.max(1)))
+    }
+}
+
+/// The next connection on `listener` and its place among `slots`; a failing accept waits as
+/// `backoff` says (counted in `meshlb_admin_accept_errors_total`) rather than spinning, and a
+/// connection beyond the slots is closed at once (`meshlb_admin_connections_refused_total`).
 pub async fn accept(
     listener: &TcpListener,
     backoff: &mut AcceptBackoff,
-) -> (TcpStream, SocketAddr) {
+    slots: &Arc<Semaphore>,
+) -> (TcpStream, SocketAddr, OwnedSemaphorePermit) {
     loop {
         match listener.accept().await {
-            Ok(accepted) => {
+            Ok((stream, peer)) => {
                 backoff.succeeded();
-                return accepted;
+                match Arc::clone(slots).try_acquire_owned() {
+                    Ok(slot) => return (stream, peer, slot),
+                    Err(_) => {
+                        metrics::counter!("meshlb_admin_connections_refused_total").increment(1);
+                        drop(stream);
+                    }
+                }
             }
             Err(e) => {
                 let wait = backoff.failed();

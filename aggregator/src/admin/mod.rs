@@ -113,21 +113,23 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
     }
 }
 
-/// Serves the admin API on `listener` until the task is dropped; request heads must arrive
-/// within `head_timeout`.
+/// Serves the admin API on `listener` until the task is dropped, within `limits`.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
     token: Option<String>,
-    head_timeout: std::time::Duration,
+    limits: guard::Limits,
 ) {
     let token: Option<Arc<str>> = token.map(Into::into);
     let mut backoff = guard::AcceptBackoff::new();
+    let slots = limits.slots();
+    let head_timeout = limits.head_timeout;
     loop {
-        let (stream, _) = guard::accept(&listener, &mut backoff).await;
+        let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let shared = Arc::clone(&shared);
         let token = token.clone();
         tokio::spawn(async move {
+            let _slot = slot;
             let service = service_fn(move |req: Request<Incoming>| {
                 let shared = Arc::clone(&shared);
                 let token = token.clone();
