@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 # OpenLDAP slapd and OpenSMTPD on loopback (the notification test reads mail back from it); the
 # DNS tests query the server with dig, the proxy tests drive it with curl; the deploy test runs
 # promtool and a real Prometheus server; the chaos suite builds its world in network namespaces
-# with ip (it needs root); the demo is resolved through a real Unbound resolver.
+# with ip (it needs root); the demo is resolved through a real Unbound resolver; the layer-4
+# tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -19,6 +20,9 @@ declare -A NEEDED=(
   [/usr/bin/prometheus]=prometheus
   [/usr/sbin/ip]=iproute2
   [/usr/sbin/unbound]=unbound
+  [/usr/sbin/haproxy]=haproxy
+  [/usr/bin/redis-server]=redis-server
+  [/usr/bin/redis-cli]=redis-tools
 )
 
 missing=()

@@ -135,6 +135,7 @@ fn dependencies_between_meshlb_crates_flow_one_way() {
         ("lb-edge", &["lb-core"]),
         ("lb-dns", &["lb-core", "lb-edge"]),
         ("lb-proxy", &["lb-core", "lb-edge", "lb-tls"]),
+        ("lb-l4", &["lb-core", "lb-edge"]),
         ("mesh", &["lb-core"]),
         ("prober", &["lb-core", "lb-tls", "mesh"]),
         ("aggregator", &["lb-core", "lb-edge", "lb-tls", "mesh"]),

@@ -121,6 +121,26 @@ pub struct Args {
     /// Client connections each proxy worker serves at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 16_384)]
     proxy_max_connections_per_worker: usize,
+    /// Serve layer-4 (TCP and UDP) load balancers' ports on this address (repeatable, e.g.
+    /// 0.0.0.0 and ::); the ports come from the config and follow its reloads.
+    #[arg(long = "l4", value_name = "IP")]
+    l4: Vec<std::net::IpAddr>,
+    /// Connecting to a layer-4 endpoint; a connect that takes longer is retried elsewhere.
+    #[arg(long, value_name = "MS", default_value_t = 5_000)]
+    l4_connect_timeout_ms: u64,
+    /// A layer-4 TCP connection with no byte either way for this long is closed.
+    #[arg(long, value_name = "MS", default_value_t = 600_000)]
+    l4_idle_timeout_ms: u64,
+    /// Layer-4 TCP connections open at once on this node; more are closed at accept.
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    l4_max_connections: usize,
+    /// A layer-4 UDP flow with no datagram either way for this long ends.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    l4_udp_idle_timeout_ms: u64,
+    /// UDP flows per layer-4 listening socket; a new flow beyond pushes out the least
+    /// recently active.
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    l4_udp_max_flows: usize,
     /// A PEM certificate chain for TLS; SNI picks the one valid for the name (the first is
     /// the default). Repeat with --tls-key in the same order.
     #[arg(long = "tls-cert", value_name = "FILE")]
@@ -159,10 +179,19 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ),
         None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
     };
-    if !args.advertise_proxy.is_empty() && args.proxy.is_empty() && args.proxy_tls.is_empty() {
+    if !args.advertise_proxy.is_empty()
+        && args.proxy.is_empty()
+        && args.proxy_tls.is_empty()
+        && args.l4.is_empty()
+    {
         return Err(anyhow!(
-            "--advertise-proxy names where clients reach this aggregator's proxy: give --proxy or --proxy-tls too"
+            "--advertise-proxy names where clients reach this aggregator's proxy: give --proxy, --proxy-tls or --l4 too"
         ));
+    }
+    if args.l4.is_empty() && config.load_balancers.iter().any(|lb| lb.layer4.is_some()) {
+        eprintln!(
+            "warning: the config has layer-4 load balancers and this aggregator serves none of them (no --l4)"
+        );
     }
     if !args.dns.is_empty()
         && args.advertise_proxy.is_empty()
@@ -330,6 +359,29 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             }
             proxy_serving = Some(serving);
         }
+        let mut l4 = None;
+        if !args.l4.is_empty() {
+            let frontend = lb_l4::Layer4::new(
+                Arc::clone(&generation),
+                Arc::new(regions.clone()),
+                args.mesh.affinity_key()?,
+                lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
+                lb_l4::L4Settings {
+                    addresses: args.l4.clone(),
+                    connect_timeout: ms(args.l4_connect_timeout_ms),
+                    idle_timeout: ms(args.l4_idle_timeout_ms),
+                    max_connections: args.l4_max_connections.max(1),
+                    udp_idle_timeout: ms(args.l4_udp_idle_timeout_ms),
+                    udp_max_flows: args.l4_udp_max_flows.max(1),
+                },
+            )
+            .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
+            let listeners = lb_l4::Listeners::start(frontend).await?;
+            for (t, addr) in listeners.addresses() {
+                eprintln!("layer-4 {} on {addr}", t.name());
+            }
+            l4 = Some(listeners);
+        }
         let (requests, mut requested) = tokio::sync::mpsc::channel(4);
         let _ = shared.reload_requests.set(requests);
         let admin = tokio::spawn(aggregator::admin::serve(
@@ -358,6 +410,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             adopter,
             dns,
             proxy: proxy_serving,
+            l4,
         };
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             .context("SIGHUP handler")?;
@@ -382,6 +435,14 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         }
         for p in &mut proxies {
             vital.threads("proxy", p.take_ended());
+        }
+        if let Some(mut ended) = reloads.l4.as_mut().and_then(|l| l.take_ended()) {
+            vital.future("layer-4 listener", async move {
+                ended
+                    .recv()
+                    .await
+                    .unwrap_or_else(|| "stopped".to_string())
+            });
         }
         let stop = stopped();
         tokio::pin!(stop);

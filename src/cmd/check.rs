@@ -93,7 +93,17 @@ fn summary(file: &str, c: &Config) -> String {
         out.push_str(&format!(
             "  load balancer {} ({}): steering {}, pools [{}], fallback {}, affinity {}, ttl {}s, {} rule(s)\n",
             lb.name,
-            if lb.proxied { "proxied" } else { "DNS-only" },
+            match (&lb.layer4, lb.proxied) {
+                (Some(l4), _) => format!(
+                    "layer 4 {}, {} port(s) from {}, PROXY {}",
+                    l4.transport.name(),
+                    l4.ports.len(),
+                    l4.ports.first().map_or(0, |p| p.listen),
+                    l4.proxy_protocol.name()
+                ),
+                (None, true) => "proxied".to_string(),
+                (None, false) => "DNS-only".to_string(),
+            },
             s.steering_policy.name(),
             names(&s.default_pools),
             s.fallback_pool.map_or("none".to_string(), |p| c.pool(p).name.clone()),

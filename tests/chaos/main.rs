@@ -503,6 +503,14 @@ name = "www.chaos.test"
 proxied = true
 default_pools = ["eu", "us", "ap"]
 fallback_pool = "fallback"
+
+[[load_balancers]]
+name = "tcp.chaos.test"
+protocol = "tcp"
+listen = [7000]
+origin_port = 8001
+default_pools = ["eu", "us", "ap"]
+fallback_pool = "fallback"
 "#,
             eu1 = o("eu-1"),
             eu2 = o("eu-2"),
@@ -548,6 +556,8 @@ fallback_pool = "fallback"
                 &format!("{a}:53"),
                 "--proxy",
                 &format!("{a}:8080"),
+                "--l4",
+                &a.to_string(),
             ]
             .iter()
             .map(|s| s.to_string()),
@@ -1045,6 +1055,37 @@ fn chaos() {
         .false_changes(c)
         .failed_requests(failed)
         .detection(converged.unwrap_or(sent_at.elapsed())),
+    );
+
+    // 10. Kill a TCP origin under a stream of layer-4 connections.
+    let netns = m.world.netns("client").to_string();
+    let progress = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&progress);
+    let agg1 = m.agg[0];
+    let stream = std::thread::spawn(move || {
+        stream_requests(
+            &netns,
+            SocketAddr::new(agg1.into(), 7000),
+            Duration::from_secs(5),
+            &counted,
+        )
+    });
+    support::wait_for(
+        "the client's first layer-4 connections",
+        Duration::from_secs(5),
+        || progress.load(std::sync::atomic::Ordering::Relaxed) >= 5,
+    );
+    m.origins["eu-1"].stop();
+    let (sent, failed) = stream.join().expect("client");
+    m.origins["eu-1"].start();
+    outcomes.push(
+        Outcome::new(
+            "kill a TCP origin (eu-1) under a stream of layer-4 connections through agg1",
+            "every connection begun after the kill is served (a refused connect is retried on eu-2); at most the one open at the kill is cut",
+            format!("{sent} connections, {failed} failed"),
+            sent > 0 && failed <= 1,
+        )
+        .failed_requests(failed),
     );
 
     report::write(&outcomes);

@@ -33,6 +33,11 @@ struct LbStatus {
     name: String,
     state: &'static str,
     proxied: bool,
+    /// "http", "tcp" or "udp".
+    protocol: &'static str,
+    /// Layer 4: the ports listened on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    listen: Vec<u16>,
 }
 
 #[derive(Serialize)]
@@ -236,6 +241,12 @@ pub(super) fn status(shared: &Shared) -> Status {
                     .flatten()
                     .map_or("unknown", LbState::name),
                 proxied: lb.proxied,
+                protocol: lb.layer4.as_ref().map_or("http", |l| l.transport.name()),
+                listen: lb
+                    .layer4
+                    .as_ref()
+                    .map(|l| l.ports.iter().map(|p| p.listen).collect())
+                    .unwrap_or_default(),
             })
             .collect(),
         pools,

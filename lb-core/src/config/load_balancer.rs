@@ -27,6 +27,16 @@ pub struct LoadBalancer {
     pub origin_tls: OriginTls,
     /// Extra trust anchors for `OriginTls::Strict`.
     pub origin_ca_file: Option<std::path::PathBuf>,
+    /// `Some` for a layer-4 (TCP or UDP) load balancer, which is always `proxied`; `None`
+    /// for HTTP.
+    pub layer4: Option<crate::config::Layer4>,
+}
+
+impl LoadBalancer {
+    /// Whether the HTTP proxy serves this load balancer (proxied, and not layer 4).
+    pub fn proxied_http(&self) -> bool {
+        self.proxied && self.layer4.is_none()
+    }
 }
 
 /// Cloudflare's SSL modes as they concern the origin side of the proxy.

@@ -1,6 +1,9 @@
 //! `meshlb.toml`: monitors, pools and load balancers, validated into types that cannot hold a
 //! dangling reference or an out-of-range value. See `validate.rs` for every rule.
 
+mod layer4;
+#[cfg(test)]
+mod layer4_tests;
 mod load_balancer;
 mod monitor;
 mod monitor_group;
@@ -13,6 +16,7 @@ mod zone;
 
 use std::collections::HashMap;
 
+pub use layer4::{Layer4, PortMap, ProxyProtocol, Transport, MAX_LAYER4_PORTS};
 pub use load_balancer::{
     AdaptiveRouting, AffinityKind, FixedResponse, LbId, LoadBalancer, LocationMode,
     LocationStrategy, OriginTls, Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite,

@@ -353,6 +353,22 @@ pub struct RawLoadBalancer {
     pub origin_tls: Option<String>,
     /// meshlb: extra trust anchors (PEM) for `origin_tls = "strict"`.
     pub origin_ca_file: Option<String>,
+    /// meshlb (Spectrum's protocols): "http" (default), "tcp" or "udp".
+    pub protocol: Option<String>,
+    /// Layer 4: the ports listened on, numbers or "first-last" ranges.
+    pub listen: Option<Vec<RawPorts>>,
+    /// Layer 4: the origin port (one for all), or a range as long as `listen`'s ports.
+    pub origin_port: Option<RawPorts>,
+    /// Layer 4: "off" (default), "v1", "v2" or, for UDP, "simple".
+    pub proxy_protocol: Option<String>,
+}
+
+/// A port or a range of ports: `22` or `"8000-8010"`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawPorts {
+    One(i64),
+    Range(String),
 }
 
 fn default_affinity() -> String {

@@ -1,5 +1,6 @@
 //! The aggregator's reload: read and validate the file, build the next generation's
-//! frontends (a DNS responder, a proxy) carrying their live state over, have the tally loop
+//! frontends (a DNS responder, a proxy, the layer-4 listeners with any new ports bound)
+//! carrying their live state over, have the tally loop
 //! adopt the generation, then swap the frontends in. Anything that fails before the adoption
 //! leaves the running config serving, untouched; the errors go to the log, the reload's HTTP
 //! answer and the metrics (`src/cmd/reload.rs`).
@@ -28,6 +29,8 @@ pub struct Reloader {
     pub adopter: Adopter,
     pub dns: Option<DnsFrontend>,
     pub proxy: Option<Arc<Serving<lb_proxy::Proxy>>>,
+    /// The layer-4 listeners (`--l4`): a reload binds new ports before anything changes.
+    pub l4: Option<lb_l4::Listeners>,
 }
 
 /// The DNS server's responder and what building the next one takes.
@@ -174,6 +177,21 @@ impl Reloader {
                     .map_err(|e| vec![format!("{file}: proxy: {e}")])?,
             ),
         };
+        let l4 = match &self.l4 {
+            None => None,
+            Some(listeners) => {
+                let next = listeners
+                    .serving()
+                    .load()
+                    .reloaded(Arc::clone(&generation))
+                    .map_err(|e| vec![format!("{file}: layer 4: {e}")])?;
+                Some(
+                    listeners
+                        .prepare(next)
+                        .map_err(|e| vec![format!("{file}: {e}")])?,
+                )
+            }
+        };
         let now = lb_core::clock::unix_secs();
         let config_drains = aggregator::drains::from_config(
             &config,
@@ -184,6 +202,7 @@ impl Reloader {
             in_force: InForce::new(generation, hash, now, config_drains, notifier),
             responder,
             proxy,
+            l4,
         }))
     }
 
@@ -208,6 +227,12 @@ impl Reloader {
             proxy.take_sessions_from(&serving.load());
             serving.replace(Arc::new(proxy));
         }
+        if let (Some(listeners), Some(plan)) = (&mut self.l4, next.l4) {
+            // The ports were bound in `prepare`; only registering them can fail here.
+            if let Err(e) = listeners.apply(plan) {
+                tracing::error!(error = %e, "layer-4 listeners after a reload");
+            }
+        }
         Ok(outcome)
     }
 }
@@ -217,4 +242,5 @@ struct Next {
     in_force: InForce,
     responder: Option<(lb_dns::Responder, u32)>,
     proxy: Option<lb_proxy::Proxy>,
+    l4: Option<lb_l4::Plan>,
 }

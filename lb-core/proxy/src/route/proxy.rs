@@ -392,7 +392,8 @@ impl Proxy {
         self.config
             .load_balancers
             .iter()
-            .position(|lb| lb.name.as_bytes().eq_ignore_ascii_case(host))
+            // A layer-4 load balancer's name is not the HTTP proxy's to serve.
+            .position(|lb| lb.layer4.is_none() && lb.name.as_bytes().eq_ignore_ascii_case(host))
             .map(LbId)
     }
 

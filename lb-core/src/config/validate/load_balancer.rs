@@ -8,6 +8,9 @@ impl Validator<'_> {
     pub(super) fn load_balancer(&mut self, i: usize, lb: &RawLoadBalancer) -> Option<LoadBalancer> {
         let path = format!("load_balancers[{i}]");
         let name = lb.name.trim_end_matches('.').to_ascii_lowercase();
+        let layer4 = self.layer4(&path, lb);
+        // Layer 4 is always proxied (Spectrum ignores the setting).
+        let proxied = lb.proxied || layer4.is_some();
         if !is_hostname(&name) {
             self.sink.push(
                 format!("{path}.name"),
@@ -42,7 +45,7 @@ impl Validator<'_> {
             Some(&lb.session_affinity),
             lb.session_affinity_ttl,
             lb.session_affinity_attributes.as_ref(),
-            lb.proxied,
+            proxied,
             None,
         );
         let adaptive_routing = AdaptiveRouting {
@@ -70,6 +73,12 @@ impl Validator<'_> {
             ttl,
         };
         self.check_settings(&path, &settings);
+        let mut settings = settings;
+        if layer4.is_some() {
+            // A layer-4 connection whose connect is refused or times out is tried once more
+            // on another endpoint (docs/layer4.md).
+            settings.session_affinity.zero_downtime_failover = ZeroDowntimeFailover::Temporary;
+        }
         let mut rule_names = HashSet::new();
         let mut rules: Vec<Rule> = Vec::new();
         for (j, r) in lb.rules.iter().enumerate() {
@@ -80,7 +89,7 @@ impl Validator<'_> {
                     format!("duplicate rule name `{}`", r.name),
                 );
             }
-            if let Some(rule) = self.rule(&rpath, r, lb.proxied, has_geo, &settings) {
+            if let Some(rule) = self.rule(&rpath, r, proxied, has_geo, &settings) {
                 if !r.disabled {
                     rules.push(rule);
                 }
@@ -100,7 +109,7 @@ impl Validator<'_> {
                 OriginTls::Off
             }
         };
-        if origin_tls != OriginTls::Off && !lb.proxied {
+        if origin_tls != OriginTls::Off && !proxied {
             self.sink.push(
                 format!("{path}.origin_tls"),
                 "only the proxy connects to origins: set `proxied = true` or leave origin_tls out",
@@ -116,11 +125,12 @@ impl Validator<'_> {
             name,
             description: lb.description.clone(),
             enabled: lb.enabled,
-            proxied: lb.proxied,
+            proxied,
             rules,
             settings,
             origin_tls,
             origin_ca_file: lb.origin_ca_file.as_ref().map(Into::into),
+            layer4,
         })
     }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
 mod affinity;
+mod layer4;
 mod load_balancer;
 mod monitor_group;
 mod notifications;
@@ -70,8 +71,10 @@ pub(super) fn validate(
     v.pool_located = pools.iter().map(|p| p.coordinates.is_some()).collect();
     let mut lb_index = HashMap::new();
     let mut load_balancers = Vec::new();
+    let mut raw_index = Vec::new();
     for (i, lb) in raw.load_balancers.iter().enumerate() {
         if let Some(lb) = v.load_balancer(i, lb) {
+            raw_index.push(i);
             if lb_index
                 .insert(lb.name.clone(), LbId(load_balancers.len()))
                 .is_some()
@@ -84,6 +87,9 @@ pub(super) fn validate(
             load_balancers.push(lb);
         }
     }
+    let numbered: Vec<(usize, &LoadBalancer)> =
+        raw_index.iter().copied().zip(&load_balancers).collect();
+    v.layer4_ports(&numbered);
     let zones = v.zones(&raw.zones, &load_balancers);
     let geolocation = v.geolocation(&raw.geolocation);
     let notifications = v.notifications(&raw.notifications);

@@ -1,0 +1,189 @@
+//! One generation's layer-4 frontend: which load balancer each ingress port belongs to, the
+//! steering decision for a new connection or flow, where its endpoint is, the live counts and
+//! the metrics. Replaced whole on a reload (`lb_edge::Serving`); connections that began on
+//! the old one finish on it.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+use lb_core::affinity::AffinityKey;
+use lb_core::clock::unix_secs;
+use lb_core::config::{Address, Config, LbId, LoadBalancer, Transport};
+use lb_core::geolocation::{GeolocationError, Geolocator};
+use lb_core::regions_table::RegionsTable;
+use lb_core::request::{Mode, RequestContext};
+use lb_core::steering::{Decision, Engine, Target};
+use lb_edge::{decide_live, Generation, PopInfo};
+
+use crate::live::Live;
+use crate::metrics::L4Metrics;
+
+/// The node's layer-4 limits (flags, not config: a reload keeps them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct L4Settings {
+    /// Addresses the load balancers' ports are bound on (`--l4`).
+    pub addresses: Vec<IpAddr>,
+    /// Connecting to an endpoint (`--l4-connect-timeout-ms`).
+    pub connect_timeout: Duration,
+    /// A TCP connection with no byte either way for this long is closed
+    /// (`--l4-idle-timeout-ms`).
+    pub idle_timeout: Duration,
+    /// TCP connections open at once on this node (`--l4-max-connections`).
+    pub max_connections: usize,
+    /// A UDP flow with no datagram either way for this long ends (`--l4-udp-idle-timeout-ms`).
+    pub udp_idle_timeout: Duration,
+    /// UDP flows per listening socket (`--l4-udp-max-flows`); a new flow beyond it pushes out
+    /// the least recently active one.
+    pub udp_max_flows: usize,
+}
+
+impl Default for L4Settings {
+    fn default() -> Self {
+        L4Settings {
+            addresses: Vec::new(),
+            connect_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(600),
+            max_connections: 65_536,
+            udp_idle_timeout: Duration::from_secs(30),
+            udp_max_flows: 65_536,
+        }
+    }
+}
+
+/// The layer-4 frontend of one configuration generation.
+#[derive(Debug)]
+pub struct Layer4 {
+    generation: Arc<Generation>,
+    config: Arc<Config>,
+    regions: Arc<RegionsTable>,
+    key: AffinityKey,
+    pop: PopInfo,
+    geo: Geolocator,
+    pub(crate) live: Arc<Live>,
+    pub(crate) metrics: Arc<L4Metrics>,
+    pub(crate) settings: L4Settings,
+    ports: HashMap<(Transport, u16), LbId>,
+}
+
+impl Layer4 {
+    pub fn new(
+        generation: Arc<Generation>,
+        regions: Arc<RegionsTable>,
+        key: AffinityKey,
+        pop: PopInfo,
+        settings: L4Settings,
+    ) -> Result<Layer4, GeolocationError> {
+        let live = Arc::new(Live::new(generation.config()));
+        Self::build(generation, regions, key, pop, settings, live)
+    }
+
+    /// The frontend of the next generation, with this one's live counts carried over.
+    pub fn reloaded(&self, generation: Arc<Generation>) -> Result<Layer4, GeolocationError> {
+        let live = Arc::new(Live::carried(generation.config(), &self.config, &self.live));
+        Self::build(
+            generation,
+            Arc::clone(&self.regions),
+            self.key.clone(),
+            self.pop.clone(),
+            self.settings.clone(),
+            live,
+        )
+    }
+
+    fn build(
+        generation: Arc<Generation>,
+        regions: Arc<RegionsTable>,
+        key: AffinityKey,
+        pop: PopInfo,
+        settings: L4Settings,
+        live: Arc<Live>,
+    ) -> Result<Layer4, GeolocationError> {
+        let config = Arc::clone(generation.config());
+        let geo = Geolocator::new(&config.geolocation)?;
+        let ports = config
+            .load_balancers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, lb)| lb.layer4.as_ref().map(|l| (i, l)))
+            .flat_map(|(i, l)| {
+                l.ports
+                    .iter()
+                    .map(move |p| ((l.transport, p.listen), LbId(i)))
+            })
+            .collect();
+        Ok(Layer4 {
+            metrics: Arc::new(L4Metrics::new(&config)),
+            generation,
+            config,
+            regions,
+            key,
+            pop,
+            geo,
+            live,
+            settings,
+            ports,
+        })
+    }
+
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    pub fn settings(&self) -> &L4Settings {
+        &self.settings
+    }
+
+    /// Every (transport, port) this generation listens on.
+    pub fn ports(&self) -> impl Iterator<Item = (Transport, u16)> + '_ {
+        self.ports.keys().copied()
+    }
+
+    /// The load balancer listening on `port` for `transport`.
+    pub fn route(&self, transport: Transport, port: u16) -> Option<(LbId, &LoadBalancer)> {
+        let id = *self.ports.get(&(transport, port))?;
+        self.config.load_balancers.get(id.0).map(|lb| (id, lb))
+    }
+
+    /// The steering decision for a new connection or flow from `client`.
+    pub fn decide(&self, lb: &LoadBalancer, client: SocketAddr) -> Decision {
+        let mut ctx = RequestContext::new(Mode::Proxy, self.pop.pop(), unix_secs());
+        ctx.client_ip = Some(client.ip());
+        if !self.geo.is_empty() {
+            ctx.client_location = self.geo.locate(client.ip()).map(|(l, _)| l);
+        }
+        ctx.load = Some(&*self.live);
+        let engine = Engine::new(&self.config, &self.regions, &self.key);
+        decide_live(&engine, lb, &self.generation, &ctx)
+    }
+
+    /// Where a connection or flow that came in on `listen` goes at `target`: the endpoint's
+    /// address (a hostname is resolved, the first address taken), at the mapped port.
+    pub async fn endpoint_addr(
+        &self,
+        lb: &LoadBalancer,
+        target: Target,
+        listen: u16,
+    ) -> Option<SocketAddr> {
+        let e = self
+            .config
+            .pools
+            .get(target.pool.0)?
+            .endpoints
+            .get(target.endpoint.0)?;
+        let port = lb.layer4.as_ref()?.origin_port(listen, e.port);
+        match &e.address {
+            Address::Ip(ip) => Some(SocketAddr::new(*ip, port)),
+            Address::Hostname(h) => tokio::net::lookup_host((h.as_str(), port))
+                .await
+                .ok()?
+                .next(),
+        }
+    }
+
+    /// Open connections or flows at `target` now (tests, status).
+    pub fn open_at(&self, target: Target) -> u32 {
+        self.live.count(target)
+    }
+}

@@ -1,0 +1,255 @@
+//! TCP: each accepted connection is steered (client address, PoP, live counts), connected to
+//! its endpoint within the connect timeout — once more to another endpoint when that is
+//! refused or times out (zero-downtime failover) — told the client's address by a PROXY
+//! header when the load balancer asks, then relayed both ways until both sides have closed
+//! (a half-close is passed on), either fails, or nothing moves for the idle timeout.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+
+use lb_core::config::{LbId, LoadBalancer, ProxyProtocol, Transport};
+use lb_core::steering::{Outcome, Target};
+use lb_edge::Serving;
+
+use crate::frontend::Layer4;
+use crate::metrics::LbMetrics;
+use crate::proxy_header;
+
+/// Each direction's buffer (HAProxy's and nginx's default buffer size).
+const BUFFER: usize = 16 << 10;
+/// Waits after a failed accept: 5 ms, doubling to 1 s.
+const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
+const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
+
+/// Accepts on `listener` until `stop` turns true. Connections already relayed go on: a
+/// reload that drops this port does not cut them.
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    serving: Arc<Serving<Layer4>>,
+    slots: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let mut backoff = ACCEPT_BACKOFF_FIRST;
+    loop {
+        let (client, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::debug!(error = %e, "layer-4 accept failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    continue;
+                }
+            },
+            _ = stop.changed() => return,
+        };
+        backoff = ACCEPT_BACKOFF_FIRST;
+        let frontend = serving.load_full();
+        let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            frontend.metrics.refused_connections.increment(1);
+            drop(client);
+            continue;
+        };
+        let Ok(local) = client.local_addr() else {
+            continue;
+        };
+        tokio::spawn(connection(client, peer, local, frontend, slot));
+    }
+}
+
+/// Why a connect failed, for the retry and the metrics.
+enum ConnectError {
+    /// No address for the endpoint (a hostname that does not resolve).
+    NoAddress,
+    Failed(io::Error),
+    TimedOut,
+}
+
+async fn connect(
+    frontend: &Layer4,
+    lb: &LoadBalancer,
+    target: Target,
+    listen: u16,
+) -> Result<TcpStream, ConnectError> {
+    let addr = frontend
+        .endpoint_addr(lb, target, listen)
+        .await
+        .ok_or(ConnectError::NoAddress)?;
+    match tokio::time::timeout(frontend.settings.connect_timeout, TcpStream::connect(addr)).await {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(e)) => Err(ConnectError::Failed(e)),
+        Err(_) => Err(ConnectError::TimedOut),
+    }
+}
+
+async fn connection(
+    client: TcpStream,
+    peer: SocketAddr,
+    local: SocketAddr,
+    frontend: Arc<Layer4>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let Some((id, lb)) = frontend.route(Transport::Tcp, local.port()) else {
+        return;
+    };
+    let Some(m) = frontend.metrics.lb(id) else {
+        return;
+    };
+    m.accepted.increment(1);
+    let Outcome::Forward { target, retry } = frontend.decide(lb, peer).outcome else {
+        m.unserved.increment(1);
+        return;
+    };
+    let Some((origin, target)) = connected(&frontend, id, lb, target, retry, local.port()).await
+    else {
+        m.unserved.increment(1);
+        return;
+    };
+    let _open = frontend.live.open(target);
+    let em = frontend.metrics.endpoint(target);
+    if let Some(em) = em {
+        em.opened.increment(1);
+        em.open.increment(1.0);
+    }
+    let _ = client.set_nodelay(true);
+    let _ = origin.set_nodelay(true);
+    let proxy_protocol = lb
+        .layer4
+        .as_ref()
+        .map_or(ProxyProtocol::Off, |l| l.proxy_protocol);
+    relay(
+        client,
+        origin,
+        header(proxy_protocol, peer, local),
+        frontend.settings.idle_timeout,
+        m,
+    )
+    .await;
+    if let Some(em) = em {
+        em.open.decrement(1.0);
+    }
+}
+
+/// The endpoint's connection: `target`'s, else (refused, timed out, no address) `retry`'s.
+async fn connected(
+    frontend: &Layer4,
+    id: LbId,
+    lb: &LoadBalancer,
+    target: Target,
+    retry: Option<Target>,
+    listen: u16,
+) -> Option<(TcpStream, Target)> {
+    let mut tries = std::iter::once(target).chain(retry);
+    let mut first = true;
+    loop {
+        let t = tries.next()?;
+        if !first {
+            if let Some(m) = frontend.metrics.lb(id) {
+                m.retries.increment(1);
+            }
+        }
+        first = false;
+        match connect(frontend, lb, t, listen).await {
+            Ok(s) => return Some((s, t)),
+            Err(e) => {
+                if let Some(em) = frontend.metrics.endpoint(t) {
+                    em.connect_failures.increment(1);
+                }
+                let why = match e {
+                    ConnectError::NoAddress => "no address".to_string(),
+                    ConnectError::Failed(e) => e.to_string(),
+                    ConnectError::TimedOut => "timed out".to_string(),
+                };
+                tracing::debug!(load_balancer = %lb.name, pool = t.pool.0, endpoint = t.endpoint.0, %why, "layer-4 connect failed");
+            }
+        }
+    }
+}
+
+/// The PROXY header an origin is sent first, if any: the client, and the address it reached.
+fn header(p: ProxyProtocol, client: SocketAddr, local: SocketAddr) -> Option<Vec<u8>> {
+    match p {
+        ProxyProtocol::Off | ProxyProtocol::Simple => None,
+        ProxyProtocol::V1 => Some(proxy_header::v1(client, local)),
+        ProxyProtocol::V2 => Some(proxy_header::v2(Transport::Tcp, client, local)),
+    }
+}
+
+/// Milliseconds since `base` (the last activity's clock).
+fn since(base: Instant) -> u64 {
+    u64::try_from(base.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Copies `from` into `to` until `from` ends (then passes the half-close on), counting bytes
+/// and marking activity.
+async fn pipe(
+    from: &mut tokio::net::tcp::ReadHalf<'_>,
+    to: &mut tokio::net::tcp::WriteHalf<'_>,
+    bytes: &metrics::Counter,
+    last: &AtomicU64,
+    base: Instant,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; BUFFER];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            return to.shutdown().await;
+        }
+        to.write_all(&buf[..n]).await?;
+        bytes.increment(n as u64);
+        last.store(since(base), Ordering::Relaxed);
+    }
+}
+
+async fn relay(
+    mut client: TcpStream,
+    mut origin: TcpStream,
+    header: Option<Vec<u8>>,
+    idle: Duration,
+    m: &LbMetrics,
+) {
+    if let Some(h) = header {
+        if origin.write_all(&h).await.is_err() {
+            return;
+        }
+    }
+    let base = Instant::now();
+    let last = AtomicU64::new(0);
+    let (mut cr, mut cw) = client.split();
+    let (mut or, mut ow) = origin.split();
+    let up = pipe(&mut cr, &mut ow, &m.bytes_in, &last, base);
+    let down = pipe(&mut or, &mut cw, &m.bytes_out, &last, base);
+    tokio::pin!(up, down);
+    let (mut up_done, mut down_done) = (false, false);
+    let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    loop {
+        let quiet_since = last.load(Ordering::Relaxed);
+        let deadline = base + Duration::from_millis(quiet_since.saturating_add(idle_ms));
+        tokio::select! {
+            r = &mut up, if !up_done => {
+                if r.is_err() { return; }
+                up_done = true;
+            }
+            r = &mut down, if !down_done => {
+                if r.is_err() { return; }
+                down_done = true;
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if since(base).saturating_sub(last.load(Ordering::Relaxed)) >= idle_ms {
+                    return;
+                }
+            }
+        }
+        if up_done && down_done {
+            return;
+        }
+    }
+}

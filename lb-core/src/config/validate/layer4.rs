@@ -1,0 +1,222 @@
+//! Validation of layer-4 load balancers' own fields (`config/layer4.rs`), and of the ports
+//! they share a node's `--l4` addresses on.
+
+use std::collections::BTreeMap;
+
+use super::*;
+
+use crate::config::{Layer4, PortMap, ProxyProtocol, Transport, MAX_LAYER4_PORTS};
+
+/// A port or range as written: the ports, or why not.
+fn ports_of(raw: &RawPorts) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let port = |n: i64| -> Result<u16, String> {
+        u16::try_from(n)
+            .ok()
+            .filter(|&p| p != 0)
+            .ok_or_else(|| format!("{n} is not a port (1..=65535)"))
+    };
+    match raw {
+        RawPorts::One(n) => port(*n).map(|p| p..=p),
+        RawPorts::Range(text) => {
+            let Some((first, last)) = text.split_once('-') else {
+                return match text.trim().parse::<i64>() {
+                    Ok(n) => port(n).map(|p| p..=p),
+                    Err(_) => Err(format!("`{text}` is not a port or a `first-last` range")),
+                };
+            };
+            let (Ok(first), Ok(last)) = (first.trim().parse::<i64>(), last.trim().parse::<i64>())
+            else {
+                return Err(format!("`{text}` is not a `first-last` range of ports"));
+            };
+            let (first, last) = (port(first)?, port(last)?);
+            if first > last {
+                return Err(format!("`{text}`: the first port is above the last"));
+            }
+            Ok(first..=last)
+        }
+    }
+}
+
+impl Validator<'_> {
+    /// The layer-4 settings of load balancer `path` (`None` for HTTP), each error reported.
+    pub(super) fn layer4(&mut self, path: &str, lb: &RawLoadBalancer) -> Option<Layer4> {
+        let transport = match lb.protocol.as_deref().unwrap_or("http") {
+            "http" => None,
+            "tcp" => Some(Transport::Tcp),
+            "udp" => Some(Transport::Udp),
+            other => {
+                self.sink.push(
+                    format!("{path}.protocol"),
+                    format!("`{other}` is not one of http, tcp, udp"),
+                );
+                return None;
+            }
+        };
+        let Some(transport) = transport else {
+            for (field, set) in [
+                ("listen", lb.listen.is_some()),
+                ("origin_port", lb.origin_port.is_some()),
+                ("proxy_protocol", lb.proxy_protocol.is_some()),
+            ] {
+                if set {
+                    self.sink.push(
+                        format!("{path}.{field}"),
+                        "only a layer-4 load balancer (protocol = \"tcp\" or \"udp\") takes it",
+                    );
+                }
+            }
+            return None;
+        };
+        let mut listen: Vec<u16> = Vec::new();
+        match lb.listen.as_deref() {
+            None | Some([]) => self.sink.push(
+                format!("{path}.listen"),
+                "a layer-4 load balancer needs the ports it listens on (numbers or \"first-last\" ranges)",
+            ),
+            Some(entries) => {
+                for (j, entry) in entries.iter().enumerate() {
+                    match ports_of(entry) {
+                        Ok(range) => {
+                            if listen.len() + range.len() > MAX_LAYER4_PORTS {
+                                self.sink.push(
+                                    format!("{path}.listen[{j}]"),
+                                    format!("more than {MAX_LAYER4_PORTS} ports in all"),
+                                );
+                                break;
+                            }
+                            listen.extend(range);
+                        }
+                        Err(why) => self.sink.push(format!("{path}.listen[{j}]"), why),
+                    }
+                }
+            }
+        }
+        listen.sort_unstable();
+        let before = listen.len();
+        listen.dedup();
+        if listen.len() != before {
+            self.sink
+                .push(format!("{path}.listen"), "a port is listed more than once");
+        }
+        let origins: Vec<Option<u16>> = match &lb.origin_port {
+            None => vec![None; listen.len()],
+            Some(raw) => match ports_of(raw) {
+                Ok(range) if range.start() == range.end() => {
+                    vec![Some(*range.start()); listen.len()]
+                }
+                Ok(range) if range.len() == listen.len() => range.map(Some).collect(),
+                Ok(range) => {
+                    self.sink.push(
+                        format!("{path}.origin_port"),
+                        format!(
+                            "a range of {} ports for {} listened ports: give one port, or a range as long as `listen`",
+                            range.len(),
+                            listen.len()
+                        ),
+                    );
+                    vec![None; listen.len()]
+                }
+                Err(why) => {
+                    self.sink.push(format!("{path}.origin_port"), why);
+                    vec![None; listen.len()]
+                }
+            },
+        };
+        let proxy_protocol = match (lb.proxy_protocol.as_deref().unwrap_or("off"), transport) {
+            ("off", _) => ProxyProtocol::Off,
+            ("v1", Transport::Tcp) => ProxyProtocol::V1,
+            ("v2", _) => ProxyProtocol::V2,
+            ("simple", Transport::Udp) => ProxyProtocol::Simple,
+            ("v1", Transport::Udp) => {
+                self.sink.push(
+                    format!("{path}.proxy_protocol"),
+                    "v1 is a text header for TCP: use v2 or simple for UDP",
+                );
+                ProxyProtocol::Off
+            }
+            ("simple", Transport::Tcp) => {
+                self.sink.push(
+                    format!("{path}.proxy_protocol"),
+                    "simple is for UDP: use v1 or v2 for TCP",
+                );
+                ProxyProtocol::Off
+            }
+            (other, _) => {
+                self.sink.push(
+                    format!("{path}.proxy_protocol"),
+                    format!("`{other}` is not one of off, v1, v2, simple"),
+                );
+                ProxyProtocol::Off
+            }
+        };
+        // What layer 4 does not have (Spectrum's limits).
+        if !lb.rules.is_empty() {
+            self.sink.push(
+                format!("{path}.rules"),
+                "a layer-4 load balancer takes no custom rules (they match HTTP requests)",
+            );
+        }
+        if lb.session_affinity != "none" {
+            self.sink.push(
+                format!("{path}.session_affinity"),
+                "a layer-4 load balancer's only affinity is by client IP: set its pools' origin_steering policy = \"hash\"",
+            );
+        }
+        for (field, set) in [
+            ("session_affinity_ttl", lb.session_affinity_ttl.is_some()),
+            (
+                "session_affinity_attributes",
+                lb.session_affinity_attributes.is_some(),
+            ),
+        ] {
+            if set {
+                self.sink.push(
+                    format!("{path}.{field}"),
+                    "a layer-4 load balancer has no session affinity to set",
+                );
+            }
+        }
+        if lb.origin_tls.as_deref().is_some_and(|t| t != "off") {
+            self.sink.push(
+                format!("{path}.origin_tls"),
+                "a layer-4 load balancer carries TLS through untouched: leave origin_tls out",
+            );
+        }
+        Some(Layer4 {
+            transport,
+            ports: listen
+                .into_iter()
+                .zip(origins)
+                .map(|(listen, origin)| PortMap { listen, origin })
+                .collect(),
+            proxy_protocol,
+        })
+    }
+
+    /// Two layer-4 load balancers cannot listen on the same port of the same transport.
+    pub(super) fn layer4_ports(&mut self, lbs: &[(usize, &LoadBalancer)]) {
+        let mut owner: BTreeMap<(Transport, u16), (usize, &str)> = BTreeMap::new();
+        for (i, lb) in lbs {
+            let Some(l4) = &lb.layer4 else {
+                continue;
+            };
+            for p in &l4.ports {
+                let key = (l4.transport, p.listen);
+                match owner.get(&key) {
+                    Some((j, other)) => {
+                        let message = format!(
+                            "port {}/{} is also load_balancers[{j}]'s (`{other}`)",
+                            p.listen,
+                            l4.transport.name()
+                        );
+                        self.sink
+                            .push(format!("load_balancers[{i}].listen"), message);
+                    }
+                    None => {
+                        owner.insert(key, (*i, &lb.name));
+                    }
+                }
+            }
+        }
+    }
+}
