@@ -1063,11 +1063,12 @@ fn chaos() {
     let counted = Arc::clone(&progress);
     let agg1 = m.agg[0];
     let stream = std::thread::spawn(move || {
-        stream_requests(
+        stream_connections(
             &netns,
             SocketAddr::new(agg1.into(), 7000),
             Duration::from_secs(5),
             &counted,
+            true,
         )
     });
     support::wait_for(
@@ -1107,6 +1108,19 @@ fn stream_requests(
     during: Duration,
     progress: &std::sync::atomic::AtomicUsize,
 ) -> (usize, usize) {
+    stream_connections(netns, proxy, during, progress, false)
+}
+
+/// `stream_requests` that, with `half_close`, shuts its side down after the request: through
+/// a layer-4 load balancer the origin itself sees the end and closes (it keeps connections
+/// alive otherwise).
+fn stream_connections(
+    netns: &str,
+    proxy: SocketAddr,
+    during: Duration,
+    progress: &std::sync::atomic::AtomicUsize,
+    half_close: bool,
+) -> (usize, usize) {
     use std::io::{Read, Write};
     let f = std::fs::File::open(format!("/run/netns/{netns}")).expect("netns");
     nix::sched::setns(&f, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
@@ -1122,6 +1136,9 @@ fn stream_requests(
                 s,
                 "GET / HTTP/1.1\r\nHost: www.chaos.test\r\nConnection: close\r\n\r\n"
             )?;
+            if half_close {
+                s.shutdown(std::net::Shutdown::Write)?;
+            }
             let mut text = String::new();
             s.read_to_string(&mut text)?;
             Ok(text.starts_with("HTTP/1.1 200"))
