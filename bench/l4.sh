@@ -10,8 +10,8 @@
 # Each line has the proxy's CPU time per unit of work (per connection, per GB, per datagram):
 # on 2 cores the load generator, not the proxy, often sets the rate.
 #
-# Needs: nginx haproxy wrk iperf3 dnsperf gdnsd (Debian); run as root.
-#   DURATION=10 ./bench/l4.sh        MESHLB=path measures another build; KEEP_DIR=dir keeps logs.
+# Needs: nginx libnginx-mod-stream haproxy wrk iperf3 dnsperf gdnsd (Debian); run as root.
+#   DURATION=10 ROUNDS=3 ./bench/l4.sh   MESHLB=path measures another build; KEEP_DIR=dir keeps logs.
 # Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +96,7 @@ taskset -c 0 "$MESHLB" aggregator --config "$W/meshlb.toml" --region WEU --admin
 MESHLB_PID=$!
 PIDS+=($!)
 cat > "$W/nginx.conf" <<CONF
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
 worker_processes 1;
 pid $W/nginx.pid;
 error_log $W/nginx-error.log;
@@ -110,7 +111,7 @@ taskset -c 0 nginx -c "$W/nginx.conf" -g "daemon on;"
 cat > "$W/haproxy.cfg" <<CONF
 global
   nbthread 1
-  maxconn 20000
+  maxconn 8000
 defaults
   mode tcp
   timeout connect 5s
@@ -193,11 +194,39 @@ print(json.dumps(row))
 PY
 }
 
-for kind in conn flow1 flow64; do
-  case $kind in conn) base=1879 ;; *) base=1880 ;; esac
-  row meshlb "$kind" "${base}1"
-  row nginx "$kind" "${base}2"
-  row haproxy "$kind" "${base}3"
-done
-row meshlb udp 18811
-row nginx udp 18812
+# ROUNDS rounds, the proxies taking turns within each, so drift on the machine hits all alike;
+# then the median of each (proxy, row) and meshlb's ratio to each peer.
+for round in $(seq 1 "${ROUNDS:-3}"); do
+  for kind in conn flow1 flow64; do
+    case $kind in conn) base=1879 ;; *) base=1880 ;; esac
+    row meshlb "$kind" "${base}1"
+    row nginx "$kind" "${base}2"
+    row haproxy "$kind" "${base}3"
+  done
+  row meshlb udp 18811
+  row nginx udp 18812
+done | tee "$W/rows.jsonl"
+python3 - "$W/rows.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+keys = {"conn": ["connections_per_s", "p99_ms", "cpu_us_per_connection"],
+        "flow1": ["gbit_per_s", "cpu_s_per_gb"], "flow64": ["gbit_per_s", "cpu_s_per_gb"],
+        "udp": ["datagrams_per_s", "cpu_us_per_datagram"]}
+med = {}
+for r in rows:
+    for k in keys[r["row"]]:
+        med.setdefault((r["proxy"], r["row"], k), []).append(r[k])
+for (proxy, row, k), v in sorted(med.items()):
+    med[(proxy, row, k)] = statistics.median(x for x in v if x is not None)
+for row, ks in keys.items():
+    out = {"summary": row}
+    for proxy in ["meshlb", "nginx", "haproxy"]:
+        for k in ks:
+            if (proxy, row, k) in med:
+                out[f"{proxy}_{k}"] = round(med[(proxy, row, k)], 3)
+    for peer in ["nginx", "haproxy"]:
+        rate = ks[0]
+        if (peer, row, rate) in med and med[(peer, row, rate)]:
+            out[f"meshlb_vs_{peer}"] = round(med[("meshlb", row, rate)] / med[(peer, row, rate)], 2)
+    print(json.dumps(out))
+PY

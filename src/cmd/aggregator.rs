@@ -125,6 +125,9 @@ pub struct Args {
     /// 0.0.0.0 and ::); the ports come from the config and follow its reloads.
     #[arg(long = "l4", value_name = "IP")]
     l4: Vec<std::net::IpAddr>,
+    /// Layer-4 worker threads, each with its own socket per port [default: one per CPU].
+    #[arg(long = "l4-workers", value_name = "N")]
+    l4_workers: Option<usize>,
     /// Connecting to a layer-4 endpoint; a connect that takes longer is retried elsewhere.
     #[arg(long, value_name = "MS", default_value_t = 5_000)]
     l4_connect_timeout_ms: u64,
@@ -368,6 +371,9 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
                 lb_l4::L4Settings {
                     addresses: args.l4.clone(),
+                    workers: args.l4_workers.unwrap_or_else(|| {
+                        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+                    }),
                     connect_timeout: ms(args.l4_connect_timeout_ms),
                     idle_timeout: ms(args.l4_idle_timeout_ms),
                     max_connections: args.l4_max_connections.max(1),

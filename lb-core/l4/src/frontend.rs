@@ -25,6 +25,8 @@ use crate::metrics::L4Metrics;
 pub struct L4Settings {
     /// Addresses the load balancers' ports are bound on (`--l4`).
     pub addresses: Vec<IpAddr>,
+    /// Worker threads, each with its own socket per port (`--l4-workers`).
+    pub workers: usize,
     /// Connecting to an endpoint (`--l4-connect-timeout-ms`).
     pub connect_timeout: Duration,
     /// A TCP connection with no byte either way for this long is closed
@@ -43,6 +45,7 @@ impl Default for L4Settings {
     fn default() -> Self {
         L4Settings {
             addresses: Vec::new(),
+            workers: 1,
             connect_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(600),
             max_connections: 65_536,
