@@ -6,7 +6,7 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,21 +198,27 @@ fn since(base: Instant) -> u64 {
     u64::try_from(base.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Copies `from` into `to` until `from` ends (then passes the half-close on), counting bytes
-/// and marking activity.
+/// Copies `from` into `to` until `from` ends, counting bytes and marking activity. At the end
+/// the half-close is passed on while the other direction still runs (`other_done` unset);
+/// when it has ended too, the connection is about to close, which sends the FIN anyway.
 async fn pipe(
     from: &mut tokio::net::tcp::ReadHalf<'_>,
     to: &mut tokio::net::tcp::WriteHalf<'_>,
     bytes: &metrics::Counter,
     last: &AtomicU64,
     base: Instant,
+    (done, other_done): (&AtomicBool, &AtomicBool),
 ) -> io::Result<()> {
     let mut buf = Vec::with_capacity(BUFFER);
     loop {
         buf.clear();
         let n = from.read_buf(&mut buf).await?;
         if n == 0 {
-            return to.shutdown().await;
+            done.store(true, Ordering::Relaxed);
+            if !other_done.load(Ordering::Relaxed) {
+                to.shutdown().await?;
+            }
+            return Ok(());
         }
         to.write_all(&buf).await?;
         if n == buf.capacity() && buf.capacity() < BULK_BUFFER {
@@ -239,8 +245,23 @@ async fn relay(
     let last = AtomicU64::new(0);
     let (mut cr, mut cw) = client.split();
     let (mut or, mut ow) = origin.split();
-    let up = pipe(&mut cr, &mut ow, &m.bytes_in, &last, base);
-    let down = pipe(&mut or, &mut cw, &m.bytes_out, &last, base);
+    let (up_ended, down_ended) = (AtomicBool::new(false), AtomicBool::new(false));
+    let up = pipe(
+        &mut cr,
+        &mut ow,
+        &m.bytes_in,
+        &last,
+        base,
+        (&up_ended, &down_ended),
+    );
+    let down = pipe(
+        &mut or,
+        &mut cw,
+        &m.bytes_out,
+        &last,
+        base,
+        (&down_ended, &up_ended),
+    );
     tokio::pin!(up, down);
     let (mut up_done, mut down_done) = (false, false);
     let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
