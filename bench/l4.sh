@@ -11,7 +11,8 @@
 # on 2 cores the load generator, not the proxy, often sets the rate.
 #
 # Needs: nginx libnginx-mod-stream haproxy wrk iperf3 dnsperf gdnsd (Debian); run as root.
-#   DURATION=10 ROUNDS=3 ./bench/l4.sh   MESHLB=path measures another build; KEEP_DIR=dir keeps logs.
+#   DURATION=10 ROUNDS=3 ./bench/l4.sh   MESHLB=path measures another build; KEEP_DIR=dir keeps logs;
+#   ROWS="conn udp" runs only those rows.
 # Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -196,15 +197,19 @@ PY
 
 # ROUNDS rounds, the proxies taking turns within each, so drift on the machine hits all alike;
 # then the median of each (proxy, row) and meshlb's ratio to each peer.
+ROWS=${ROWS:-conn flow1 flow64 udp}
 for round in $(seq 1 "${ROUNDS:-3}"); do
-  for kind in conn flow1 flow64; do
+  for kind in $ROWS; do
+    [ "$kind" = udp ] && continue
     case $kind in conn) base=1879 ;; *) base=1880 ;; esac
     row meshlb "$kind" "${base}1"
     row nginx "$kind" "${base}2"
     row haproxy "$kind" "${base}3"
   done
-  row meshlb udp 18811
-  row nginx udp 18812
+  if [[ " $ROWS " == *" udp "* ]]; then
+    row meshlb udp 18811
+    row nginx udp 18812
+  fi
 done | tee "$W/rows.jsonl"
 python3 - "$W/rows.jsonl" <<'PY'
 import json, statistics, sys

@@ -265,9 +265,11 @@ async fn relay(
     tokio::pin!(up, down);
     let (mut up_done, mut down_done) = (false, false);
     let idle_ms = u64::try_from(idle.as_millis()).unwrap_or(u64::MAX);
+    // One timer for the connection's life, moved only when it fires (activity moves the
+    // deadline forward; a timer per wait would be a timer-wheel insert and removal each).
+    let idle_timer = tokio::time::sleep_until(base + idle);
+    tokio::pin!(idle_timer);
     loop {
-        let quiet_since = last.load(Ordering::Relaxed);
-        let deadline = base + Duration::from_millis(quiet_since.saturating_add(idle_ms));
         tokio::select! {
             r = &mut up, if !up_done => {
                 if r.is_err() { return; }
@@ -277,10 +279,14 @@ async fn relay(
                 if r.is_err() { return; }
                 down_done = true;
             }
-            () = tokio::time::sleep_until(deadline) => {
-                if since(base).saturating_sub(last.load(Ordering::Relaxed)) >= idle_ms {
+            () = &mut idle_timer => {
+                let quiet_since = last.load(Ordering::Relaxed);
+                if since(base).saturating_sub(quiet_since) >= idle_ms {
                     return;
                 }
+                idle_timer
+                    .as_mut()
+                    .reset(base + Duration::from_millis(quiet_since.saturating_add(idle_ms)));
             }
         }
         if up_done && down_done {
