@@ -610,4 +610,13 @@ fn a_layer4_name_resolves_to_the_pops_and_is_not_the_http_proxys() {
     assert_eq!(lb["protocol"], "tcp");
     assert_eq!(lb["listen"][0], port);
     assert_eq!(lb["proxied"], true);
+    // /explain steers a layer-4 load balancer as the proxy does: to one endpoint.
+    let explained = get(node.admin, "/explain?lb=ssh.l4.test&client=192.0.2.9").expect("explain");
+    assert_eq!(explained["mode"], "proxy");
+    assert!(
+        explained["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("p/a")),
+        "{explained}"
+    );
 }

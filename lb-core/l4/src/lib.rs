@@ -10,6 +10,7 @@
 //! - [`proxy_header`]: PROXY v1/v2 and the Simple Proxy Protocol.
 //! - [`live`]: open connections and flows per endpoint, for `least_connections`.
 
+mod deadline;
 pub mod frontend;
 pub mod listeners;
 mod live;

@@ -93,10 +93,12 @@ async fn connect(
         .endpoint_addr(lb, target, listen)
         .await
         .ok_or(ConnectError::NoAddress)?;
-    match tokio::time::timeout(frontend.settings.connect_timeout, TcpStream::connect(addr)).await {
-        Ok(Ok(s)) => Ok(s),
-        Ok(Err(e)) => Err(ConnectError::Failed(e)),
-        Err(_) => Err(ConnectError::TimedOut),
+    // A coarse deadline (`deadline.rs`): a timer per connect costs a system call each.
+    let connecting = TcpStream::connect(addr);
+    match crate::deadline::within(connecting, frontend.settings.connect_timeout).await {
+        Some(Ok(s)) => Ok(s),
+        Some(Err(e)) => Err(ConnectError::Failed(e)),
+        None => Err(ConnectError::TimedOut),
     }
 }
 
