@@ -105,7 +105,8 @@ events { worker_connections 8192; }
 stream {
   server { listen 127.0.0.1:18792; proxy_pass 127.0.0.21:18780; }
   server { listen 127.0.0.1:18802; proxy_pass 127.0.0.21:18781; }
-  server { listen 127.0.0.1:18812 udp; proxy_pass 127.0.0.21:18782; proxy_responses 1; }
+  # Sessions per client address and port, ended after 30 s idle: what meshlb's flows are.
+  server { listen 127.0.0.1:18812 udp; proxy_pass 127.0.0.21:18782; proxy_timeout 30s; }
 }
 CONF
 taskset -c 0 nginx -c "$W/nginx.conf" -g "daemon on;"
