@@ -620,3 +620,95 @@ fn a_layer4_name_resolves_to_the_pops_and_is_not_the_http_proxys() {
         "{explained}"
     );
 }
+
+#[test]
+fn connections_beyond_the_limit_are_closed_and_flows_beyond_the_table_evict_the_oldest() {
+    let a = echo_origin("a");
+    let udp_origin = UdpSocket::bind("127.0.0.1:0").expect("bind");
+    let udp_port = udp_origin.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((n, from)) = udp_origin.recv_from(&mut buf) {
+            let _ = udp_origin.send_to(&buf[..n], from);
+        }
+    });
+    let (tcp, udp) = (free_port(), free_udp().port());
+    let config = format!(
+        r#"
+[[pools]]
+name = "t"
+origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}]
+[[pools]]
+name = "u"
+origins = [{{ name = "echo", address = "127.0.0.1", port = {udp_port} }}]
+[[load_balancers]]
+name = "tcp.l4.test"
+protocol = "tcp"
+listen = [{tcp}]
+default_pools = ["t"]
+[[load_balancers]]
+name = "udp.l4.test"
+protocol = "udp"
+listen = [{udp}]
+default_pools = ["u"]
+"#
+    );
+    let node = aggregator(
+        "l4-limits",
+        &config,
+        &[
+            "--l4-workers",
+            "1",
+            "--l4-max-connections",
+            "2",
+            "--l4-udp-max-flows",
+            "2",
+        ],
+    );
+    wait_serving(tcp);
+    // Two held connections fill the node; a third is closed at accept, and counted.
+    let mut held = Vec::new();
+    wait_for("two connections held", Duration::from_secs(10), || {
+        held.clear();
+        for _ in 0..2 {
+            if let Ok(mut s) = connect_from("127.0.0.1", tcp) {
+                if greeting(&mut s).is_some() {
+                    held.push(s);
+                }
+            }
+        }
+        held.len() == 2
+    });
+    let mut third = connect_from("127.0.0.1", tcp).expect("connect");
+    assert_eq!(greeting(&mut third), None, "the third was served");
+    assert!(metric_sum(node.admin, "meshlb_l4_refused_total") >= 1.0);
+    drop(held);
+    wait_for("a place free again", Duration::from_secs(10), || {
+        which("127.0.0.1", tcp).is_some()
+    });
+    // Three clients, two flows: the least recently active is pushed out, and counted; its
+    // next datagram begins a new flow.
+    let clients: Vec<UdpSocket> = (0..3)
+        .map(|_| {
+            let c = UdpSocket::bind("127.0.0.1:0").expect("bind");
+            c.set_read_timeout(Some(Duration::from_millis(500)))
+                .expect("timeout");
+            c
+        })
+        .collect();
+    let echo = |c: &UdpSocket, msg: &[u8]| {
+        let mut buf = [0u8; 64];
+        c.send_to(msg, ("127.0.0.1", udp)).is_ok()
+            && c.recv(&mut buf).is_ok_and(|n| &buf[..n] == msg)
+    };
+    wait_for("the UDP load balancer", Duration::from_secs(10), || {
+        echo(&clients[0], b"first")
+    });
+    assert!(echo(&clients[1], b"second"));
+    assert!(echo(&clients[2], b"third"));
+    assert!(metric_sum(node.admin, "meshlb_l4_flows_evicted_total") >= 1.0);
+    assert!(
+        echo(&clients[0], b"first again"),
+        "the evicted client is served anew"
+    );
+}
