@@ -213,6 +213,7 @@ fn dashboards_and_rules_query_exported_metrics_and_prometheus_reads_them() {
     let (scratch, key) = scratch_dir_with_key("deploy");
     let dir = scratch.path();
     let origin = origin();
+    let l4 = free_tcp();
     let config = dir.join("meshlb.toml");
     std::fs::write(
         &config,
@@ -249,20 +250,34 @@ default_pools = ["web"]
 [[load_balancers]]
 name = "dns.example.test"
 default_pools = ["web"]
+[[load_balancers]]
+name = "tcp.example.test"
+protocol = "tcp"
+listen = [{l4}]
+origin_port = {port}
+default_pools = ["web"]
 [notifications]
 [[notifications.webhooks]]
 name = "hook"
 url = "http://127.0.0.1:9/nowhere"
 "#,
-            port = origin.port
+            port = origin.port,
+            l4 = l4.port(),
         ),
     )
     .expect("config");
     let (admin, dns, proxy, prober_metrics) = (free_tcp(), free_tcp(), free_tcp(), free_tcp());
-    let extra: Vec<String> = ["--dns", &dns.to_string(), "--proxy", &proxy.to_string()]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let extra: Vec<String> = [
+        "--dns",
+        &dns.to_string(),
+        "--proxy",
+        &proxy.to_string(),
+        "--l4",
+        "127.0.0.1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
     let mut mesh = start_mesh(&config, &key, admin, &extra);
     // One more prober, alone, serving its own /metrics.
     mesh.0.push(
@@ -309,6 +324,11 @@ url = "http://127.0.0.1:9/nowhere"
     let _ = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-H", "Host: www.example.test"])
         .arg(format!("http://{proxy}/"))
+        .output();
+    // And a connection through the layer-4 load balancer.
+    let _ = Command::new("curl")
+        .args(["-s", "-o", "/dev/null"])
+        .arg(format!("http://{l4}/"))
         .output();
     wait_for("the prober's first probes", Duration::from_secs(10), || {
         scrape(prober_metrics).contains("meshlb_probes_total{")

@@ -160,8 +160,9 @@ def pools():
 
 
 def traffic():
-    b = Board("meshlb-traffic", "meshlb / DNS and proxy traffic",
-              "Queries answered by the authoritative DNS server and requests through the HTTP proxy.")
+    b = Board("meshlb-traffic", "meshlb / DNS, proxy and layer-4 traffic",
+              "Queries answered by the authoritative DNS server, requests through the HTTP proxy, "
+              "connections and flows through layer-4 load balancers.")
     b.row("DNS")
     b.panel("timeseries", "Queries/s by load balancer", [target(
         'sum by (load_balancer) (rate(meshlb_dns_queries_total[$__rate_interval]))', "{{load_balancer}}")], unit="reqps")
@@ -193,6 +194,19 @@ def traffic():
         'sum by (load_balancer, code) (rate(meshlb_proxy_errors_total[$__rate_interval])) > 0', "{{code}} {{load_balancer}}")],
         unit="reqps", description="Cloudflare's codes: 521 origin refused, 522 connect timed out, 523 unreachable, "
         "524 no answer in time, 525/526 TLS, 530 no pool (error 1016); 502 an answer that broke off.")
+    b.row("Layer 4 (TCP and UDP)")
+    b.panel("timeseries", "Connections and flows begun/s by load balancer", [target(
+        'sum by (load_balancer, transport) (rate(meshlb_l4_accepted_total[$__rate_interval]))',
+        "{{load_balancer}} ({{transport}})")], unit="cps")
+    b.panel("timeseries", "Bytes/s each way", [target(
+        'sum by (load_balancer, direction) (rate(meshlb_l4_bytes_total[$__rate_interval]))',
+        "{{load_balancer}} {{direction}}")], unit="Bps")
+    b.panel("timeseries", "Open connections and flows by endpoint", [target(
+        'sum by (pool, endpoint) (meshlb_l4_endpoint_open)', "{{pool}}/{{endpoint}}")])
+    b.panel("timeseries", "Connect failures and retries", [
+        target('sum by (pool, endpoint) (rate(meshlb_l4_connect_failures_total[$__rate_interval]))', "failed {{pool}}/{{endpoint}}"),
+        target('sum by (load_balancer) (rate(meshlb_l4_retries_total[$__rate_interval]))', "retried {{load_balancer}}", ref="B")],
+        description="A refused or timed-out connect is retried once on another endpoint (docs/layer4.md).")
     return b
 
 

@@ -178,10 +178,15 @@ impl Layer4 {
         let port = lb.layer4.as_ref()?.origin_port(listen, e.port);
         match &e.address {
             Address::Ip(ip) => Some(SocketAddr::new(*ip, port)),
-            Address::Hostname(h) => tokio::net::lookup_host((h.as_str(), port))
-                .await
-                .ok()?
-                .next(),
+            // Bounded by the connect timeout: a UDP socket's loop waits for it.
+            Address::Hostname(h) => tokio::time::timeout(
+                self.settings.connect_timeout,
+                tokio::net::lookup_host((h.as_str(), port)),
+            )
+            .await
+            .ok()?
+            .ok()?
+            .next(),
         }
     }
 
