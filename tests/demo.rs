@@ -72,24 +72,11 @@ fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
 /// server) and forwards the client's EDNS Client Subnet to it; every other name is refused, so
 /// nothing leaves loopback.
 fn unbound(dir: &std::path::Path, listen: SocketAddr, stub: SocketAddr) -> std::process::Child {
-    let conf = dir.join("unbound.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"server:
-  interface: {ip}@{port}
-  port: {port}
-  do-daemonize: no
-  use-syslog: no
-  logfile: "{dir}/unbound.log"
-  chroot: ""
-  username: ""
-  directory: "{dir}"
-  pidfile: "{dir}/unbound.pid"
-  num-threads: 1
-  do-ip6: no
-  access-control: 127.0.0.0/8 allow
-  do-not-query-localhost: no
+    support::unbound(
+        dir,
+        listen,
+        &format!(
+            r#"  do-not-query-localhost: no
   qname-minimisation: no
   module-config: "subnetcache iterator"
   send-client-subnet: {stub_ip}
@@ -97,25 +84,15 @@ fn unbound(dir: &std::path::Path, listen: SocketAddr, stub: SocketAddr) -> std::
   local-zone: "." refuse
   local-zone: "test." nodefault
   local-zone: "demo.test." transparent
-stub-zone:
-  name: "demo.test"
-  stub-addr: {stub_ip}@{stub_port}
 "#,
-            ip = listen.ip(),
-            port = listen.port(),
-            dir = dir.display(),
-            stub_ip = stub.ip(),
-            stub_port = stub.port(),
+            stub_ip = stub.ip()
+        ),
+        &format!(
+            "stub-zone:\n  name: \"demo.test\"\n  stub-addr: {}@{}\n",
+            stub.ip(),
+            stub.port()
         ),
     )
-    .expect("unbound.conf");
-    Command::new("unbound")
-        .args(["-d", "-c"])
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unbound (package unbound)")
 }
 
 /// `dig` through a resolver (recursion wanted): status and the answers' data.

@@ -520,6 +520,28 @@ fn dns_query(id: u16, name: &str) -> Vec<u8> {
     q
 }
 
+/// An aggregator serving DNS with `config` and `extra` flags: (processes, admin, DNS).
+fn dns_aggregator(name: &str, config: &str, extra: &[&str]) -> (Procs, SocketAddr, SocketAddr) {
+    let (scratch, key) = scratch_dir_with_key(name);
+    let path = scratch.path().join("meshlb.toml");
+    std::fs::write(&path, config).expect("config");
+    let (admin, dns) = (free_tcp(), free_udp());
+    let mut args = vec!["--dns".to_string(), dns.to_string()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let procs = Procs(vec![start_aggregator(
+        &path,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &args,
+    )]);
+    wait_healthz(admin);
+    // The scratch directory lives as long as the test binary (the config is read at start).
+    std::mem::forget(scratch);
+    (procs, admin, dns)
+}
+
 /// Reads one length-framed DNS message from a TCP connection (RFC 1035 section 4.2.2).
 fn tcp_dns_answer(s: &mut TcpStream) -> Option<Vec<u8>> {
     let mut length = [0u8; 2];
@@ -538,30 +560,16 @@ fn tcp_dns_query(id: u16, name: &str) -> Vec<u8> {
 
 #[test]
 fn dns_tcp_connections_are_capped_and_idle_ones_closed() {
-    let (scratch, key) = scratch_dir_with_key("hostile-dns-tcp");
-    let config = scratch.path().join("meshlb.toml");
-    std::fs::write(
-        &config,
+    let (_p, admin, dns) = dns_aggregator(
+        "hostile-dns-tcp",
         "[[pools]]\nname = \"web\"\norigins = [{ name = \"a\", address = \"192.0.2.10\" }]\n[[load_balancers]]\nname = \"dns.hostile.test\"\ndefault_pools = [\"web\"]\n",
-    )
-    .expect("config");
-    let (admin, dns) = (free_tcp(), free_udp());
-    let _p = Procs(vec![start_aggregator(
-        &config,
-        &key,
-        "WEU",
-        admin,
-        free_udp(),
         &[
-            "--dns".into(),
-            dns.to_string(),
-            "--dns-tcp-max-connections".into(),
-            "2".into(),
-            "--dns-tcp-idle-timeout-ms".into(),
-            "1000".into(),
+            "--dns-tcp-max-connections",
+            "2",
+            "--dns-tcp-idle-timeout-ms",
+            "1000",
         ],
-    )]);
-    wait_healthz(admin);
+    );
     let answered = |s: &mut TcpStream, id: u16| {
         tcp_dns_answer(s).is_some_and(|a| a.len() > 12 && a[..2] == id.to_be_bytes() && a[7] == 1)
     };
@@ -620,10 +628,8 @@ fn dns_tcp_connections_are_capped_and_idle_ones_closed() {
 
 #[test]
 fn dns_answers_over_the_rate_slip_to_tcp_or_are_dropped() {
-    let (scratch, key) = scratch_dir_with_key("hostile-rrl");
-    let config = scratch.path().join("meshlb.toml");
-    std::fs::write(
-        &config,
+    let (_p, admin, dns) = dns_aggregator(
+        "hostile-rrl",
         r#"
 [[pools]]
 name = "web"
@@ -632,28 +638,16 @@ origins = [{ name = "a", address = "192.0.2.10" }, { name = "b", address = "192.
 name = "dns.hostile.test"
 default_pools = ["web"]
 "#,
-    )
-    .expect("config");
-    let (admin, dns) = (free_tcp(), free_udp());
-    let _p = Procs(vec![start_aggregator(
-        &config,
-        &key,
-        "WEU",
-        admin,
-        free_udp(),
         &[
-            "--dns".into(),
-            dns.to_string(),
-            "--dns-sockets".into(),
-            "1".into(),
-            "--dns-rrl-rate".into(),
-            "5".into(),
+            "--dns-sockets",
+            "1",
+            "--dns-rrl-rate",
+            "5",
             // Every answer over the rate slips (the drop rhythm is in lb-core/dns/src/rrl.rs).
-            "--dns-rrl-slip".into(),
-            "1".into(),
+            "--dns-rrl-slip",
+            "1",
         ],
-    )]);
-    wait_healthz(admin);
+    );
     // dig asks from 127.0.0.1: this socket shares its /24.
     let local = std::net::UdpSocket::bind("127.0.0.1:0").expect("udp");
     local

@@ -392,37 +392,12 @@ fn haproxy_reads_the_client_address_from_proxy_v1_and_v2() {
 
 /// Unbound on `port` answering `dns.l4.test` from local data.
 fn unbound(dir: &std::path::Path, port: u16) -> Child {
-    let conf = dir.join("unbound.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"server:
-  interface: 127.0.0.1@{port}
-  port: {port}
-  do-daemonize: no
-  use-syslog: no
-  logfile: "{dir}/unbound.log"
-  chroot: ""
-  username: ""
-  directory: "{dir}"
-  pidfile: "{dir}/unbound.pid"
-  num-threads: 1
-  do-ip6: no
-  access-control: 127.0.0.0/8 allow
-  local-zone: "l4.test." static
-  local-data: "dns.l4.test. 60 IN A 192.0.2.53"
-"#,
-            dir = dir.display()
-        ),
+    support::unbound(
+        dir,
+        SocketAddr::from(([127, 0, 0, 1], port)),
+        "  local-zone: \"l4.test.\" static\n  local-data: \"dns.l4.test. 60 IN A 192.0.2.53\"\n",
+        "",
     )
-    .expect("unbound.conf");
-    Command::new("unbound")
-        .args(["-d", "-c"])
-        .arg(&conf)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unbound (package unbound)")
 }
 
 fn dig(port: u16) -> String {

@@ -501,3 +501,40 @@ pub fn start_aggregator(
         .spawn()
         .expect("aggregator")
 }
+
+/// A real Unbound on `listen` (127.0.0.1 only, no IPv6, in the foreground, everything in
+/// `dir`), with `server` lines added to its `server:` clause and `rest` after it.
+#[allow(dead_code)]
+pub fn unbound(dir: &std::path::Path, listen: SocketAddr, server: &str, rest: &str) -> Child {
+    let conf = dir.join("unbound.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            r#"server:
+  interface: {ip}@{port}
+  port: {port}
+  do-daemonize: no
+  use-syslog: no
+  logfile: "{dir}/unbound.log"
+  chroot: ""
+  username: ""
+  directory: "{dir}"
+  pidfile: "{dir}/unbound.pid"
+  num-threads: 1
+  do-ip6: no
+  access-control: 127.0.0.0/8 allow
+{server}{rest}"#,
+            ip = listen.ip(),
+            port = listen.port(),
+            dir = dir.display(),
+        ),
+    )
+    .expect("unbound.conf");
+    std::process::Command::new("unbound")
+        .args(["-d", "-c"])
+        .arg(&conf)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("unbound (package unbound)")
+}

@@ -113,37 +113,8 @@ pub enum Node {
     Prober,
 }
 
-/// The wait after a failed `accept`: 5 ms, doubling to 1 s; back to 5 ms after a success.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AcceptBackoff {
-    next: Duration,
-}
-
-impl AcceptBackoff {
-    const FIRST: Duration = Duration::from_millis(5);
-    const MAX: Duration = Duration::from_secs(1);
-
-    pub fn new() -> Self {
-        AcceptBackoff { next: Self::FIRST }
-    }
-
-    /// How long to wait after this failure.
-    pub fn failed(&mut self) -> Duration {
-        let wait = self.next;
-        self.next = (self.next * 2).min(Self::MAX);
-        wait
-    }
-
-    pub fn succeeded(&mut self) {
-        self.next = Self::FIRST;
-    }
-}
-
-impl Default for AcceptBackoff {
-    fn default() -> Self {
-        Self::new()
-    }
-}
+/// The wait after a failed accept, shared by every listener of meshlb.
+pub use lb_edge::AcceptBackoff;
 
 /// What an admin or metrics listener bounds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,15 +224,6 @@ mod tests {
         }
         let cli = headers(&[("authorization", "Bearer t"), ("sec-fetch-site", "none")]);
         assert_eq!(mutation_allowed(Some("t"), &cli, Node::Aggregator), Ok(()));
-    }
-
-    #[test]
-    fn accept_failures_back_off_to_a_second_and_reset() {
-        let mut b = AcceptBackoff::new();
-        let waits: Vec<u128> = (0..10).map(|_| b.failed().as_millis()).collect();
-        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 320, 640, 1000, 1000]);
-        b.succeeded();
-        assert_eq!(b.failed(), Duration::from_millis(5));
     }
 
     #[test]

@@ -36,10 +36,6 @@ impl Default for TcpSettings {
     }
 }
 
-/// Waits after a failed accept (out of descriptors, say): 5 ms, doubling to 1 s.
-const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
 /// Serves `listener` until `stop` turns true; connections still open then are dropped.
 /// `end` is dropped with the loop (`lb_edge::end_signal`).
 pub(crate) async fn accept_loop(
@@ -54,12 +50,12 @@ pub(crate) async fn accept_loop(
     let _end = end;
     let refused = metrics::counter!("meshlb_dns_tcp_refused_total");
     let mut connections = JoinSet::new();
-    let mut backoff = ACCEPT_BACKOFF_FIRST;
+    let mut backoff = lb_edge::AcceptBackoff::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    backoff = ACCEPT_BACKOFF_FIRST;
+                    backoff.succeeded();
                     let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
                         refused.increment(1);
                         drop(stream);
@@ -73,8 +69,7 @@ pub(crate) async fn accept_loop(
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "DNS TCP accept failed");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    tokio::time::sleep(backoff.failed()).await;
                 }
             },
             // Finished connections are reaped as they end.

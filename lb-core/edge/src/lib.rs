@@ -14,9 +14,11 @@ use lb_core::regions_table::{CountryCode, RegionsTable};
 use lb_core::request::{Pop, RequestContext};
 use lb_core::steering::{Decision, Engine};
 
+mod accept_backoff;
 mod generation;
 mod thread_end;
 
+pub use accept_backoff::AcceptBackoff;
 pub use generation::{Generation, GenerationMismatch, Serving};
 pub use thread_end::{end_signal, EndSignal, Ended, ThreadEnd};
 

@@ -29,10 +29,6 @@ const BUFFER: usize = 16 << 10;
 /// A direction whose reads fill the buffer is a bulk flow: its buffer grows to this, so a
 /// gigabyte takes a quarter of the system calls.
 const BULK_BUFFER: usize = 64 << 10;
-/// Waits after a failed accept: 5 ms, doubling to 1 s.
-const ACCEPT_BACKOFF_FIRST: Duration = Duration::from_millis(5);
-const ACCEPT_BACKOFF_MAX: Duration = Duration::from_secs(1);
-
 /// Accepts on `listener` until `stop` turns true. Connections already relayed go on: a
 /// reload that drops this port does not cut them.
 pub(crate) async fn accept_loop(
@@ -41,7 +37,7 @@ pub(crate) async fn accept_loop(
     slots: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let mut backoff = ACCEPT_BACKOFF_FIRST;
+    let mut backoff = lb_edge::AcceptBackoff::new();
     // Bound to one address, the listener knows every connection's local address; bound to
     // all, each connection is asked (for the PROXY header and the port).
     let bound = listener
@@ -54,14 +50,13 @@ pub(crate) async fn accept_loop(
                 Ok(a) => a,
                 Err(e) => {
                     tracing::debug!(error = %e, "layer-4 accept failed");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(ACCEPT_BACKOFF_MAX);
+                    tokio::time::sleep(backoff.failed()).await;
                     continue;
                 }
             },
             _ = stop.changed() => return,
         };
-        backoff = ACCEPT_BACKOFF_FIRST;
+        backoff.succeeded();
         let frontend = serving.load_full();
         let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
             frontend.metrics.refused_connections.increment(1);

@@ -1,35 +1,8 @@
 //! Validation of layer-4 load balancers: ports, origin ports, PROXY headers, and what layer 4
 //! refuses (rules, cookie and header affinity, origin TLS), each error with its path.
 
+use super::tests::{errors, has, parse};
 use super::*;
-use crate::regions_table::RegionsTable;
-
-fn parse(text: &str) -> Result<Config, ConfigErrors> {
-    Config::parse(
-        "meshlb.toml",
-        text,
-        &RegionsTable::embedded().expect("regions"),
-    )
-}
-
-fn errors(text: &str) -> Vec<String> {
-    match parse(text) {
-        Ok(_) => panic!("expected errors"),
-        Err(e) => {
-            e.0.iter()
-                .map(|e| format!("{}: {}", e.path, e.reason))
-                .collect()
-        }
-    }
-}
-
-#[track_caller]
-fn has(errors: &[String], needle: &str) {
-    assert!(
-        errors.iter().any(|e| e.contains(needle)),
-        "no error containing {needle:?} in {errors:#?}"
-    );
-}
 
 const POOL: &str = r#"
 [[pools]]

@@ -8,12 +8,12 @@ fn regions() -> RegionsTable {
     RegionsTable::embedded().expect("embedded regions")
 }
 
-fn parse(text: &str) -> Result<Config, ConfigErrors> {
+pub(super) fn parse(text: &str) -> Result<Config, ConfigErrors> {
     Config::parse("meshlb.toml", text, &regions())
 }
 
 /// The errors as "path: reason" lines.
-fn errors(text: &str) -> Vec<String> {
+pub(super) fn errors(text: &str) -> Vec<String> {
     match parse(text) {
         Ok(_) => panic!("expected errors"),
         Err(e) => {
@@ -28,7 +28,7 @@ fn errors(text: &str) -> Vec<String> {
 }
 
 #[track_caller]
-fn has(errors: &[String], needle: &str) {
+pub(super) fn has(errors: &[String], needle: &str) {
     assert!(
         errors.iter().any(|e| e.contains(needle)),
         "no error containing {needle:?} in {errors:#?}"

@@ -125,7 +125,9 @@ type Connection = Arc<(Arc<Serving<Proxy>>, Arc<Upstream>, Peer)>;
 /// connection (a WebSocket) outlives the task that served its HTTP, so an upgrade request
 /// carries a share of it (in its extensions) to the tunnel, which holds it to the end.
 #[derive(Clone)]
-pub struct ConnectionSlot(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+pub struct ConnectionSlot {
+    _permit: Arc<tokio::sync::OwnedSemaphorePermit>,
+}
 
 /// Serves one client connection: HTTP/1 with the proxy's own server until a request it does
 /// not take, then with hyper's; HTTP/2 with hyper's (rather than hyper's automatic builder,
@@ -341,7 +343,9 @@ async fn accept_loop(
         let serving = Arc::clone(&serving);
         let upstream = Arc::clone(&upstream);
         let acceptor = acceptor.clone();
-        let slot = ConnectionSlot(Arc::new(slot));
+        let slot = ConnectionSlot {
+            _permit: Arc::new(slot),
+        };
         tokio::spawn(async move {
             match acceptor {
                 Some(acceptor) => {
