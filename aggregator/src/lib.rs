@@ -6,7 +6,9 @@
 //! - [`events`]: health changes as events with the votes behind them.
 //! - [`mesh_view`]: the incremental view of the gossip state.
 //! - [`shared`]: what the loop publishes, grouped by concern; [`service`]: the loop itself.
-//! - [`admin`]: the admin API, one file per resource.
+//! - [`admin`]: the admin API, one file per resource; [`api`]: its Cloudflare-shaped
+//!   resources (monitors, pools, load balancers) and health views.
+//! - [`control`]: the config primary, its generations, and the nodes that follow it.
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
@@ -14,6 +16,8 @@
 //!   config generation.
 
 pub mod admin;
+pub mod api;
+pub mod control;
 pub mod drain_state;
 pub mod drains;
 pub mod events;

@@ -28,6 +28,11 @@ pub struct Member {
     pub datacenter: String,
     pub version: String,
     pub config_hash: String,
+    /// The mesh config generation it runs (docs/api.md#one-config-for-the-mesh).
+    pub config_generation: Option<u64>,
+    /// A generation it refused: `generation sha256 reason`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config_refused: Option<String>,
     /// When the member loaded its config (unix seconds), when it says.
     pub config_loaded_at: Option<u64>,
     pub alive: bool,
@@ -91,6 +96,8 @@ impl MeshView {
                 datacenter: get(keys::DATACENTER),
                 version: get(keys::VERSION),
                 config_hash: get(keys::CONFIG_HASH),
+                config_generation: st.get(keys::CONFIG_GENERATION).and_then(|g| g.parse().ok()),
+                config_refused: st.get(keys::CONFIG_REFUSED).map(str::to_string),
                 config_loaded_at: st.get(keys::CONFIG_LOADED_AT).and_then(|t| t.parse().ok()),
                 alive: live.contains(id),
                 config_drift: false,

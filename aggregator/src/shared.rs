@@ -128,6 +128,9 @@ pub struct Shared {
     /// The live, ready PoPs of the mesh (DNS answers proxied names with them); the loop
     /// updates it from gossip.
     pub pops: Arc<lb_edge::Pops>,
+    /// The control plane: the mesh config's generation, the primary, the API's writes (set
+    /// by the binary at start).
+    pub control: OnceLock<Arc<crate::control::ControlPlane>>,
 }
 
 impl Shared {
@@ -161,6 +164,7 @@ impl Shared {
             },
             reload_requests: OnceLock::new(),
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
+            control: OnceLock::new(),
         })
     }
 

@@ -123,8 +123,23 @@ pub(crate) fn parse_toml_strict<T: serde::de::DeserializeOwned>(
     let de = toml::Deserializer::parse(text)
         .map_err(|e| ConfigErrors(vec![toml_error(file, text, &e)]))?;
     let mut unknown = Vec::new();
-    let value: T = serde_ignored::deserialize(de, |path| unknown.push(ignored_path(&path)))
-        .map_err(|e| ConfigErrors(vec![toml_error(file, text, &e)]))?;
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(de, &mut track);
+    let value: Result<T, _> =
+        serde_ignored::deserialize(tracked, |path| unknown.push(ignored_path(&path)));
+    let value = value.map_err(|e| {
+        // A type error names the field it is in, as validation's errors do; the line and
+        // column follow the reason.
+        let mut error = toml_error(file, text, &e);
+        let field = track.path().to_string();
+        if !field.is_empty() && field != "?" {
+            if !error.path.is_empty() {
+                error.reason = format!("{} ({})", error.reason, error.path);
+            }
+            error.path = field;
+        }
+        ConfigErrors(vec![error])
+    })?;
     let mut sink = ErrorSink::new(file);
     for path in unknown {
         sink.push(path, "unknown field");

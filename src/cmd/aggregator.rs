@@ -46,9 +46,27 @@ pub struct Args {
     /// are open and every state-changing call (/drain, /-/reload) is refused.
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    /// File holding a bearer token that only reads the admin API and the control-plane API
+    /// (else MESHLB_ADMIN_READ_TOKEN).
+    #[arg(long, value_name = "FILE")]
+    admin_read_token_file: Option<PathBuf>,
     /// How long a request head may take to arrive at the admin API.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
+    /// How long an API request's body may take to arrive.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    admin_body_timeout_ms: u64,
+    /// This aggregator is the mesh's config primary: it takes the API's writes, makes each a
+    /// new generation of --config (the one before kept as <file>.previous) and serves it to
+    /// the nodes started with --config-from-mesh.
+    #[arg(long, conflicts_with = "config_from_mesh")]
+    config_primary: bool,
+    /// The admin API URL the primary announces for fetches [default: http://<--admin>, with
+    /// the gossip address's IP when --admin listens on every address].
+    #[arg(long, value_name = "URL")]
+    config_advertise_url: Option<String>,
+    #[command(flatten)]
+    control: super::control_args::ControlArgs,
     /// Connections the admin listener keeps open at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
@@ -167,21 +185,53 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v.max(1))
 }
 
-pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
-    let text = std::fs::read_to_string(&args.config)
-        .with_context(|| format!("cannot read {}", args.config.display()))?;
-    let config = Config::parse(&args.config.display().to_string(), &text, regions)
-        .map_err(|e| anyhow!("{e}"))?;
-    let settings = args.mesh.settings()?;
-    let token = match &args.admin_token_file {
+/// The URL the primary announces for fetches of its document.
+fn advertise_url(args: &Args, settings: &mesh::MeshSettings) -> String {
+    if let Some(u) = &args.config_advertise_url {
+        return u.trim_end_matches('/').to_string();
+    }
+    let mut addr = args.admin;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(settings.advertise.unwrap_or(settings.listen).ip());
+    }
+    format!("http://{addr}")
+}
+
+fn read_token(file: Option<&PathBuf>, env: &str) -> anyhow::Result<Option<String>> {
+    Ok(match file {
         Some(f) => Some(
             std::fs::read_to_string(f)
                 .with_context(|| format!("cannot read {}", f.display()))?
                 .trim()
                 .to_string(),
         ),
-        None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
+        None => std::env::var(env).ok(),
+    })
+}
+
+pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
+    let role = if args.config_primary {
+        aggregator::control::Role::Primary
+    } else if args.control.config_from_mesh {
+        aggregator::control::Role::Follower
+    } else {
+        aggregator::control::Role::Standalone
     };
+    let (store, document) = super::control_args::open(&args.config, role)?;
+    let text = document.text.to_string();
+    let config = Config::parse(&args.config.display().to_string(), &text, regions)
+        .map_err(|e| anyhow!("{e}"))?;
+    let settings = args.mesh.settings()?;
+    let token = read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;
+    let read_token = read_token(
+        args.admin_read_token_file.as_ref(),
+        "MESHLB_ADMIN_READ_TOKEN",
+    )?;
+    let plane = args.control.plane(
+        role,
+        document,
+        super::control_args::control_key(&args.mesh)?,
+    );
     if !args.advertise_proxy.is_empty()
         && args.proxy.is_empty()
         && args.proxy_tls.is_empty()
@@ -251,6 +301,21 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             notifier,
         );
         let shared = Shared::new(in_force, Arc::new(regions.clone()), tally, metrics);
+        let _ = shared.control.set(Arc::clone(&plane));
+        let announce_url = advertise_url(args, &settings);
+        let announcement = |plane: &aggregator::control::ControlPlane| {
+            (plane.role == aggregator::control::Role::Primary).then(|| {
+                let d = plane.document.load();
+                aggregator::control::Announcement {
+                    generation: d.generation,
+                    sha256: d.sha256.clone(),
+                    size: d.text.len() as u64,
+                    url: announce_url.clone(),
+                }
+                .to_string()
+            })
+        };
+        super::control_args::publish(&node.handle, &plane, announcement(&plane)).await;
         if let Some(dir) = &args.state_dir {
             let state = aggregator::drain_state::DrainState::in_dir(dir)?;
             let loaded = state.load(&config)?;
@@ -390,14 +455,37 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         }
         let (requests, mut requested) = tokio::sync::mpsc::channel(4);
         let _ = shared.reload_requests.set(requests);
+        let (writes, mut written) = tokio::sync::mpsc::channel(16);
+        if role == aggregator::control::Role::Primary {
+            let _ = plane.writes.set(writes);
+        }
         let admin = tokio::spawn(aggregator::admin::serve(
             listener,
             Arc::clone(&shared),
-            token,
+            aggregator::admin::Tokens {
+                write: token.map(Into::into),
+                read: read_token.map(Into::into),
+            },
             aggregator::admin::guard::Limits {
                 head_timeout: Duration::from_millis(args.admin_head_timeout_ms.max(1)),
                 max_connections: args.admin_max_connections,
             },
+            aggregator::admin::BodyLimits {
+                max_bytes: args.control.config_max_bytes.max(1),
+                timeout: Duration::from_millis(args.admin_body_timeout_ms.max(1)),
+            },
+        ));
+        let (fetches, mut fetched) = tokio::sync::mpsc::channel(1);
+        let follower = tokio::spawn(aggregator::control::follower::run(
+            aggregator::control::follower::FollowerSettings {
+                node_id: identity.node_id.clone(),
+                poll: settings.gossip_interval.max(Duration::from_millis(50)),
+                fetch_timeout: args.control.fetch_timeout(),
+                follow: role == aggregator::control::Role::Follower,
+            },
+            node.handle.chitchat(),
+            Arc::clone(&plane),
+            fetches,
         ));
         let (adopter, adoptions) = Adopter::channel();
         let poll = (settings.gossip_interval / 2).max(Duration::from_millis(20));
@@ -435,6 +523,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         });
         vital.task("admin API", admin);
         vital.task("tally loop", tally_loop);
+        vital.task("config follower", follower);
         let mut dns_server = dns_server;
         if let Some(server) = dns_server.as_mut() {
             vital.threads("DNS server", server.take_ended());
@@ -457,11 +546,22 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 () = &mut stop => break,
                 (name, why) = vital.ended() => return Err(super::supervise::exit_error(name, &why)),
                 trigger = reload::next(&mut hup, watch.as_mut()) => {
-                    reloads.reload(trigger.name()).await;
+                    let _ = file_reload(&mut reloads, &store, &plane, trigger.name()).await;
+                    super::control_args::publish(&node.handle, &plane, announcement(&plane)).await;
                 }
                 Some(request) = requested.recv() => {
-                    let outcome = reloads.reload("POST /-/reload").await;
+                    let outcome = file_reload(&mut reloads, &store, &plane, "POST /-/reload").await;
+                    super::control_args::publish(&node.handle, &plane, announcement(&plane)).await;
                     let _ = request.reply.send(outcome);
+                }
+                Some(write) = written.recv() => {
+                    let result = primary_write(&mut reloads, &store, &plane, &write.why, write.base, &write.text).await;
+                    super::control_args::publish(&node.handle, &plane, announcement(&plane)).await;
+                    let _ = write.reply.send(result);
+                }
+                Some(f) = fetched.recv() => {
+                    follow(&mut reloads, &store, &plane, f).await;
+                    super::control_args::publish(&node.handle, &plane, None).await;
                 }
             }
         }
@@ -473,4 +573,130 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let _ = node.handle.shutdown().await;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A reload of the file (SIGHUP, --watch-config, `POST /-/reload`): on the primary, a changed
+/// file is the next generation; a follower's file is the mesh's and is not reloaded by hand.
+async fn file_reload(
+    reloads: &mut reloader::Reloader,
+    store: &aggregator::control::ConfigStore,
+    plane: &aggregator::control::ControlPlane,
+    why: &str,
+) -> aggregator::reload::Outcome {
+    use aggregator::control::{Role, Versioned};
+    let own =
+        std::fs::read_to_string(store.path()).is_ok_and(|t| *t == *plane.document.load().text);
+    if plane.role == Role::Follower && !own {
+        let in_force = reloads.shared.in_force.load();
+        eprintln!("config reload ({why}) refused: this node runs the mesh's config (--config-from-mesh); change it through the primary");
+        return aggregator::reload::Outcome {
+            reloaded: false,
+            generation: in_force.generation.id(),
+            config_hash: in_force.config_hash.clone(),
+            unchanged: false,
+            errors: vec!["this node runs the mesh's config (--config-from-mesh): change it through the config primary's API".into()],
+        };
+    }
+    let outcome = reloads.reload(why).await;
+    if outcome.reloaded {
+        if let Ok(text) = std::fs::read_to_string(store.path()) {
+            let next = Versioned::new(plane.generation() + 1, &text);
+            let next = Versioned {
+                generation: if plane.role == Role::Primary {
+                    next.generation
+                } else {
+                    0
+                },
+                ..next
+            };
+            if plane.role == Role::Primary {
+                if let Err(e) = store.record(next.generation, &next.sha256) {
+                    tracing::error!(error = %e, "recording the config generation");
+                }
+            }
+            plane.applied(next);
+        }
+    }
+    outcome
+}
+
+/// An API write on the primary: the next generation, persisted, then served.
+async fn primary_write(
+    reloads: &mut reloader::Reloader,
+    store: &aggregator::control::ConfigStore,
+    plane: &aggregator::control::ControlPlane,
+    why: &str,
+    base: u64,
+    text: &str,
+) -> Result<aggregator::control::writes::Written, aggregator::control::writes::Refusal> {
+    use aggregator::control::writes::{FieldError, Refusal, Written};
+    use aggregator::control::Versioned;
+    let current = plane.generation();
+    if base != current {
+        return Err(aggregator::api::stale(base, current));
+    }
+    let next = Versioned::new(current + 1, text);
+    if next.sha256 == plane.document.load().sha256 {
+        return Ok(Written {
+            generation: current,
+            changed: false,
+        });
+    }
+    let outcome = reloads
+        .reload_text(why, text, || {
+            store.commit(&next, true).map_err(|e| e.to_string())
+        })
+        .await;
+    if outcome.reloaded || outcome.unchanged {
+        plane.applied(next.clone());
+        eprintln!("config generation {} ({why})", next.generation);
+        Ok(Written {
+            generation: next.generation,
+            changed: true,
+        })
+    } else {
+        Err(Refusal {
+            errors: outcome
+                .errors
+                .iter()
+                .map(|e| FieldError {
+                    path: String::new(),
+                    reason: e.clone(),
+                })
+                .collect(),
+            ..Refusal::new(
+                http::StatusCode::UNPROCESSABLE_ENTITY,
+                aggregator::api::envelope::code::INVALID,
+                "the primary could not build the generation: nothing was changed",
+            )
+        })
+    }
+}
+
+/// A generation fetched from the primary: validated, persisted, served — or refused here.
+async fn follow(
+    reloads: &mut reloader::Reloader,
+    store: &aggregator::control::ConfigStore,
+    plane: &aggregator::control::ControlPlane,
+    fetched: aggregator::control::follower::Fetched,
+) {
+    let doc = fetched.document;
+    if doc.generation > plane.generation() {
+        let why = format!("generation {} from {}", doc.generation, fetched.primary);
+        let outcome = reloads
+            .reload_text(&why, &doc.text, || {
+                store.commit(&doc, false).map_err(|e| e.to_string())
+            })
+            .await;
+        if outcome.reloaded || outcome.unchanged {
+            plane.applied(doc);
+        } else {
+            plane.refuse(aggregator::control::Refused {
+                generation: doc.generation,
+                sha256: doc.sha256.clone(),
+                errors: outcome.errors,
+            });
+        }
+    }
+    let _ = fetched.done.send(());
 }

@@ -85,6 +85,17 @@ impl MeshArgs {
         })
     }
 
+    /// The cluster key's text and, during a rotation, the previous one's.
+    pub fn key_texts(&self) -> anyhow::Result<(String, Option<String>)> {
+        let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
+            .ok_or_else(|| anyhow!("no cluster key"))?;
+        let previous = read_key(
+            self.previous_key_file.as_ref(),
+            "MESHLB_GOSSIP_KEY_PREVIOUS",
+        )?;
+        Ok((current, previous))
+    }
+
     /// The session-affinity cookie key: derived from the cluster key, so every aggregator of
     /// the cluster signs and checks the same cookies.
     pub fn affinity_key(&self) -> anyhow::Result<lb_core::affinity::AffinityKey> {

@@ -3,6 +3,7 @@
 mod admin_client;
 pub mod aggregator;
 pub mod check;
+mod control_args;
 pub mod demo;
 pub mod explain;
 mod mesh_args;

@@ -1,7 +1,7 @@
 //! `meshlb prober`: probe the pools this region checks and publish the results in gossip.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,16 +51,16 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
     #[command(flatten)]
+    control: super::control_args::ControlArgs,
+    #[command(flatten)]
     mesh: MeshArgs,
 }
 
-/// The config, its hash and its text.
-fn load(path: &PathBuf, regions: &RegionsTable) -> anyhow::Result<(Config, String, String)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+/// The config of `text`, and its hash.
+fn parse(path: &Path, text: &str, regions: &RegionsTable) -> anyhow::Result<(Config, String)> {
     let config =
-        Config::parse(&path.display().to_string(), &text, regions).map_err(|e| anyhow!("{e}"))?;
-    Ok((config, config_hash(&text), text))
+        Config::parse(&path.display().to_string(), text, regions).map_err(|e| anyhow!("{e}"))?;
+    Ok((config, config_hash(text)))
 }
 
 /// The config a prober runs: its hash, and how many loads it took to get there (1: the start).
@@ -104,7 +104,19 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             listed.join(", ")
         ));
     }
-    let (config, hash, text) = load(&args.config, regions)?;
+    let role = if args.control.config_from_mesh {
+        aggregator::control::Role::Follower
+    } else {
+        aggregator::control::Role::Standalone
+    };
+    let (store, document) = super::control_args::open(&args.config, role)?;
+    let text = document.text.to_string();
+    let (config, hash) = parse(&args.config, &text, regions)?;
+    let plane = args.control.plane(
+        role,
+        document,
+        super::control_args::control_key(&args.mesh)?,
+    );
     let settings = args.mesh.settings()?;
     let token: Option<Arc<str>> = match &args.admin_token_file {
         Some(f) => Some(
@@ -165,6 +177,22 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 }
             });
         }
+        super::control_args::publish(&node.handle, &plane, None).await;
+        let (fetches, mut fetched) = tokio::sync::mpsc::channel(1);
+        vital.task(
+            "config follower",
+            tokio::spawn(aggregator::control::follower::run(
+                aggregator::control::follower::FollowerSettings {
+                    node_id: identity.node_id.clone(),
+                    poll: settings.gossip_interval.max(Duration::from_millis(50)),
+                    fetch_timeout: args.control.fetch_timeout(),
+                    follow: role == aggregator::control::Role::Follower,
+                },
+                node.handle.chitchat(),
+                Arc::clone(&plane),
+                fetches,
+            )),
+        );
         let targets = prober::targets(&config, Some(args.region));
         let round = config
             .monitors
@@ -207,15 +235,36 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let stop = stopped();
         tokio::pin!(stop);
         loop {
-            let (why, reply) = tokio::select! {
+            let (why, reply, from_mesh) = tokio::select! {
                 () = &mut stop => break,
                 (name, why) = vital.ended() => return Err(super::supervise::exit_error(name, &why)),
                 why = scheduler.ended() => return Err(super::supervise::exit_error("scheduler", &why)),
-                t = reload::next(&mut hup, watch.as_mut()) => (t.name(), None),
-                Some(r) = requested.recv() => ("POST /-/reload", Some(r.reply)),
+                t = reload::next(&mut hup, watch.as_mut()) => (t.name().to_string(), None, None),
+                Some(r) = requested.recv() => ("POST /-/reload".to_string(), Some(r.reply), None),
+                Some(f) = fetched.recv() => (format!("generation {} from {}", f.document.generation, f.primary), None, Some(f)),
             };
-            let outcome = match load(&args.config, regions) {
-                Ok((config, hash, _)) => {
+            let text = match (&from_mesh, role) {
+                (Some(f), _) => Ok(f.document.text.to_string()),
+                (None, aggregator::control::Role::Follower) => {
+                    match std::fs::read_to_string(&args.config) {
+                        Ok(t) if *t == *plane.document.load().text => Ok(t),
+                        _ => Err(anyhow!(
+                            "this node runs the mesh's config (--config-from-mesh): change it through the config primary's API"
+                        )),
+                    }
+                }
+                (None, _) => std::fs::read_to_string(&args.config)
+                    .with_context(|| format!("cannot read {}", args.config.display())),
+            };
+            let parsed = text.and_then(|t| {
+                let (config, hash) = parse(&args.config, &t, regions)?;
+                if let Some(f) = &from_mesh {
+                    store.commit(&f.document, false)?;
+                }
+                Ok((config, hash))
+            });
+            let outcome = match parsed {
+                Ok((config, hash)) => {
                     let targets = prober::targets(&config, Some(args.region));
                     eprintln!("config reloaded ({why}): {} targets", targets.len());
                     publisher.retain(keep(&targets));
@@ -232,18 +281,31 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                     running.hash = hash;
                     reload::record(true);
                     reload::count(true);
+                    if let Some(f) = &from_mesh {
+                        plane.applied(f.document.clone());
+                    }
                     running.outcome(true, Vec::new())
                 }
                 Err(e) => {
                     eprintln!("config reload ({why}) refused, keeping the running config: {e:#}");
                     reload::record(false);
                     reload::count(false);
-                    running.outcome(
-                        false,
-                        format!("{e:#}").lines().map(str::to_string).collect(),
-                    )
+                    let errors: Vec<String> =
+                        format!("{e:#}").lines().map(str::to_string).collect();
+                    if let Some(f) = &from_mesh {
+                        plane.refuse(aggregator::control::Refused {
+                            generation: f.document.generation,
+                            sha256: f.document.sha256.clone(),
+                            errors: errors.clone(),
+                        });
+                    }
+                    running.outcome(false, errors)
                 }
             };
+            if let Some(f) = from_mesh {
+                super::control_args::publish(&node.handle, &plane, None).await;
+                let _ = f.done.send(());
+            }
             if let Some(reply) = reply {
                 let _ = reply.send(outcome);
             }

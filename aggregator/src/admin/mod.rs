@@ -14,8 +14,13 @@
 //!   verdict, or the warm-up timeout has passed), 503 before; no token needed.
 //! - `POST /-/reload`: re-read the config file (as SIGHUP does); always needs the token.
 //!
-//! State-changing calls (`POST`/`DELETE /drain`, `POST /-/reload`) always need the token and
-//! are refused from a browser's cross-site request; request heads have a deadline; see
+//! - The control-plane API (`crate::api`, docs/api.md): Cloudflare's monitors, monitor
+//!   groups, pools and load balancers, their health and events, `/config`; and
+//!   `GET /-/config/document`, the primary's document for the mesh (cluster-key signed).
+//!
+//! State-changing calls (`POST`/`DELETE /drain`, `POST /-/reload`, the API's writes) always
+//! need the admin token and are refused from a browser's cross-site request; the read token
+//! (`--admin-read-token-file`) reads only; request heads and bodies have deadlines; see
 //! `guard.rs`.
 
 mod drain;
@@ -38,13 +43,12 @@ use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 
+pub use crate::api::{Access, BodyLimits, Tokens};
 use crate::shared::Shared;
 use reply::{error, json, Reply};
 
-/// Whether the request carries the configured bearer token.
-fn authorized(token: &str, req: &Request<Incoming>) -> bool {
-    guard::has_token(token, req.headers())
-}
+/// Where the primary serves its document to the mesh (`crate::api::mesh_document`).
+pub const MESH_DOCUMENT: &str = "/-/config/document";
 
 /// The refusal of a state-changing call, when it is refused (`guard::mutation_allowed`).
 fn mutation_refused(token: Option<&str>, req: &Request<Incoming>) -> Option<Reply> {
@@ -53,7 +57,8 @@ fn mutation_refused(token: Option<&str>, req: &Request<Incoming>) -> Option<Repl
         .map(|r| error(r.status, r.reason))
 }
 
-fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply {
+fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
+    let token = tokens.write.as_deref();
     let path = req.uri().path();
     if path == "/healthz" {
         return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
@@ -82,10 +87,8 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
         );
         return r;
     }
-    if let Some(token) = token {
-        if !authorized(token, req) {
-            return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
-        }
+    if tokens.access(req.headers()) == Access::None {
+        return error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token");
     }
     if path == "/drain" {
         if req.method() != http::Method::GET {
@@ -108,36 +111,46 @@ fn route(shared: &Shared, token: Option<&str>, req: &Request<Incoming>) -> Reply
         "/explain" => explain::explain(shared, req.uri().query().unwrap_or("")),
         _ => error(
             StatusCode::NOT_FOUND,
-            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz, /-/reload",
+            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz, /-/reload, and the API's (docs/api.md)",
         ),
     }
 }
 
-/// Serves the admin API on `listener` until the task is dropped, within `limits`.
+/// Serves the admin API on `listener` until the task is dropped, within `limits`; `body`
+/// bounds the API's request bodies.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    token: Option<String>,
+    tokens: Tokens,
     limits: guard::Limits,
+    body: BodyLimits,
 ) {
-    let token: Option<Arc<str>> = token.map(Into::into);
+    let tokens = Arc::new(tokens);
     let mut backoff = guard::AcceptBackoff::new();
     let slots = limits.slots();
     let head_timeout = limits.head_timeout;
     loop {
         let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let shared = Arc::clone(&shared);
-        let token = token.clone();
+        let tokens = Arc::clone(&tokens);
         tokio::spawn(async move {
             let _slot = slot;
             let service = service_fn(move |req: Request<Incoming>| {
                 let shared = Arc::clone(&shared);
-                let token = token.clone();
+                let tokens = Arc::clone(&tokens);
                 async move {
-                    let response = if req.uri().path() == reload::PATH {
-                        reload::reload(&shared, token.as_deref(), &req).await
+                    let path = req.uri().path();
+                    let response = if path == reload::PATH {
+                        reload::reload(&shared, tokens.write.as_deref(), &req).await
+                    } else if path == MESH_DOCUMENT {
+                        match shared.control.get() {
+                            Some(plane) => crate::api::mesh_document(plane, req.headers()),
+                            None => error(StatusCode::NOT_FOUND, "no control plane here"),
+                        }
+                    } else if let Some(r) = crate::api::route(path) {
+                        crate::api::handle(&shared, &tokens, r, req, body).await
                     } else {
-                        route(&shared, token.as_deref(), &req)
+                        route(&shared, &tokens, &req)
                     };
                     Ok::<_, Infallible>(response)
                 }

@@ -24,6 +24,10 @@ pub(super) struct Status {
     snapshot_version: u64,
     fail_static: bool,
     votes_counted: usize,
+    /// The mesh config: this node's part, the generation in force, the primary
+    /// (`GET /config` of the API).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mesh_config: Option<serde_json::Value>,
     load_balancers: Vec<LbStatus>,
     pools: Vec<PoolStatus>,
 }
@@ -229,6 +233,7 @@ pub(super) fn status(shared: &Shared) -> Status {
         snapshot_version: snapshot.version,
         fail_static: snapshot.fail_static,
         votes_counted: shared.latest.votes_counted.load(Ordering::Relaxed),
+        mesh_config: shared.control.get().map(|p| crate::api::config_state(p)),
         load_balancers: config
             .load_balancers
             .iter()

@@ -1,6 +1,7 @@
 //! `meshlb.toml`: monitors, pools and load balancers, validated into types that cannot hold a
 //! dangling reference or an out-of-range value. See `validate.rs` for every rule.
 
+pub mod document;
 mod layer4;
 #[cfg(test)]
 mod layer4_tests;

@@ -311,11 +311,14 @@ country_pools = { de = ["p"] }
 }
 
 #[test]
-fn syntax_errors_name_line_and_column() {
+fn syntax_errors_name_line_and_column_type_errors_their_field() {
     let e =
         parse("[[pools]]\nname = \"p\"\norigins = [{ name = \"e\", address = 5 }]\n").unwrap_err();
     assert_eq!(e.0.len(), 1);
-    assert!(e.0[0].path.starts_with("line 3, column"), "{:?}", e.0[0]);
+    assert_eq!(e.0[0].path, "pools[0].origins[0].address", "{:?}", e.0[0]);
+    assert!(e.0[0].reason.contains("(line 3, column"), "{:?}", e.0[0]);
+    let e = parse("[[pools]\nname = 1\n").unwrap_err();
+    assert!(e.0[0].path.starts_with("line 1, column"), "{:?}", e.0[0]);
 }
 
 #[test]

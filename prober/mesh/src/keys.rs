@@ -17,6 +17,13 @@ pub const CONFIG_HASH: &str = "config_hash";
 /// When the node loaded the config it runs (unix seconds): with the hash, a mixed mesh shows
 /// which nodes run which config since when.
 pub const CONFIG_LOADED_AT: &str = "config_loaded_at";
+/// The mesh config generation a node runs (docs/api.md#one-config-for-the-mesh).
+pub const CONFIG_GENERATION: &str = "config_generation";
+/// Set by the config primary only: the generation it holds and where to fetch it
+/// (`aggregator::control::Announcement`).
+pub const CONFIG_PRIMARY: &str = "config_primary";
+/// A generation this node refused (it failed validation here): `generation sha256 reason`.
+pub const CONFIG_REFUSED: &str = "config_refused";
 /// Advances every probe round; its movement is the freshness of the prober's votes.
 pub const PROGRESS: &str = "progress";
 /// Prefix of the per-pool result keys.

@@ -97,8 +97,36 @@ pub fn next_serial(previous: u32) -> u32 {
 }
 
 impl Reloader {
-    /// One reload, for `why` (logged); never leaves a half-applied config.
+    /// One reload of the file, for `why` (logged); never leaves a half-applied config.
     pub async fn reload(&mut self, why: &str) -> Outcome {
+        let file = self.path.display().to_string();
+        match std::fs::read_to_string(&self.path) {
+            Ok(text) => self.reload_text(why, &text, || Ok(())).await,
+            Err(e) => {
+                let before = self.shared.in_force.load_full();
+                let outcome = Outcome {
+                    reloaded: false,
+                    generation: before.generation.id(),
+                    config_hash: before.config_hash.clone(),
+                    unchanged: false,
+                    errors: vec![format!("{file}: cannot read the config: {e}")],
+                };
+                report::record(false);
+                report::count(false);
+                eprintln!("config reload ({why}) refused: {}", outcome.errors[0]);
+                outcome
+            }
+        }
+    }
+
+    /// One reload with `text` as the config; `persist` runs once the next generation is
+    /// built and before it serves (a failure there leaves the running config serving).
+    pub async fn reload_text(
+        &mut self,
+        why: &str,
+        text: &str,
+        persist: impl FnOnce() -> Result<(), String>,
+    ) -> Outcome {
         let before = self.shared.in_force.load_full();
         let refused = |errors: Vec<String>| Outcome {
             reloaded: false,
@@ -107,18 +135,24 @@ impl Reloader {
             unchanged: false,
             errors,
         };
-        let outcome = match self.prepare(&before) {
+        let outcome = match self.prepare(&before, text) {
             Err(errors) => refused(errors),
-            Ok(None) => Outcome {
-                reloaded: false,
-                generation: before.generation.id(),
-                config_hash: before.config_hash.clone(),
-                unchanged: true,
-                errors: Vec::new(),
-            },
-            Ok(Some(next)) => match self.apply(next).await {
-                Ok(outcome) => outcome,
+            Ok(None) => match persist() {
                 Err(e) => refused(vec![e]),
+                Ok(()) => Outcome {
+                    reloaded: false,
+                    generation: before.generation.id(),
+                    config_hash: before.config_hash.clone(),
+                    unchanged: true,
+                    errors: Vec::new(),
+                },
+            },
+            Ok(Some(next)) => match persist() {
+                Err(e) => refused(vec![e]),
+                Ok(()) => match self.apply(next).await {
+                    Ok(outcome) => outcome,
+                    Err(e) => refused(vec![e]),
+                },
             },
         };
         let ok = outcome.reloaded || outcome.unchanged;
@@ -143,17 +177,15 @@ impl Reloader {
         outcome
     }
 
-    /// Reads and validates the file, and builds everything the next generation serves with;
-    /// `None` when the file is the one in force.
-    fn prepare(&self, before: &InForce) -> Result<Option<Next>, Vec<String>> {
+    /// Validates the config's text, and builds everything the next generation serves with;
+    /// `None` when the text is the one in force.
+    fn prepare(&self, before: &InForce, text: &str) -> Result<Option<Next>, Vec<String>> {
         let file = self.path.display().to_string();
-        let text = std::fs::read_to_string(&self.path)
-            .map_err(|e| vec![format!("{file}: cannot read the config: {e}")])?;
-        let hash = config_hash(&text);
+        let hash = config_hash(text);
         if hash == before.config_hash {
             return Ok(None);
         }
-        let config = Config::parse(&file, &text, &self.regions)
+        let config = Config::parse(&file, text, &self.regions)
             .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
         let config = Arc::new(config);
         let id = before.generation.id() + 1;

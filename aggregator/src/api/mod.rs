@@ -1,0 +1,633 @@
+//! The control-plane API on the admin listener (docs/api.md): Cloudflare's Load Balancing
+//! resources — monitors, monitor groups, pools, load balancers — listed, read, created,
+//! replaced, patched and deleted, in Cloudflare's paths, field names and envelope; the pool
+//! health and events views; and meshlb's whole-document `/config/document`.
+//!
+//! Reads answer from the document in force on any aggregator. Writes are the config
+//! primary's alone (`control`): each is checked as `meshlb check` checks a file, with every
+//! error's field path, then handed to the primary's config task, which makes it the next
+//! generation. Tokens: the admin token reads and writes; the read token (`--admin-read-token-file`)
+//! only reads.
+
+pub mod convert;
+pub mod envelope;
+pub mod health;
+pub mod path;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, Method, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use lb_core::config::document::{Document, DocumentError, Kind};
+use lb_core::config::Config;
+use serde_json::{json, Value};
+
+use crate::admin::guard;
+use crate::control::writes::{self, FieldError, Refusal, Written};
+use crate::control::{ControlPlane, Role};
+use crate::shared::Shared;
+use envelope::{code, Reply};
+pub use path::{route, Route};
+
+/// The name validation errors of an API write give the document.
+const DOCUMENT_NAME: &str = "the written config";
+
+/// The bearer tokens and what each may do.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    /// `--admin-token-file`: reads and writes.
+    pub write: Option<Arc<str>>,
+    /// `--admin-read-token-file`: reads only.
+    pub read: Option<Arc<str>>,
+}
+
+/// What a request may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Access {
+    None,
+    Read,
+    Write,
+}
+
+impl Tokens {
+    /// The access the request's bearer token gives. With no token configured, reads are open
+    /// (as the rest of the admin API) and writes refused.
+    pub fn access(&self, headers: &HeaderMap) -> Access {
+        if self
+            .write
+            .as_deref()
+            .is_some_and(|t| guard::has_token(t, headers))
+        {
+            Access::Write
+        } else if self
+            .read
+            .as_deref()
+            .is_some_and(|t| guard::has_token(t, headers))
+            || self.write.is_none() && self.read.is_none()
+        {
+            Access::Read
+        } else {
+            Access::None
+        }
+    }
+}
+
+/// Limits of the API's request bodies.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyLimits {
+    /// The largest body (`--config-max-bytes`, as the document).
+    pub max_bytes: usize,
+    /// The longest a body may take to arrive (`--admin-body-timeout-ms`).
+    pub timeout: Duration,
+}
+
+fn refusal(status: StatusCode, code: u32, message: impl Into<String>) -> Refusal {
+    Refusal::new(status, code, message)
+}
+
+fn document_refusal(e: &DocumentError) -> Refusal {
+    let (status, c) = match e {
+        DocumentError::NotFound { .. } => (StatusCode::NOT_FOUND, code::NOT_FOUND),
+        DocumentError::Exists { .. } => (StatusCode::CONFLICT, code::EXISTS),
+        _ => (StatusCode::BAD_REQUEST, code::INVALID),
+    };
+    refusal(status, c, e.to_string())
+}
+
+async fn read_body(body: Incoming, limits: BodyLimits) -> Result<Bytes, Refusal> {
+    let collect = Limited::new(body, limits.max_bytes).collect();
+    match tokio::time::timeout(limits.timeout, collect).await {
+        Err(_) => Err(refusal(
+            StatusCode::REQUEST_TIMEOUT,
+            code::INVALID,
+            format!(
+                "the body did not arrive within {} ms",
+                limits.timeout.as_millis()
+            ),
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            code::TOO_LARGE,
+            format!(
+                "the body is larger than {} bytes (--config-max-bytes)",
+                limits.max_bytes
+            ),
+        )),
+        Ok(Err(e)) => Err(refusal(
+            StatusCode::BAD_REQUEST,
+            code::INVALID,
+            format!("reading the body: {e}"),
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+fn json_body(bytes: &[u8]) -> Result<Value, Refusal> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        refusal(
+            StatusCode::BAD_REQUEST,
+            code::INVALID,
+            format!("the body is not JSON: {e}"),
+        )
+    })
+}
+
+/// `If-Match`: a generation (`"7"`, `W/"7"` or `7`); `*` is any.
+fn if_match(headers: &HeaderMap) -> Result<Option<u64>, Refusal> {
+    let Some(v) = headers.get(http::header::IF_MATCH) else {
+        return Ok(None);
+    };
+    let v = v.to_str().unwrap_or("").trim();
+    if v == "*" {
+        return Ok(None);
+    }
+    v.trim_start_matches("W/")
+        .trim_matches('"')
+        .parse()
+        .map(Some)
+        .map_err(|_| {
+            refusal(
+                StatusCode::BAD_REQUEST,
+                code::INVALID,
+                format!("If-Match: expected a generation (an ETag of this API), got `{v}`"),
+            )
+        })
+}
+
+/// Why this aggregator takes no writes, naming the primary when one is live.
+fn not_primary(plane: &ControlPlane) -> Refusal {
+    match &**plane.primary.load() {
+        Some(p) => refusal(
+            StatusCode::MISDIRECTED_REQUEST,
+            code::NOT_PRIMARY,
+            format!(
+                "this aggregator is not the config primary: write to {} ({}), which holds generation {}",
+                p.node_id, p.announcement.url, p.announcement.generation
+            ),
+        ),
+        None => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::NOT_PRIMARY,
+            "this aggregator is not the config primary, and no live node of the mesh is (writes wait until the one started with --config-primary is back)",
+        ),
+    }
+}
+
+/// A document's validation errors, with paths within the written resource when they are in
+/// it (`origins[0].weight`), else within the document (`load_balancers[2].default_pools[0]`).
+fn field_errors(errors: &lb_core::ConfigErrors, within: Option<(Kind, usize)>) -> Vec<FieldError> {
+    let prefix = within.map(|(k, i)| format!("{}[{i}]", k.key()));
+    errors
+        .0
+        .iter()
+        .map(|e| {
+            let path = match &prefix {
+                Some(p) if e.path == *p => String::new(),
+                Some(p) => e
+                    .path
+                    .strip_prefix(p.as_str())
+                    .and_then(|rest| rest.strip_prefix('.'))
+                    .map_or_else(|| e.path.clone(), str::to_string),
+                None => e.path.clone(),
+            };
+            FieldError {
+                path,
+                reason: e.reason.clone(),
+            }
+        })
+        .collect()
+}
+
+/// Checks a document's text as `meshlb check` checks a file.
+pub fn check(shared: &Shared, text: &str, within: Option<(Kind, usize)>) -> Result<(), Refusal> {
+    Config::parse(DOCUMENT_NAME, text, &shared.setup.regions)
+        .map(|_| ())
+        .map_err(|errors| Refusal {
+            errors: field_errors(&errors, within),
+            ..refusal(
+                StatusCode::BAD_REQUEST,
+                code::INVALID,
+                "the config would not be valid: nothing was changed",
+            )
+        })
+}
+
+/// A write: `edit` applied to the document in force, checked, and handed to the primary's
+/// config task; retried on a newer generation when the client named none (`If-Match`).
+async fn write<T>(
+    shared: &Shared,
+    plane: &ControlPlane,
+    why: String,
+    based_on: Option<u64>,
+    edit: impl Fn(&mut Document) -> Result<(T, Option<(Kind, String)>), Refusal>,
+) -> Result<(T, Written, Document), Refusal> {
+    if plane.role != Role::Primary {
+        return Err(not_primary(plane));
+    }
+    let Some(writes) = plane.writes.get() else {
+        return Err(refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::UNAVAILABLE,
+            "the primary's config task is not running",
+        ));
+    };
+    for _ in 0..3 {
+        let current = plane.document.load_full();
+        if let Some(g) = based_on.filter(|&g| g != current.generation) {
+            return Err(stale(g, current.generation));
+        }
+        let mut doc = Document::parse(&current.text).map_err(|e| document_refusal(&e))?;
+        let (value, target) = edit(&mut doc)?;
+        let text = doc.to_text();
+        let within = target.and_then(|(k, id)| doc.position(k, &id).map(|i| (k, i)));
+        check(shared, &text, within)?;
+        match writes::submit(writes, why.clone(), current.generation, text).await {
+            Err(r) if r.status == StatusCode::CONFLICT && based_on.is_none() => continue,
+            Err(r) => return Err(r),
+            Ok(written) => return Ok((value, written, doc)),
+        }
+    }
+    Err(refusal(
+        StatusCode::CONFLICT,
+        code::CONFLICT,
+        "the config kept changing under this write: try again",
+    ))
+}
+
+/// The refusal of a write based on generation `based_on` when `current` is in force.
+pub fn stale(based_on: u64, current: u64) -> Refusal {
+    refusal(
+        StatusCode::CONFLICT,
+        code::CONFLICT,
+        format!("If-Match: the write is based on generation {based_on}, and {current} is in force: read it again and retry"),
+    )
+}
+
+fn fresh_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    crate::control::signing::hex(&bytes)
+}
+
+/// Whether the load balancer `name` is in `zone` (a `[[zones]]` name).
+fn in_zone(name: &str, zone: &str) -> bool {
+    let (n, z) = (
+        name.trim_end_matches('.').to_ascii_lowercase(),
+        zone.trim_end_matches('.').to_ascii_lowercase(),
+    );
+    n == z || n.ends_with(&format!(".{z}"))
+}
+
+fn page_args(query: &str) -> Result<(usize, usize), Refusal> {
+    let (mut page, mut per_page) = (1, usize::MAX);
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        let n = || {
+            v.parse::<usize>().map_err(|_| {
+                refusal(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID,
+                    format!("{k}: expected a number, got `{v}`"),
+                )
+            })
+        };
+        match &*k {
+            "page" => page = n()?.max(1),
+            "per_page" => per_page = n()?.max(1),
+            _ => {}
+        }
+    }
+    Ok((page, per_page))
+}
+
+/// Serves an API request (`route` is its path's); `tokens` say who may do what.
+pub async fn handle(
+    shared: &Shared,
+    tokens: &Tokens,
+    route: Route,
+    req: http::Request<Incoming>,
+    limits: BodyLimits,
+) -> Reply {
+    let Some(plane) = shared.control.get() else {
+        return envelope::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::UNAVAILABLE,
+            "the control plane is not running",
+            0,
+        );
+    };
+    let generation = plane.generation();
+    match serve(shared, plane, tokens, route, req, limits).await {
+        Ok(reply) => reply,
+        Err(r) => envelope::refused(&r, plane.generation().max(generation)),
+    }
+}
+
+async fn serve(
+    shared: &Shared,
+    plane: &ControlPlane,
+    tokens: &Tokens,
+    route: Route,
+    req: http::Request<Incoming>,
+    limits: BodyLimits,
+) -> Result<Reply, Refusal> {
+    let (parts, body) = req.into_parts();
+    let method = parts.method.clone();
+    let reading = method == Method::GET || method == Method::HEAD;
+    match tokens.access(&parts.headers) {
+        Access::None => {
+            return Err(refusal(
+                StatusCode::UNAUTHORIZED,
+                code::AUTH,
+                "missing or wrong bearer token",
+            ))
+        }
+        Access::Read if !reading => {
+            let reason = if tokens.write.is_none() {
+                "writes need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)"
+            } else {
+                "this token reads only: writes need the admin token"
+            };
+            return Err(refusal(StatusCode::FORBIDDEN, code::AUTH, reason));
+        }
+        _ => {}
+    }
+    if !reading && guard::cross_site(&parts.headers) {
+        return Err(refusal(
+            StatusCode::FORBIDDEN,
+            code::AUTH,
+            "a browser's cross-site request (Origin, Sec-Fetch-Site or a form content type) cannot change state",
+        ));
+    }
+    let based_on = if_match(&parts.headers)?;
+    let query = parts.uri.query().unwrap_or("");
+    let why = format!("{method} {}", parts.uri.path());
+    let generation = plane.generation();
+    let document =
+        || Document::parse(&plane.document.load().text).map_err(|e| document_refusal(&e));
+    let method_not_allowed = |allowed: &str| {
+        refusal(
+            StatusCode::METHOD_NOT_ALLOWED,
+            code::METHOD,
+            format!("{} takes {allowed}", parts.uri.path()),
+        )
+    };
+    match route {
+        Route::Collection { kind, zone } => match method {
+            Method::GET => {
+                let doc = document()?;
+                let zones: Vec<String> = doc
+                    .list_top("zones")
+                    .into_iter()
+                    .filter_map(|t| {
+                        t.get("name")
+                            .and_then(toml::Value::as_str)
+                            .map(str::to_string)
+                    })
+                    .collect();
+                let zone = zone.filter(|z| zones.iter().any(|n| n.eq_ignore_ascii_case(z)));
+                let items = doc
+                    .list(kind)
+                    .into_iter()
+                    .filter(|t| {
+                        zone.as_deref().is_none_or(|z| {
+                            t.get("name")
+                                .and_then(toml::Value::as_str)
+                                .is_some_and(|n| in_zone(n, z))
+                        })
+                    })
+                    .map(convert::resource)
+                    .collect();
+                let (page, per_page) = page_args(query)?;
+                Ok(envelope::list(items, page, per_page, generation))
+            }
+            Method::POST => {
+                let body = json_body(&read_body(body, limits).await?)?;
+                let table = convert::body(&body).map_err(|errors| Refusal {
+                    errors,
+                    ..refusal(
+                        StatusCode::BAD_REQUEST,
+                        code::INVALID,
+                        "the body is not a config resource",
+                    )
+                })?;
+                let fresh = fresh_id();
+                let (id, written, doc) = write(shared, plane, why, based_on, |doc| {
+                    let id = doc
+                        .create(kind, table.clone(), &fresh)
+                        .map_err(|e| document_refusal(&e))?;
+                    Ok((id.clone(), Some((kind, id))))
+                })
+                .await?;
+                let result = doc
+                    .get(kind, &id)
+                    .map(convert::resource)
+                    .unwrap_or(Value::Null);
+                Ok(envelope::ok(StatusCode::OK, result, written.generation))
+            }
+            _ => Err(method_not_allowed("GET or POST")),
+        },
+        Route::Item { kind, id } => match method {
+            Method::GET => {
+                let doc = document()?;
+                let t = doc.get(kind, &id).ok_or_else(|| {
+                    document_refusal(&DocumentError::NotFound {
+                        kind,
+                        id: id.clone(),
+                    })
+                })?;
+                Ok(envelope::ok(
+                    StatusCode::OK,
+                    convert::resource(t),
+                    generation,
+                ))
+            }
+            Method::PUT | Method::PATCH => {
+                let body = json_body(&read_body(body, limits).await?)?;
+                let patching = method == Method::PATCH;
+                let invalid = |errors| Refusal {
+                    errors,
+                    ..refusal(
+                        StatusCode::BAD_REQUEST,
+                        code::INVALID,
+                        "the body is not a config resource",
+                    )
+                };
+                let replacement = if patching {
+                    None
+                } else {
+                    Some(convert::body(&body).map_err(invalid)?)
+                };
+                let (_, written, doc) = write(shared, plane, why, based_on, |doc| {
+                    let next = match &replacement {
+                        Some(t) => t.clone(),
+                        None => {
+                            let current = doc.get(kind, &id).ok_or_else(|| {
+                                document_refusal(&DocumentError::NotFound {
+                                    kind,
+                                    id: id.clone(),
+                                })
+                            })?;
+                            convert::patch(current, &body).map_err(invalid)?
+                        }
+                    };
+                    doc.replace(kind, &id, next)
+                        .map_err(|e| document_refusal(&e))?;
+                    Ok(((), Some((kind, id.clone()))))
+                })
+                .await?;
+                let result = doc
+                    .get(kind, &id)
+                    .map(convert::resource)
+                    .unwrap_or(Value::Null);
+                Ok(envelope::ok(StatusCode::OK, result, written.generation))
+            }
+            Method::DELETE => {
+                let (_, written, _) = write(shared, plane, why, based_on, |doc| {
+                    doc.delete(kind, &id).map_err(|e| document_refusal(&e))?;
+                    Ok(((), None))
+                })
+                .await?;
+                Ok(envelope::ok(
+                    StatusCode::OK,
+                    json!({ "id": id }),
+                    written.generation,
+                ))
+            }
+            _ => Err(method_not_allowed("GET, PUT, PATCH or DELETE")),
+        },
+        Route::PoolHealth { id } => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let result = health::pool_health(shared, &id).ok_or_else(|| {
+                document_refusal(&DocumentError::NotFound {
+                    kind: Kind::Pool,
+                    id: id.clone(),
+                })
+            })?;
+            Ok(envelope::ok(StatusCode::OK, result, generation))
+        }
+        Route::Events => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let items = health::events(shared, query)
+                .map_err(|m| refusal(StatusCode::BAD_REQUEST, code::INVALID, m))?;
+            Ok(envelope::list(items, 1, usize::MAX, generation))
+        }
+        Route::Config => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            Ok(envelope::ok(
+                StatusCode::OK,
+                config_state(plane),
+                generation,
+            ))
+        }
+        Route::Document => match method {
+            Method::GET => {
+                let current = plane.document.load_full();
+                Ok(text_reply(&current.text, current.generation))
+            }
+            Method::PUT => {
+                let bytes = read_body(body, limits).await?;
+                let text = String::from_utf8(bytes.to_vec()).map_err(|_| {
+                    refusal(
+                        StatusCode::BAD_REQUEST,
+                        code::INVALID,
+                        "the document is not UTF-8",
+                    )
+                })?;
+                let (_, written, _) = write(shared, plane, why, based_on, |doc| {
+                    *doc = Document::parse(&text).map_err(|e| document_refusal(&e))?;
+                    Ok(((), None))
+                })
+                .await?;
+                Ok(envelope::ok(
+                    StatusCode::OK,
+                    json!({ "generation": written.generation, "changed": written.changed }),
+                    written.generation,
+                ))
+            }
+            _ => Err(method_not_allowed("GET or PUT")),
+        },
+    }
+}
+
+/// What `GET /config` shows: this node's part, the generation in force, the primary.
+pub fn config_state(plane: &ControlPlane) -> Value {
+    let document = plane.document.load();
+    let primary = plane.primary.load();
+    json!({
+        "role": plane.role.name(),
+        "generation": document.generation,
+        "sha256": document.sha256,
+        "size": document.text.len(),
+        "primary": match &**primary {
+            Some(p) => json!({
+                "node_id": p.node_id,
+                "url": p.announcement.url,
+                "generation": p.announcement.generation,
+                "primaries": p.count,
+            }),
+            None => Value::Null,
+        },
+        "refused": plane.refused(),
+    })
+}
+
+fn text_reply(text: &str, generation: u64) -> Reply {
+    let mut r = http::Response::new(Full::new(Bytes::from(text.to_string())));
+    let headers = r.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/toml"),
+    );
+    if let Ok(tag) = http::HeaderValue::from_str(&format!("\"{generation}\"")) {
+        headers.insert(http::header::ETAG, tag);
+    }
+    r
+}
+
+/// `GET /-/config/document`: the primary's document for a node of the mesh, authenticated
+/// with the cluster key (`control::signing`) rather than a bearer token.
+pub fn mesh_document(plane: &ControlPlane, headers: &HeaderMap) -> Reply {
+    use crate::control::signing::{
+        GENERATION_HEADER, NODE_HEADER, SHA256_HEADER, SIGNATURE_HEADER, TIME_HEADER,
+    };
+    let get = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let generation = plane.generation();
+    if !plane.key.verify_fetch(
+        get(NODE_HEADER),
+        get(TIME_HEADER),
+        get(http::header::AUTHORIZATION.as_str()),
+        lb_core::clock::unix_secs(),
+    ) {
+        metrics::counter!("meshlb_config_fetches_refused_total").increment(1);
+        return envelope::error(
+            StatusCode::UNAUTHORIZED,
+            code::AUTH,
+            "a config fetch is signed with the cluster key (and a clock within 300 s)",
+            generation,
+        );
+    }
+    if plane.role != Role::Primary {
+        return envelope::refused(&not_primary(plane), generation);
+    }
+    let current = plane.document.load_full();
+    let mut r = text_reply(&current.text, current.generation);
+    let signature = plane.key.sign_document(current.generation, &current.sha256);
+    for (name, value) in [
+        (GENERATION_HEADER, current.generation.to_string()),
+        (SHA256_HEADER, current.sha256.clone()),
+        (SIGNATURE_HEADER, signature),
+    ] {
+        if let Ok(v) = http::HeaderValue::from_str(&value) {
+            r.headers_mut().insert(name, v);
+        }
+    }
+    r
+}

@@ -1,0 +1,136 @@
+//! Which API resource a request path names. Paths are Cloudflare's (`/client/v4` optional):
+//! monitors, monitor groups and pools under `/accounts/{account}/load_balancers/` (or
+//! `/user/load_balancers/`), load balancers under `/zones/{zone}/load_balancers`, the events
+//! under `/user/load_balancing_analytics/events`; plus meshlb's `/config` and
+//! `/config/document`. meshlb is one account: the account id in a path is not checked.
+
+use lb_core::config::document::Kind;
+
+/// What a path names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// Every resource of a kind; for load balancers, the zone of the path.
+    Collection { kind: Kind, zone: Option<String> },
+    /// One resource.
+    Item { kind: Kind, id: String },
+    /// `GET /pools/{id}/health`.
+    PoolHealth { id: String },
+    /// `GET /user/load_balancing_analytics/events`.
+    Events,
+    /// `GET /config`: the generation in force, the primary, what was refused.
+    Config,
+    /// `GET|PUT /config/document`: the whole document as TOML.
+    Document,
+}
+
+/// The prefix a Cloudflare client puts before every path.
+pub const CLOUDFLARE_BASE: &str = "/client/v4";
+
+/// The route of `path`, when it is an API path.
+pub fn route(path: &str) -> Option<Route> {
+    let path = path.strip_prefix(CLOUDFLARE_BASE).unwrap_or(path);
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    if segments.iter().any(|s| s.is_empty()) {
+        return None;
+    }
+    let decoded: Vec<String> = segments
+        .iter()
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8_lossy()
+                .into_owned()
+        })
+        .collect();
+    let s: Vec<&str> = decoded.iter().map(String::as_str).collect();
+    let account_kind = |k: &str| match k {
+        "monitors" => Some(Kind::Monitor),
+        "monitor_groups" => Some(Kind::MonitorGroup),
+        "pools" => Some(Kind::Pool),
+        _ => None,
+    };
+    match s.as_slice() {
+        ["config"] => Some(Route::Config),
+        ["config", "document"] => Some(Route::Document),
+        ["user", "load_balancing_analytics", "events"] => Some(Route::Events),
+        ["zones", zone, "load_balancers"] => Some(Route::Collection {
+            kind: Kind::LoadBalancer,
+            zone: Some((*zone).to_string()),
+        }),
+        ["zones", _, "load_balancers", id] => Some(Route::Item {
+            kind: Kind::LoadBalancer,
+            id: (*id).to_string(),
+        }),
+        ["accounts", _, "load_balancers", rest @ ..] | ["user", "load_balancers", rest @ ..] => {
+            match rest {
+                [kind] => Some(Route::Collection {
+                    kind: account_kind(kind)?,
+                    zone: None,
+                }),
+                [kind, id] => Some(Route::Item {
+                    kind: account_kind(kind)?,
+                    id: (*id).to_string(),
+                }),
+                ["pools", id, "health"] => Some(Route::PoolHealth {
+                    id: (*id).to_string(),
+                }),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cloudflare_paths_with_or_without_the_base() {
+        let pools = Some(Route::Collection {
+            kind: Kind::Pool,
+            zone: None,
+        });
+        assert_eq!(route("/client/v4/accounts/abc/load_balancers/pools"), pools);
+        assert_eq!(route("/accounts/abc/load_balancers/pools/"), pools);
+        assert_eq!(route("/user/load_balancers/pools"), pools);
+        assert_eq!(
+            route("/accounts/a/load_balancers/monitors/0123"),
+            Some(Route::Item {
+                kind: Kind::Monitor,
+                id: "0123".into()
+            })
+        );
+        assert_eq!(
+            route("/accounts/a/load_balancers/pools/eu%20west/health"),
+            Some(Route::PoolHealth {
+                id: "eu west".into()
+            })
+        );
+        assert_eq!(
+            route("/zones/example.com/load_balancers/www.example.com"),
+            Some(Route::Item {
+                kind: Kind::LoadBalancer,
+                id: "www.example.com".into()
+            })
+        );
+        assert_eq!(
+            route("/client/v4/user/load_balancing_analytics/events"),
+            Some(Route::Events)
+        );
+        assert_eq!(route("/config/document"), Some(Route::Document));
+    }
+
+    #[test]
+    fn anything_else_is_not_the_api() {
+        for p in [
+            "/status",
+            "/",
+            "/accounts/a/load_balancers/zebras",
+            "/accounts/a/load_balancers/monitors/x/health",
+            "/accounts//load_balancers/pools",
+            "/zones/z/load_balancers/a/b",
+        ] {
+            assert_eq!(route(p), None, "{p}");
+        }
+    }
+}
