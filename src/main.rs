@@ -39,6 +39,14 @@ enum Command {
     Probe(cmd::probe::Args),
     /// Print the regions table (13 regions, their datacenters, country count).
     Regions,
+    /// Pools through the control-plane API: list, get, apply -f FILE, delete.
+    Pools(cmd::api_cli::ResourceArgs),
+    /// Monitors through the control-plane API: list, get, apply -f FILE, delete.
+    Monitors(cmd::api_cli::ResourceArgs),
+    /// Load balancers through the control-plane API: list, get, apply -f FILE, delete.
+    LoadBalancers(cmd::api_cli::ResourceArgs),
+    /// The mesh config as one document: show, diff FILE, push FILE.
+    Config(cmd::api_cli::ConfigArgs),
     /// Run a whole demo mesh on this machine: origins, 39 probers, an aggregator serving DNS
     /// and the proxy, and a live view.
     Demo(cmd::demo::Args),
@@ -81,6 +89,14 @@ fn main() -> ExitCode {
         Command::Explain(args) => cmd::explain::run(&args),
         Command::Probe(args) => cmd::probe::run(&args, &regions),
         Command::Regions => cmd::regions::run(&regions),
+        Command::Pools(args) => cmd::api_cli::run_resource(cmd::api_cli::Resource::Pools, &args),
+        Command::Monitors(args) => {
+            cmd::api_cli::run_resource(cmd::api_cli::Resource::Monitors, &args)
+        }
+        Command::LoadBalancers(args) => {
+            cmd::api_cli::run_resource(cmd::api_cli::Resource::LoadBalancers, &args)
+        }
+        Command::Config(args) => cmd::api_cli::run_config(&args),
         Command::Demo(args) => cmd::demo::run(&args, &regions),
     };
     match result {

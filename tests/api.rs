@@ -440,6 +440,65 @@ fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
         "{}",
         String::from_utf8_lossy(&check.stderr)
     );
+
+    // The CLI verbs over the same API.
+    let cli = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(args)
+            .args([
+                "--admin",
+                &admin.to_string(),
+                "--token-file",
+                dir.path().join("admin-token").to_str().unwrap(),
+            ])
+            .output()
+            .expect("meshlb");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    };
+    let (code, out, err) = cli(&["pools", "list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("primary-dc-1\tPrimary data center"), "{out}");
+    let file = dir.path().join("pool.json");
+    std::fs::write(
+        &file,
+        cloudflare_pool("from-cli", &monitor, &[("c", "127.0.0.1", 1.0)]),
+    )
+    .expect("pool file");
+    let (code, out, err) = cli(&["pools", "apply", "-f", file.to_str().unwrap()]);
+    assert_eq!((code, out.trim()), (Some(0), "created from-cli"), "{err}");
+    let (code, out, _) = cli(&["pools", "apply", "-f", file.to_str().unwrap()]);
+    assert_eq!((code, out.trim()), (Some(0), "replaced from-cli"));
+    let (code, out, _) = cli(&["pools", "get", "from-cli", "--json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).expect("json")["result"]["id"],
+        json!("from-cli")
+    );
+    let edited = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("Login page monitor", "Edited monitor");
+    let next = dir.path().join("next.toml");
+    std::fs::write(&next, &edited).expect("next");
+    let (code, out, _) = cli(&["config", "diff", next.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "a difference: {out}");
+    assert!(out.contains("+description = \"Edited monitor\""), "{out}");
+    let (code, out, err) = cli(&["config", "push", next.to_str().unwrap(), "--if-match", "1"]);
+    assert_ne!(code, Some(0), "a stale push is refused: {out}");
+    assert!(err.contains("409"), "{err}");
+    let (code, out, err) = cli(&["config", "push", next.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.starts_with("pushed: generation"), "{out}");
+    assert_eq!(
+        std::fs::read_to_string(&config).expect("config"),
+        edited,
+        "pushed verbatim"
+    );
+    assert_eq!(cli(&["config", "diff", next.to_str().unwrap()]).0, Some(0));
+    assert_eq!(cli(&["pools", "delete", "from-cli"]).0, Some(0));
 }
 
 fn members_at(admin: SocketAddr, generation: u64) -> (usize, usize) {

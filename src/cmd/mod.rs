@@ -2,6 +2,7 @@
 
 mod admin_client;
 pub mod aggregator;
+pub mod api_cli;
 pub mod check;
 mod control_args;
 pub mod demo;
