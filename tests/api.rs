@@ -790,3 +790,32 @@ fn one_write_reaches_every_node_which_serves_it() {
     let (status, _, e) = call(secondary, WRITE, "POST", POOLS, Some("{}"), &[]);
     assert_eq!(status, 503, "{e:#}");
 }
+
+#[test]
+fn every_control_plane_flag_is_documented() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md"))
+        .expect("docs/api.md");
+    for role in ["aggregator", "prober"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args([role, "--help"])
+            .output()
+            .expect("help");
+        let help = String::from_utf8_lossy(&out.stdout);
+        let flags: Vec<&str> = help
+            .split_whitespace()
+            .filter(|w| {
+                w.starts_with("--config-")
+                    || *w == "--admin-read-token-file"
+                    || *w == "--admin-body-timeout-ms"
+            })
+            .collect();
+        assert!(flags.len() >= 3, "{role}: {help}");
+        for flag in flags {
+            let flag = flag.trim_end_matches(',');
+            assert!(
+                doc.contains(&format!("`{flag}")),
+                "docs/api.md lacks {flag} ({role})"
+            );
+        }
+    }
+}

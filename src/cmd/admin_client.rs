@@ -12,7 +12,12 @@ use serde_json::Value;
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdminArgs {
     /// The aggregator's admin API address.
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9090", global = true)]
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:9090",
+        global = true
+    )]
     pub admin: SocketAddr,
     /// File holding the admin bearer token (else MESHLB_ADMIN_TOKEN).
     #[arg(long, value_name = "FILE", global = true)]

@@ -34,6 +34,27 @@ pub fn install(labels: &[(&str, &str)]) -> Option<PrometheusHandle> {
 /// HELP text of every metric (`promtool check metrics` requires it; tests/deploy.rs runs it).
 fn describe() {
     use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    // The control plane (docs/api.md#metrics).
+    describe_gauge!(
+        "meshlb_config_generation",
+        "The mesh config generation this node runs (0: a file of its own, or nothing yet from the primary)."
+    );
+    describe_gauge!(
+        "meshlb_config_primary_seen",
+        "1 while a live config primary is announced in gossip, else 0."
+    );
+    describe_counter!(
+        "meshlb_config_fetches_total",
+        "Fetches of the config primary's document, by result."
+    );
+    describe_counter!(
+        "meshlb_config_documents_refused_total",
+        "Config generations fetched from the primary that did not validate on this node."
+    );
+    describe_counter!(
+        "meshlb_config_fetches_refused_total",
+        "Config fetches the primary refused: a bad cluster-key signature or a clock off by more than 300 s."
+    );
     // Probers.
     describe_counter!(
         "meshlb_admin_accept_errors_total",

@@ -10,6 +10,8 @@
 //! only reads.
 
 pub mod convert;
+#[cfg(test)]
+mod doc_tests;
 pub mod envelope;
 pub mod health;
 pub mod path;

@@ -23,6 +23,42 @@ pub enum Route {
     Document,
 }
 
+/// Every route with its methods, as docs/api.md lists them (`api_doc_tests.rs` checks both
+/// ways: each routes here, each is documented).
+pub const ROUTES: &[(&str, &str)] = &[
+    ("GET, POST", "/accounts/{account}/load_balancers/monitors"),
+    (
+        "GET, PUT, PATCH, DELETE",
+        "/accounts/{account}/load_balancers/monitors/{id}",
+    ),
+    (
+        "GET, POST",
+        "/accounts/{account}/load_balancers/monitor_groups",
+    ),
+    (
+        "GET, PUT, PATCH, DELETE",
+        "/accounts/{account}/load_balancers/monitor_groups/{id}",
+    ),
+    ("GET, POST", "/accounts/{account}/load_balancers/pools"),
+    (
+        "GET, PUT, PATCH, DELETE",
+        "/accounts/{account}/load_balancers/pools/{id}",
+    ),
+    (
+        "GET",
+        "/accounts/{account}/load_balancers/pools/{id}/health",
+    ),
+    ("GET, POST", "/user/load_balancers/pools"),
+    ("GET, POST", "/zones/{zone}/load_balancers"),
+    (
+        "GET, PUT, PATCH, DELETE",
+        "/zones/{zone}/load_balancers/{id}",
+    ),
+    ("GET", "/user/load_balancing_analytics/events"),
+    ("GET", "/config"),
+    ("GET, PUT", "/config/document"),
+];
+
 /// The prefix a Cloudflare client puts before every path.
 pub const CLOUDFLARE_BASE: &str = "/client/v4";
 
@@ -118,6 +154,17 @@ mod tests {
             Some(Route::Events)
         );
         assert_eq!(route("/config/document"), Some(Route::Document));
+    }
+
+    #[test]
+    fn every_listed_route_routes() {
+        for (_, template) in ROUTES {
+            let path = template
+                .replace("{account}", "023e105f4ecef8ad9ca31a8372d0c353")
+                .replace("{zone}", "example.com")
+                .replace("{id}", "x");
+            assert!(route(&path).is_some(), "{template}");
+        }
     }
 
     #[test]
