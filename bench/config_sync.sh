@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Config propagation through the control plane (docs/api.md#one-config-for-the-mesh): a 41-node
+# mesh on loopback — the config primary, a follower aggregator and 39 follower probers (13
+# regions x 3 datacenters), all started with --config-from-mesh and no file — then WRITES API
+# writes on the primary (a pool's weight patched), each timed from the write's answer until
+# every node reports the new generation in gossip (`GET /members` of the primary, polled every
+# 20 ms), for a config of 10 and of 10,000 endpoints (pools without monitors, so nothing is
+# probed and only the config moves). Prints one JSON line per size: p50/p99/max, the document's
+# size, the bytes one generation moves (40 fetches of the document) and the fetch count from
+# the nodes' metrics. Loopback only.
+#
+# Needs: curl, python3.
+#   WRITES=20 SIZES="10 10000" ./bench/config_sync.sh
+#   MESHLB=target/debug/meshlb ./bench/config_sync.sh   # skip the release build
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WRITES=${WRITES:-20}
+SIZES=${SIZES:-"10 10000"}
+GOSSIP_MS=${GOSSIP_MS:-100}
+if [ -z "${MESHLB:-}" ]; then
+  cargo build --release -q --bin meshlb
+  MESHLB=target/release/meshlb
+fi
+W=$(mktemp -d /tmp/meshlb-config-sync.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$W"
+}
+trap cleanup EXIT
+echo "the meshlb config sync benchmark cluster key" > "$W/key"
+echo "config-sync-token" > "$W/token"
+ADMIN=127.0.0.1:18890
+ADMIN2=127.0.0.1:18891
+SEED=127.0.0.1:18900
+
+config() {
+  python3 - "$1" <<'PY'
+import sys
+n = int(sys.argv[1])
+pools = max(1, n // 100)
+out = []
+for p in range(pools):
+    origins = ", ".join(
+        f'{{ name = "e{i}", address = "127.{(p // 250) % 250 + 1}.{p % 250}.{i % 250 + 1}", weight = 1.0 }}'
+        for i in range(min(100, n - p * 100)))
+    out.append(f'[[pools]]\nname = "pool-{p}"\norigins = [{origins}]\n')
+out.append('[[load_balancers]]\nname = "www.example.com"\ndefault_pools = ["pool-0"]\n')
+print("\n".join(out))
+PY
+}
+
+start() {
+  local port=18901
+  "$MESHLB" aggregator --config "$W/primary.toml" --config-primary --region WEU \
+    --admin "$ADMIN" --admin-token-file "$W/token" --listen "$SEED" --seed "$SEED" \
+    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/primary.log" 2>&1 &
+  PIDS+=($!)
+  "$MESHLB" aggregator --config "$W/follower.toml" --config-from-mesh --region ENAM \
+    --admin "$ADMIN2" --listen 127.0.0.1:$port --seed "$SEED" \
+    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/follower.log" 2>&1 &
+  PIDS+=($!)
+  while read -r region dcs; do
+    for dc in $dcs; do
+      port=$((port + 1))
+      "$MESHLB" prober --config "$W/prober-$port.toml" --config-from-mesh --region "$region" \
+        --dc "$dc" --listen 127.0.0.1:$port --seed "$SEED" --key-file "$W/key" \
+        --gossip-interval-ms "$GOSSIP_MS" >"$W/prober-$port.log" 2>&1 &
+      PIDS+=($!)
+    done
+  done < <("$MESHLB" regions | awk '{ printf "%s", $1; for (i = 2; i <= NF; i++) if ($i ~ /^[a-z][a-z][a-z]$/) printf " %s", $i; print "" }')
+}
+
+run() {
+  local size=$1
+  rm -f "$W"/*.toml "$W"/*.generation "$W"/*.previous
+  config "$size" > "$W/primary.toml"
+  start
+  python3 - "$ADMIN" "$W/token" "$WRITES" "$size" <<'PY'
+import json, sys, time, urllib.request
+admin, token_file, writes, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+token = open(token_file).read().strip()
+def call(method, path, body=None, headers={}):
+    req = urllib.request.Request(f"http://{admin}{path}", method=method,
+        data=None if body is None else json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, r.headers.get("ETag", "").strip('"'), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get("ETag", "").strip('"'), e.read()
+    except OSError:
+        return 0, "", b""
+def members():
+    status, _, body = call("GET", "/members")
+    return json.loads(body) if status == 200 else []
+def at(generation):
+    live = [m for m in members() if m["alive"]]
+    return len(live), sum(1 for m in live if m.get("config_generation") == generation)
+deadline = time.time() + 120
+while time.time() < deadline and at(1) != (41, 41):
+    time.sleep(0.2)
+if at(1) != (41, 41):
+    sys.exit(f"the mesh did not form: {at(1)}")
+times = []
+pool = "/client/v4/accounts/x/load_balancers/pools/pool-0"
+for w in range(writes):
+    status, _, body = call("GET", pool)
+    origins = json.loads(body)["result"]["origins"]
+    origins[0]["weight"] = 0.5 + (w % 2) * 0.25
+    start = time.time()
+    status, etag, body = call("PATCH", pool, {"origins": origins})
+    if status != 200:
+        sys.exit(f"write {w}: {status} {body[:300]}")
+    generation = int(etag)
+    while at(generation) != (41, 41):
+        if time.time() - start > 60:
+            sys.exit(f"write {w}: generation {generation} not everywhere after 60 s: {at(generation)}")
+        time.sleep(0.02)
+    times.append((time.time() - start) * 1000)
+_, _, body = call("GET", "/config")
+doc = json.loads(body)["result"]
+times.sort()
+pct = lambda p: round(times[min(len(times) - 1, int(len(times) * p))], 1)
+print(json.dumps({"endpoints": size, "writes": writes, "nodes": 41,
+    "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(times[-1], 1),
+    "document_bytes": doc["size"], "bytes_per_generation": doc["size"] * 40}))
+PY
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  PIDS=()
+}
+
+for size in $SIZES; do run "$size"; done
