@@ -52,6 +52,26 @@ struct Mesh {
 }
 
 impl Mesh {
+    /// Whether every live member of the mesh (41 of them) reports mesh config `generation`
+    /// (the primary's `/members`) with one config hash.
+    fn mesh_at(&self, generation: u64) -> bool {
+        let members: Vec<serde_json::Value> = self
+            .world
+            .json("client", self.admin(0), "/members")
+            .and_then(|v| v.as_array().cloned())
+            .unwrap_or_default();
+        let live: Vec<&serde_json::Value> = members.iter().filter(|x| x["alive"] == true).collect();
+        let hashes: std::collections::BTreeSet<&str> = live
+            .iter()
+            .filter_map(|x| x["config_hash"].as_str())
+            .collect();
+        live.len() == 41
+            && hashes.len() == 1
+            && live
+                .iter()
+                .all(|x| x["config_generation"] == serde_json::json!(generation))
+    }
+
     /// The config generation each aggregator runs (0: no answer).
     fn generations(&self) -> [u64; 2] {
         [0, 1].map(|i| {
@@ -522,17 +542,35 @@ fallback_pool = "fallback"
         ),
     )
     .expect("config");
-    let common = |listen: String, seeds: &[Ipv4Addr]| -> Vec<String> {
-        let mut v = vec![
-            "--config".to_string(),
-            config.display().to_string(),
+    // agg1 is the config primary (its file is the mesh's config); agg2 and every prober
+    // follow it from an empty start (docs/api.md#one-config-for-the-mesh).
+    let token = world.dir.join("admin.token");
+    std::fs::write(&token, world::TOKEN).expect("token");
+    let dir = world.dir.clone();
+    let common = |name: &str, listen: String, seeds: &[Ipv4Addr]| -> Vec<String> {
+        let mut v = if name == "agg1" {
+            vec![
+                "--config".to_string(),
+                config.display().to_string(),
+                "--config-primary".into(),
+                "--admin-token-file".into(),
+                token.display().to_string(),
+            ]
+        } else {
+            vec![
+                "--config".to_string(),
+                dir.join(format!("{name}.toml")).display().to_string(),
+                "--config-from-mesh".into(),
+            ]
+        };
+        v.extend([
             "--listen".into(),
             listen,
             "--key-file".into(),
             key.display().to_string(),
             "--gossip-interval-ms".into(),
             GOSSIP_MS.to_string(),
-        ];
+        ]);
         for s in seeds {
             v.push("--seed".into());
             v.push(format!("{s}:7946"));
@@ -567,7 +605,11 @@ fallback_pool = "fallback"
                 .iter()
                 .map(|s| s.to_string()),
         );
-        args.extend(common(format!("{a}:7946"), &[agg[1 - i]]));
+        args.extend(common(
+            &format!("agg{}", i + 1),
+            format!("{a}:7946"),
+            &[agg[1 - i]],
+        ));
         world.run(&format!("agg{}", i + 1), &format!("agg{}", i + 1), args);
     }
     let mut probers = BTreeMap::new();
@@ -583,7 +625,11 @@ fallback_pool = "fallback"
                 "--dc".into(),
                 dc.code.clone(),
             ];
-            args.extend(common(format!("{}:{}", region_addr[code], 7946 + k), &agg));
+            args.extend(common(
+                &name,
+                format!("{}:{}", region_addr[code], 7946 + k),
+                &agg,
+            ));
             world.run(&name, &site, args);
             probers
                 .entry(code.to_string())
@@ -601,14 +647,12 @@ fallback_pool = "fallback"
     }
 }
 
-/// Writes `text` as the config and sends both aggregators SIGHUP; how long until both run a
-/// new generation (`None`: not within 20 s).
+/// Writes `text` as the primary's config and sends it SIGHUP (agg2 follows through the mesh);
+/// how long until both run a new generation (`None`: not within 20 s).
 fn reload_aggregators(m: &mut Mesh, config: &std::path::Path, text: &str) -> Option<Duration> {
     let before = m.generations();
     std::fs::write(config, text).expect("config");
-    for a in ["agg1", "agg2"] {
-        m.world.node(a).hangup();
-    }
+    m.world.node("agg1").hangup();
     support::wait_until(Duration::from_secs(20), || {
         m.generations() == before.map(|g| g + 1)
     })
@@ -955,7 +999,8 @@ fn chaos() {
         .detection(up),
     );
 
-    // 9. Reload the whole mesh (both aggregators and every prober) under client load.
+    // 9. Change the whole mesh's config (both aggregators and every prober) under client load:
+    //    one write to the primary's API.
     let before = m.all_changes();
     let generations = m.generations();
     let config = m.world.dir.join("meshlb.toml");
@@ -996,21 +1041,14 @@ fn chaos() {
                 .all(|p| p.load(std::sync::atomic::Ordering::Relaxed) >= 5)
         },
     );
-    std::fs::write(&config, &changed).expect("new config");
     let sent_at = Instant::now();
-    let mut names: Vec<String> = vec!["agg1".into(), "agg2".into()];
-    names.extend(m.all_probers());
-    for n in &names {
-        m.world.node(n).hangup();
-    }
+    let (status, etag, reply) =
+        m.world
+            .call("client", m.admin(0), "PUT", "/config/document", &changed);
+    assert_eq!(status, 200, "the primary takes the document: {reply}");
+    let mesh_generation: u64 = etag.parse().expect("generation");
     let converged = support::wait_until(Duration::from_secs(30), || {
-        let hashes: std::collections::BTreeSet<String> = (0..2)
-            .filter_map(|i| m.world.json("client", m.admin(i), "/members"))
-            .flat_map(|v| v.as_array().cloned().unwrap_or_default())
-            .filter(|x| x["alive"] == true)
-            .filter_map(|x| x["config_hash"].as_str().map(str::to_string))
-            .collect();
-        hashes.len() == 1 && m.generations() == generations.map(|g| g + 1)
+        m.mesh_at(mesh_generation) && m.generations() == generations.map(|g| g + 1)
     });
     let (mut sent, mut failed) = (0, 0);
     for s in streams {
@@ -1041,12 +1079,12 @@ fn chaos() {
     let new_ttl = !ttl.is_empty() && ttl.iter().all(|t| t == "6");
     outcomes.push(
         Outcome::new(
-            "reload the whole mesh (SIGHUP to both aggregators and 39 probers) under client load",
-            "zero false changes, zero failed requests; every node on the new config",
+            "change the whole mesh's config (one PUT to the primary's API: both aggregators and 39 probers follow) under client load",
+            "zero false changes, zero failed requests; every node on the new generation",
             format!(
                 "{sent} requests, {failed} failed; {c} changes; one config everywhere {}; answer TTLs {ttl:?}",
                 converged.map_or("never (30 s)".to_string(), |d| format!(
-                    "{:.1} s after the SIGHUPs",
+                    "{:.1} s after the write",
                     d.as_secs_f64()
                 ))
             ),
@@ -1087,6 +1125,21 @@ fn chaos() {
             sent > 0 && failed <= 1,
         )
         .failed_requests(failed),
+    );
+
+    // 11. Traffic follows the primary's API: through the follower aggregator's proxy (agg2), a
+    //     weight change moves the split, a new pool takes the traffic, a deleted endpoint
+    //     takes none; each write timed until all 41 nodes run its generation.
+    m.wait_healthy(Duration::from_secs(30));
+    let (ok, steps, slowest) = traffic_follows_writes(&m);
+    outcomes.push(
+        Outcome::new(
+            "API writes on the primary (agg1): a weight, a new pool, a deleted endpoint; traffic through agg2's proxy",
+            "every write on all 41 nodes within a few gossip rounds and one fetch; the split, the new pool and the deletion show in agg2's traffic",
+            steps.join("; "),
+            ok,
+        )
+        .detection(slowest),
     );
 
     report::write(&outcomes);
@@ -1148,4 +1201,102 @@ fn stream_connections(
         }
     }
     (sent, failed)
+}
+
+/// Scenario 11: (passed, steps, the slowest write to reach every node).
+fn traffic_follows_writes(m: &Mesh) -> (bool, Vec<String>, Duration) {
+    use serde_json::json;
+    const POOLS: &str = "/client/v4/accounts/chaos/load_balancers/pools";
+    const WWW: &str = "/client/v4/zones/chaos.test/load_balancers/www.chaos.test";
+    let origin = |n: &str, w: f64| json!({ "name": n, "address": m.addr[n].to_string(), "port": 8001, "weight": w });
+    let slowest = std::cell::Cell::new(Duration::ZERO);
+    let steps = std::cell::RefCell::new(Vec::new());
+    let mut ok = true;
+    let write = |what: &str, method: &str, path: &str, body: serde_json::Value| {
+        let start = Instant::now();
+        let (status, etag, reply) =
+            m.world
+                .call("client", m.admin(0), method, path, &body.to_string());
+        let reached = etag
+            .parse::<u64>()
+            .ok()
+            .filter(|_| status == 200)
+            .and_then(|g| {
+                support::wait_until(Duration::from_secs(30), || m.mesh_at(g))
+                    .map(|_| start.elapsed())
+            });
+        match reached {
+            Some(d) => {
+                slowest.set(slowest.get().max(d));
+                steps.borrow_mut().push(format!(
+                    "{what}: on all 41 nodes in {:.2} s",
+                    d.as_secs_f64()
+                ));
+                true
+            }
+            None => {
+                steps.borrow_mut().push(format!(
+                    "{what}: {status} {reply} — not on every node in 30 s"
+                ));
+                false
+            }
+        }
+    };
+    let split = |n: usize| -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for _ in 0..n {
+            *counts.entry(m.proxy(1).1).or_insert(0) += 1;
+        }
+        counts
+    };
+    ok &= write(
+        "eu's weights to eu-1 0.1, eu-2 1",
+        "PATCH",
+        &format!("{POOLS}/eu"),
+        json!({ "origins": [origin("eu-1", 0.1), origin("eu-2", 1.0)] }),
+    );
+    let counts = split(200);
+    let eu2 = counts.get("eu-2").copied().unwrap_or(0);
+    ok &= eu2 >= 150;
+    steps
+        .borrow_mut()
+        .push(format!("200 requests: {counts:?} (eu-2 expected ~91 %)"));
+    ok &= write(
+        "a new pool us1-only",
+        "POST",
+        POOLS,
+        json!({ "name": "us1-only", "monitor": "http", "origins": [origin("us-1", 1.0)] }),
+    );
+    ok &= write(
+        "www's default pools led by us1-only",
+        "PATCH",
+        WWW,
+        json!({ "default_pools": ["us1-only", "eu", "us", "ap"] }),
+    );
+    let took = support::wait_until(Duration::from_secs(20), || {
+        split(10).keys().eq(["us-1"].iter())
+    });
+    let counts = split(100);
+    ok &= took.is_some() && counts.keys().eq(["us-1"].iter());
+    steps.borrow_mut().push(format!(
+        "the new pool takes the traffic once probed: {counts:?}"
+    ));
+    ok &= write(
+        "www's default pools back",
+        "PATCH",
+        WWW,
+        json!({ "default_pools": ["eu", "us", "ap"] }),
+    );
+    ok &= write(
+        "eu-2 deleted from eu",
+        "PATCH",
+        &format!("{POOLS}/eu"),
+        json!({ "origins": [origin("eu-1", 1.0)] }),
+    );
+    let counts = split(100);
+    ok &= counts.keys().eq(["eu-1"].iter());
+    steps
+        .borrow_mut()
+        .push(format!("after the deletion: {counts:?}"));
+    (ok, steps.into_inner(), slowest.get())
 }

@@ -216,7 +216,11 @@ impl World {
             let get = || -> std::io::Result<String> {
                 let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
                 s.set_read_timeout(Some(Duration::from_secs(3)))?;
-                write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n")?;
+                // The token: the primary's admin API wants it; the others ignore it.
+                write!(
+                    s,
+                    "GET {path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
+                )?;
                 let mut text = String::new();
                 s.read_to_string(&mut text)?;
                 Ok(text)
@@ -237,6 +241,52 @@ impl World {
         })
     }
 
+    /// One API call from inside `site` with the admin token: (status, ETag, body).
+    pub fn call(
+        &self,
+        site: &str,
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> (u16, String, String) {
+        let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
+        in_netns(self.netns(site), move || {
+            use std::io::{Read, Write};
+            let call = || -> std::io::Result<String> {
+                let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+                s.set_read_timeout(Some(Duration::from_secs(30)))?;
+                write!(
+                    s,
+                    "{method} {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                )?;
+                let mut text = String::new();
+                s.read_to_string(&mut text)?;
+                Ok(text)
+            };
+            let Ok(text) = call() else {
+                return (0, String::new(), String::new());
+            };
+            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+            let code = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0);
+            let etag = head
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("etag: ")
+                        .or_else(|| l.strip_prefix("ETag: "))
+                })
+                .unwrap_or("")
+                .trim_matches('"')
+                .to_string();
+            (code, etag, body.to_string())
+        })
+    }
+
     /// JSON from an admin API.
     pub fn json(&self, site: &str, addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
         let (code, body) = self.http(site, addr, path, "admin");
@@ -247,6 +297,9 @@ impl World {
 }
 
 /// Runs `f` on a thread inside namespace `netns` (sockets it makes stay there).
+/// The config primary's admin token (`World::call` sends it).
+pub const TOKEN: &str = "the chaos suite admin token";
+
 pub fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = format!("/run/netns/{netns}");
     std::thread::spawn(move || {
