@@ -518,23 +518,7 @@ fn members_at(admin: SocketAddr, generation: u64) -> (usize, usize) {
 }
 
 fn dig(dns: SocketAddr, name: &str) -> Vec<String> {
-    let out = Command::new("dig")
-        .arg(format!("@{}", dns.ip()))
-        .args([
-            "-p",
-            &dns.port().to_string(),
-            name,
-            "A",
-            "+short",
-            "+tries=1",
-            "+time=2",
-        ])
-        .output()
-        .expect("dig (package bind9-dnsutils)");
-    let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let mut lines = dig_short(dns, name);
     lines.sort();
     lines
 }

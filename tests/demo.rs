@@ -37,26 +37,6 @@ fn free_udp_range() -> u16 {
     panic!("no range of 40 free UDP ports");
 }
 
-fn dig_short(dns: SocketAddr, name: &str) -> Vec<String> {
-    let out = Command::new("dig")
-        .arg(format!("@{}", dns.ip()))
-        .args([
-            "-p",
-            &dns.port().to_string(),
-            name,
-            "A",
-            "+short",
-            "+tries=1",
-            "+time=2",
-        ])
-        .output()
-        .expect("dig (package bind9-dnsutils)");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
     let status = get(admin, "/status")?;
     let e = status["pools"]

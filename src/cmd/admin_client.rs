@@ -127,34 +127,13 @@ impl AdminClient {
     /// GET `path`, returning the JSON body; API errors become readable messages.
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
         let addr = self.addr;
-        let mut s = TcpStream::connect_timeout(&addr, self.connect_timeout).with_context(|| {
-            format!(
-                "cannot reach the admin API at {addr} (is `meshlb aggregator --admin {addr}` running?)"
-            )
-        })?;
-        s.set_read_timeout(Some(self.read_timeout))?;
-        let auth = self
-            .token
-            .as_ref()
-            .map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-        write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n{auth}\r\n")?;
-        let mut raw = Vec::new();
-        s.take(MAX_REPLY).read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| anyhow!("malformed reply from {addr}"))?;
-        let status: u16 = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let value: Value = serde_json::from_str(body)
+        let (status, _, body) = self.request("GET", path, None, &[])?;
+        let value: Value = serde_json::from_str(&body)
             .with_context(|| format!("the admin API at {addr} did not answer JSON"))?;
         if status != 200 {
             bail!(
                 "{addr} answered {status}: {}",
-                value["error"].as_str().unwrap_or(body)
+                value["error"].as_str().unwrap_or(&body)
             );
         }
         Ok(value)

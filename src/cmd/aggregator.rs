@@ -475,18 +475,9 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 timeout: Duration::from_millis(args.admin_body_timeout_ms.max(1)),
             },
         ));
-        let (fetches, mut fetched) = tokio::sync::mpsc::channel(1);
-        let follower = tokio::spawn(aggregator::control::follower::run(
-            aggregator::control::follower::FollowerSettings {
-                node_id: identity.node_id.clone(),
-                poll: settings.gossip_interval.max(Duration::from_millis(50)),
-                fetch_timeout: args.control.fetch_timeout(),
-                follow: role == aggregator::control::Role::Follower,
-            },
-            node.handle.chitchat(),
-            Arc::clone(&plane),
-            fetches,
-        ));
+        let (follower, mut fetched) =
+            args.control
+                .spawn_follower(&identity.node_id, &settings, &node.handle, &plane);
         let (adopter, adoptions) = Adopter::channel();
         let poll = (settings.gossip_interval / 2).max(Duration::from_millis(20));
         let tally_loop = tokio::spawn(service::run(

@@ -61,6 +61,33 @@ impl ControlArgs {
     pub fn fetch_timeout(&self) -> Duration {
         Duration::from_millis(self.config_fetch_timeout_ms.max(1))
     }
+
+    /// Starts the task that watches gossip for the primary (and, on a follower, fetches its
+    /// generations into the returned channel).
+    pub fn spawn_follower(
+        &self,
+        node_id: &str,
+        settings: &mesh::MeshSettings,
+        handle: &chitchat::ChitchatHandle,
+        plane: &Arc<ControlPlane>,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        tokio::sync::mpsc::Receiver<aggregator::control::follower::Fetched>,
+    ) {
+        let (fetches, fetched) = tokio::sync::mpsc::channel(1);
+        let task = tokio::spawn(aggregator::control::follower::run(
+            aggregator::control::follower::FollowerSettings {
+                node_id: node_id.to_string(),
+                poll: settings.gossip_interval.max(Duration::from_millis(50)),
+                fetch_timeout: self.fetch_timeout(),
+                follow: plane.role == Role::Follower,
+            },
+            handle.chitchat(),
+            Arc::clone(plane),
+            fetches,
+        ));
+        (task, fetched)
+    }
 }
 
 /// The gossip value of the generation a node runs, and of what it refused.

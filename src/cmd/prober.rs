@@ -178,21 +178,10 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             });
         }
         super::control_args::publish(&node.handle, &plane, None).await;
-        let (fetches, mut fetched) = tokio::sync::mpsc::channel(1);
-        vital.task(
-            "config follower",
-            tokio::spawn(aggregator::control::follower::run(
-                aggregator::control::follower::FollowerSettings {
-                    node_id: identity.node_id.clone(),
-                    poll: settings.gossip_interval.max(Duration::from_millis(50)),
-                    fetch_timeout: args.control.fetch_timeout(),
-                    follow: role == aggregator::control::Role::Follower,
-                },
-                node.handle.chitchat(),
-                Arc::clone(&plane),
-                fetches,
-            )),
-        );
+        let (follower, mut fetched) =
+            args.control
+                .spawn_follower(&identity.node_id, &settings, &node.handle, &plane);
+        vital.task("config follower", follower);
         let targets = prober::targets(&config, Some(args.region));
         let round = config
             .monitors

@@ -538,3 +538,25 @@ pub fn unbound(dir: &std::path::Path, listen: SocketAddr, server: &str, rest: &s
         .spawn()
         .expect("unbound (package unbound)")
 }
+
+/// `dig +short` for `name`'s A records at `dns` (one try, 2 s), in answer order.
+#[allow(dead_code)]
+pub fn dig_short(dns: SocketAddr, name: &str) -> Vec<String> {
+    let out = std::process::Command::new("dig")
+        .arg(format!("@{}", dns.ip()))
+        .args([
+            "-p",
+            &dns.port().to_string(),
+            name,
+            "A",
+            "+short",
+            "+tries=1",
+            "+time=2",
+        ])
+        .output()
+        .expect("dig (package bind9-dnsutils)");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
