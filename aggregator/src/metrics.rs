@@ -3,12 +3,14 @@
 //! tally, mesh members and gossip traffic.
 
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lb_core::config::{Config, EndpointId, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use lb_core::Region;
 use mesh::{Role, TransportStats};
+use metrics::Gauge;
 
 use crate::mesh_view::Member;
 use crate::tally::{HealthChange, LbState};
@@ -101,8 +103,88 @@ pub fn record_group_members(config: &Config, check_verdicts: &[Vec<Vec<Verdict>>
     }
 }
 
+/// A gauge per region, registered when the region first has a value.
+type RegionGauges = [Option<Gauge>; 13];
+
+fn region_index(r: Region) -> usize {
+    Region::ALL.iter().position(|&x| x == r).unwrap_or(0)
+}
+
+struct PoolGauges {
+    state: [Gauge; POOL_STATES.len()],
+    rtt: RegionGauges,
+    endpoints: Vec<EndpointGauges>,
+}
+
+struct EndpointGauges {
+    state: [Gauge; VERDICTS.len()],
+    rtt: RegionGauges,
+}
+
+/// The tally's state and RTT gauges, registered once per config: a tally of 10,000 endpoints
+/// then stores its values into handles instead of looking up some 40,000 label sets in the
+/// exporter's registry every time (bench/aggregator-memory.sh).
+pub struct TallyGauges {
+    /// The config they were registered for (the `Weak` keeps its allocation: a later config
+    /// cannot be mistaken for it).
+    config: Weak<Config>,
+    pools: Vec<PoolGauges>,
+    lbs: Vec<[Gauge; LB_STATES.len()]>,
+}
+
+impl Default for TallyGauges {
+    fn default() -> Self {
+        TallyGauges {
+            config: Weak::new(),
+            pools: Vec::new(),
+            lbs: Vec::new(),
+        }
+    }
+}
+
+impl TallyGauges {
+    /// The gauges of `config`, registered now if they are another config's.
+    fn of(&mut self, config: &Arc<Config>) -> &mut TallyGauges {
+        if !Weak::ptr_eq(&self.config, &Arc::downgrade(config)) {
+            self.config = Arc::downgrade(config);
+            self.pools = config
+                .pools
+                .iter()
+                .map(|pool| PoolGauges {
+                    state: POOL_STATES.map(|s| {
+                        metrics::gauge!("meshlb_pool_state", "pool" => pool.name.clone(), "state" => s.name())
+                    }),
+                    rtt: Default::default(),
+                    endpoints: pool
+                        .endpoints
+                        .iter()
+                        .map(|e| EndpointGauges {
+                            state: VERDICTS.map(|(_, name)| {
+                                metrics::gauge!("meshlb_endpoint_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "state" => name)
+                            }),
+                            rtt: Default::default(),
+                        })
+                        .collect(),
+                })
+                .collect();
+            self.lbs = config
+                .load_balancers
+                .iter()
+                .map(|lb| {
+                    LB_STATES.map(|(_, name)| {
+                        metrics::gauge!("meshlb_load_balancer_state", "load_balancer" => lb.name.clone(), "state" => name)
+                    })
+                })
+                .collect();
+        }
+        self
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
 pub fn record_tally(
-    config: &Config,
+    gauges: &mut TallyGauges,
+    config: &Arc<Config>,
     snapshot: &HealthSnapshot,
     region: Region,
     lb_states: &[Option<LbState>],
@@ -110,31 +192,33 @@ pub fn record_tally(
     votes: usize,
     took: Duration,
 ) {
-    for (pi, pool) in config.pools.iter().enumerate() {
+    let gauges = gauges.of(config);
+    for ((pi, pool), g) in config.pools.iter().enumerate().zip(&mut gauges.pools) {
         let state = snapshot.shown_pool_state(config, PoolId(pi), region);
-        for s in POOL_STATES {
-            metrics::gauge!("meshlb_pool_state", "pool" => pool.name.clone(), "state" => s.name())
-                .set(f64::from(u8::from(s == state)));
+        for (s, gauge) in POOL_STATES.iter().zip(&g.state) {
+            gauge.set(f64::from(u8::from(*s == state)));
         }
-        for r in Region::ALL {
-            if let Some(rtt) = snapshot.pool(PoolId(pi)).rtt_ms.get(r) {
-                metrics::gauge!("meshlb_pool_rtt_seconds", "pool" => pool.name.clone(), "region" => r.code()).set(rtt / 1000.0);
-            }
+        for (r, rtt) in snapshot.pool(PoolId(pi)).rtt_ms.iter() {
+            g.rtt[region_index(r)]
+                .get_or_insert_with(|| metrics::gauge!("meshlb_pool_rtt_seconds", "pool" => pool.name.clone(), "region" => r.code()))
+                .set(rtt / 1000.0);
         }
-        for (ei, e) in pool.endpoints.iter().enumerate() {
+        for ((ei, e), eg) in pool.endpoints.iter().enumerate().zip(&mut g.endpoints) {
             let h = snapshot.endpoint(PoolId(pi), EndpointId(ei));
-            for (v, name) in VERDICTS {
-                metrics::gauge!("meshlb_endpoint_state", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "state" => name).set(f64::from(u8::from(h.verdict == v)));
+            for ((v, _), gauge) in VERDICTS.iter().zip(&eg.state) {
+                gauge.set(f64::from(u8::from(h.verdict == *v)));
             }
             for (r, rtt) in h.rtt_ms.iter() {
-                metrics::gauge!("meshlb_endpoint_rtt_seconds", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "region" => r.code()).set(rtt / 1000.0);
+                eg.rtt[region_index(r)]
+                    .get_or_insert_with(|| metrics::gauge!("meshlb_endpoint_rtt_seconds", "pool" => pool.name.clone(), "endpoint" => e.name.clone(), "region" => r.code()))
+                    .set(rtt / 1000.0);
             }
         }
     }
-    for (li, lb) in config.load_balancers.iter().enumerate() {
-        for (s, name) in LB_STATES {
-            let on = lb_states.get(li).copied().flatten() == Some(s);
-            metrics::gauge!("meshlb_load_balancer_state", "load_balancer" => lb.name.clone(), "state" => name).set(f64::from(u8::from(on)));
+    for (li, g) in gauges.lbs.iter().enumerate() {
+        for ((s, _), gauge) in LB_STATES.iter().zip(g) {
+            let on = lb_states.get(li).copied().flatten() == Some(*s);
+            gauge.set(f64::from(u8::from(on)));
         }
     }
     for c in changes {

@@ -31,6 +31,8 @@ struct Loop {
     published_drains: String,
     /// The readiness last published in gossip (`keys::READY`).
     published_ready: Option<bool>,
+    /// The tally's gauges, registered once per config.
+    gauges: crate::metrics::TallyGauges,
 }
 
 /// Runs until the task is dropped: polls the mesh every `poll` and tallies at once when
@@ -51,6 +53,7 @@ pub async fn run(
         state,
         published_drains: String::new(),
         published_ready: None,
+        gauges: crate::metrics::TallyGauges::default(),
     };
     let mut last: Option<Instant> = None;
     let mut ticker = tokio::time::interval(poll);
@@ -225,6 +228,7 @@ impl Loop {
         }
         let lb_states = outcome.state.lb_states().to_vec();
         crate::metrics::record_tally(
+            &mut self.gauges,
             &config,
             &outcome.snapshot,
             settings.region,

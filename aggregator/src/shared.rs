@@ -238,7 +238,7 @@ impl Shared {
                             stale: v.is_some_and(|v| v.age > max_age),
                             rtt_ms: v.and_then(|v| v.rtt_ms),
                             code: v.and_then(|v| v.code),
-                            reason: v.and_then(|v| v.reason.clone()),
+                            reason: v.and_then(|v| v.reason.as_deref().map(str::to_string)),
                         }
                     })
                     .collect();

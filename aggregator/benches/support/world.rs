@@ -53,8 +53,7 @@ pub fn ballots(config: &Config) -> Vec<Ballot> {
                                         healthy,
                                         rtt_ms: Some(10.0 + (e % 50) as f64),
                                         code: Some(200),
-                                        reason: (!healthy)
-                                            .then(|| "connection refused".to_string()),
+                                        reason: (!healthy).then(|| "connection refused".into()),
                                         age: Duration::from_secs(2),
                                     })
                                 })

@@ -18,7 +18,8 @@ pub struct Vote {
     pub healthy: bool,
     pub rtt_ms: Option<f64>,
     pub code: Option<u32>,
-    pub reason: Option<String>,
+    /// Shared by every tally that reads the same published value.
+    pub reason: Option<std::sync::Arc<str>>,
     /// How old the result is; a result older than [`crate::tally::TallySettings::max_age`]
     /// intervals is stale and does not count.
     pub age: Duration,

@@ -71,7 +71,7 @@ fn ballots(up: [bool; 3], rtt: [f64; 3]) -> Vec<Ballot> {
                         healthy: up[c],
                         rtt_ms: Some(rtt[c]),
                         code: None,
-                        reason: (!up[c]).then(|| "connection refused".to_string()),
+                        reason: (!up[c]).then(|| "connection refused".into()),
                         age: Duration::from_secs(1),
                     })]
                 })
