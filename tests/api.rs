@@ -165,6 +165,27 @@ fn tokens(dir: &std::path::Path) -> Vec<String> {
     args
 }
 
+/// A config primary on an empty `config` with `args` (its tokens and limits), up.
+fn start_primary(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    mut args: Vec<String>,
+) -> Procs {
+    std::fs::write(config, "").expect("empty config");
+    args.push("--config-primary".into());
+    let procs = Procs(vec![start_aggregator(
+        config,
+        key,
+        "WEU",
+        admin,
+        free_udp(),
+        &args,
+    )]);
+    wait_up(admin);
+    procs
+}
+
 fn wait_up(admin: SocketAddr) {
     wait_for("the admin API", Duration::from_secs(30), || {
         TcpStream::connect(admin).is_ok()
@@ -175,19 +196,9 @@ fn wait_up(admin: SocketAddr) {
 fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
     let (dir, key) = scratch_dir_with_key("api");
     let config = dir.path().join("meshlb.toml");
-    std::fs::write(&config, "").expect("empty config");
     let admin = free_tcp();
-    let mut args = tokens(dir.path());
-    args.push("--config-primary".into());
-    let _procs = Procs(vec![start_aggregator(
-        &config,
-        &key,
-        "WEU",
-        admin,
-        free_udp(),
-        &args,
-    )]);
-    wait_up(admin);
+    let args = tokens(dir.path());
+    let _procs = start_primary(&config, &key, admin, args);
     let origin = origin();
 
     let (status, etag, m) = call(
@@ -808,12 +819,10 @@ fn every_control_plane_flag_is_documented() {
 fn request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key() {
     let (dir, key) = scratch_dir_with_key("api-limits");
     let config = dir.path().join("meshlb.toml");
-    std::fs::write(&config, "").expect("config");
     let admin = free_tcp();
     let mut args = admin_token_args(dir.path());
     args.extend(
         [
-            "--config-primary",
             "--config-max-bytes",
             "2000",
             "--admin-body-timeout-ms",
@@ -821,15 +830,7 @@ fn request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key(
         ]
         .map(String::from),
     );
-    let _procs = Procs(vec![start_aggregator(
-        &config,
-        &key,
-        "WEU",
-        admin,
-        free_udp(),
-        &args,
-    )]);
-    wait_up(admin);
+    let _procs = start_primary(&config, &key, admin, args);
     let big = format!(r#"{{"name": "p", "description": "{}"}}"#, "x".repeat(4000));
     let (status, _, e) = call(admin, WRITE, "POST", POOLS, Some(&big), &[]);
     assert_eq!(
