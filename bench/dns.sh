@@ -18,8 +18,11 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$W"; }
 trap cleanup EXIT
 
-cargo build --release -q --bin meshlb
-MESHLB=target/release/meshlb
+# MESHLB=path runs that binary instead of building one (to compare two builds).
+if [ -z "${MESHLB:-}" ]; then
+  cargo build --release -q --bin meshlb
+  MESHLB=target/release/meshlb
+fi
 OPORT=18480
 # Health-checked origins: one tiny HTTP server per address.
 for ip in 127.0.0.11 127.0.0.12 127.0.0.41 127.0.0.42; do
@@ -131,19 +134,22 @@ done
 run() {
   local name=$1 port=$2 pid
   pid=$(pgrep -f -n "$3")
-  local t0
+  local t0 u0
   t0=$(awk '{print $14+$15}' "/proc/$pid/stat")
+  u0=$(awk '{print $14}' "/proc/$pid/stat")
   taskset -c 1 dnsperf -s 127.0.0.1 -p "$port" -d "$W/queries.txt" -l "$DURATION" -c "$CLIENTS" \
     -q "$OUTSTANDING" > "$W/$name.out" 2>&1
-  local t1 hz
+  local t1 u1 hz
   t1=$(awk '{print $14+$15}' "/proc/$pid/stat")
+  u1=$(awk '{print $14}' "/proc/$pid/stat")
   hz=$(getconf CLK_TCK)
   # Latency percentiles at a fixed, moderate rate (every query's latency, from -v).
   taskset -c 1 dnsperf -s 127.0.0.1 -p "$port" -d "$W/queries.txt" -l 3 -Q "$LATENCY_QPS" -v \
     > "$W/$name.lat" 2>&1 || true
-  python3 - "$name" "$W/$name.out" "$t0" "$t1" "$hz" "$W/$name.lat" "$LATENCY_QPS" <<'PY'
+  python3 - "$name" "$W/$name.out" "$t0" "$t1" "$hz" "$W/$name.lat" "$LATENCY_QPS" "$((u1 - u0))" <<'PY'
 import json, re, sys
 name, path, t0, t1, hz = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+user_s = int(sys.argv[8]) / hz
 text = open(path).read()
 lat = sorted(float(x) for x in re.findall(r"^> \S+ .* ([0-9]+\.[0-9]+)\s*$", open(sys.argv[6]).read(), re.M))
 def num(label):
@@ -158,9 +164,10 @@ cpu_s = (t1 - t0) / hz
 print(json.dumps({"server": name, "qps": qps, "completed": completed, "lost": lost,
                   "avg_latency_ms": round(num(r"Average Latency \(s\):") * 1000, 3) if num(r"Average Latency \(s\):") else None,
                   "latency_at_qps": int(sys.argv[7]), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "server_cpu_s": cpu_s,
-                  "us_cpu_per_query": round(cpu_s * 1e6 / completed, 2) if completed else None}))
+                  "us_cpu_per_query": round(cpu_s * 1e6 / completed, 2) if completed else None,
+                  "us_user_per_query": round(user_s * 1e6 / completed, 2) if completed else None}))
 PY
 }
-run meshlb 15301 "meshlb aggregator --config $W"
+run meshlb 15301 "aggregator --config $W"
 run gdnsd 15302 "gdnsd -c $W/gdnsd"
 run powerdns 15303 "pdns_server --config-dir=$W/pdns"

@@ -5,6 +5,7 @@
 //! bounded connections (`tcp.rs`), both started by `server.rs`.
 
 mod batch;
+mod fast;
 mod metrics;
 mod respond;
 mod rrl;
@@ -20,3 +21,5 @@ pub use zones::SetupError;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_fast;

@@ -1,6 +1,6 @@
 //! Per-query metrics with handles registered up front, so a query costs a few atomic adds and
 //! no label lookup: `meshlb_dns_queries_total{load_balancer, qtype, rcode}` and
-//! `meshlb_dns_answer_duration_seconds`.
+//! `meshlb_dns_answer_duration_seconds` (of one answer in `TIMED_ONE_IN`).
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
@@ -69,11 +69,37 @@ impl DnsMetrics {
         }
     }
 
-    pub fn record(&self, lb: Option<LbId>, qtype: usize, rcode: usize, seconds: f64) {
+    /// Counts one query; `seconds`, when it was timed, goes to the duration histogram.
+    pub fn record(&self, lb: Option<LbId>, qtype: usize, rcode: usize, seconds: Option<f64>) {
         let i = (lb.map_or(0, |l| l.0 + 1) * QTYPES.len() + qtype) * RCODES.len() + rcode;
         if let Some(c) = self.queries.get(i) {
             c.increment(1);
         }
-        self.duration.record(seconds);
+        if let Some(seconds) = seconds {
+            self.duration.record(seconds);
+        }
     }
+}
+
+/// One answer in this many is timed for `meshlb_dns_answer_duration_seconds`: two clock
+/// reads and a histogram insert per query are a tenth of what the fast path costs
+/// (docs/performance.md, "DNS"). The counters count every query.
+pub(crate) const TIMED_ONE_IN: u32 = 16;
+
+thread_local! {
+    static UNTIL_TIMED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread's next answer is one of the timed ones.
+pub(crate) fn timed() -> bool {
+    UNTIL_TIMED.with(|n| {
+        let left = n.get();
+        if left == 0 {
+            n.set(TIMED_ONE_IN - 1);
+            true
+        } else {
+            n.set(left - 1);
+            false
+        }
+    })
 }

@@ -13,6 +13,7 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponseBuilder};
 use ipnet::IpNet;
 
+use super::fast::FastNames;
 use super::metrics::{qtype_index, DnsMetrics};
 use super::zones::{name, Place, SetupError, ZoneSet};
 use lb_core::affinity::AffinityKey;
@@ -47,6 +48,8 @@ pub struct Responder {
     /// TTL, for the pools the load balancer can answer with.
     records: Vec<Vec<Option<Box<[Record]>>>>,
     lb_names: Vec<Name>,
+    /// The names the fast path (`fast.rs`) answers.
+    pub(crate) fast_names: FastNames,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -76,7 +79,7 @@ pub(crate) struct Reply<'a> {
 }
 
 impl<'a> Reply<'a> {
-    fn new(rcode: ResponseCode) -> Self {
+    pub(crate) fn new(rcode: ResponseCode) -> Self {
         Reply {
             rcode,
             authoritative: false,
@@ -179,6 +182,7 @@ impl Responder {
             lb_names.push(owner);
         }
         let metrics = DnsMetrics::new(&config);
+        let fast_names = FastNames::build(&zones, &lb_names);
         Ok(Responder {
             config,
             regions,
@@ -189,9 +193,14 @@ impl Responder {
             zones,
             records,
             lb_names,
+            fast_names,
             geo,
             metrics,
         })
+    }
+
+    pub(crate) fn zone(&self, i: usize) -> &super::zones::ServedZone {
+        self.zones.zone(i)
     }
 
     fn record(&self, lb: LbId, pool: PoolId, endpoint: usize, ttl: u32) -> Option<Cow<'_, Record>> {
@@ -266,7 +275,14 @@ impl Responder {
             }
             (true, _, RecordType::NS) => r.answers.extend(z.ns.iter().map(Cow::Borrowed)),
             (_, Some(lb), RecordType::A | RecordType::AAAA | RecordType::CNAME) => {
-                self.steer(&mut r, lb, qtype, req, src);
+                let subnet = req
+                    .edns()
+                    .and_then(|e| e.option(EdnsCode::Subnet))
+                    .and_then(|o| match o {
+                        EdnsOption::Subnet(s) => Some(*s),
+                        _ => None,
+                    });
+                self.steer(&mut r, lb, qtype, subnet, src);
             }
             _ => {}
         }
@@ -280,12 +296,14 @@ impl Responder {
         r
     }
 
-    fn steer<'a>(
+    /// Fills `r` with the steering engine's answer for `lb` to a client at `src` (the
+    /// resolver) whose query carried `subnet`.
+    pub(crate) fn steer<'a>(
         &'a self,
         r: &mut Reply<'a>,
         lb: LbId,
         qtype: RecordType,
-        req: &MessageRequest,
+        subnet: Option<ClientSubnet>,
         src: IpAddr,
     ) {
         let lbc = self.config.lb(lb);
@@ -294,13 +312,6 @@ impl Responder {
         if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {
             ctx.client_location = self.geo.locate(src).map(|(l, _)| l);
         }
-        let subnet = req
-            .edns()
-            .and_then(|e| e.option(EdnsCode::Subnet))
-            .and_then(|o| match o {
-                EdnsOption::Subnet(s) => Some(*s),
-                _ => None,
-            });
         if let Some(s) = subnet {
             let mut scope = 0;
             // Source prefix 0 asks us not to use the client's address (RFC 7871 section 7.1.2).

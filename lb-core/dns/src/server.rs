@@ -17,8 +17,11 @@ use hickory_server::authority::MessageRequest;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use super::metrics::rcode_index;
-use super::respond::{Responder, EDNS_PAYLOAD};
+use hickory_proto::rr::RecordType;
+
+use super::fast;
+use super::metrics::{qtype_index, rcode_index};
+use super::respond::{Reply, Responder, EDNS_PAYLOAD};
 use super::rrl::{Rrl, RrlSettings};
 use super::tcp::TcpSettings;
 use lb_edge::Serving;
@@ -44,9 +47,90 @@ impl Responder {
         self.answer(bytes, src, out, Transport::Tcp)
     }
 
-    fn answer(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>, via: Transport) -> bool {
-        let start = Instant::now();
+    /// `answer_datagram` without the fast path (`tests_fast.rs` compares the two).
+    #[cfg(test)]
+    pub(crate) fn answer_datagram_full(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+    ) -> bool {
         out.clear();
+        self.answer_full(bytes, src, out, Transport::Udp, None)
+    }
+
+    fn answer(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>, via: Transport) -> bool {
+        // One query in `TIMED_ONE_IN` is timed (`metrics.rs`).
+        let start = super::metrics::timed().then(Instant::now);
+        out.clear();
+        if let Some(query) = fast::parse(bytes) {
+            if let Some(answered) = self.answer_fast(&query, bytes, src, out, via, start) {
+                return answered;
+            }
+        }
+        self.answer_full(bytes, src, out, via, start)
+    }
+
+    /// The fast shape (`fast.rs`) asking a load-balanced name for A or AAAA; `None` for any
+    /// other query, which then takes the full path.
+    fn answer_fast(
+        &self,
+        query: &fast::FastQuery<'_>,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        via: Transport,
+        start: Option<Instant>,
+    ) -> Option<bool> {
+        if !matches!(query.qtype, RecordType::A | RecordType::AAAA) {
+            return None;
+        }
+        let (lb, zone) = self.fast_names.get(query.lower_name())?;
+        let mut reply = Reply::new(ResponseCode::NoError);
+        reply.authoritative = true;
+        reply.qtype = qtype_index(query.qtype);
+        reply.lb = Some(lb);
+        self.steer(
+            &mut reply,
+            lb,
+            query.qtype,
+            query.edns.and_then(|e| e.subnet),
+            src.ip(),
+        );
+        let max = match via {
+            Transport::Udp => query.udp_max(),
+            Transport::Tcp => usize::from(u16::MAX),
+        };
+        if !fast::encode(query, &reply, self.fast_names.owner(lb), max, out) {
+            // NODATA, or more than fits: the same reply through hickory's encoder.
+            if reply.answers.is_empty() {
+                reply.soa = Some(&self.zone(zone).negative_soa);
+            }
+            let Ok(req) = MessageRequest::read(&mut BinDecoder::new(bytes)) else {
+                return Some(false);
+            };
+            if !emit(&req, &reply, max, out) {
+                return Some(false);
+            }
+        }
+        self.metrics.record(
+            reply.lb,
+            reply.qtype,
+            rcode_index(reply.rcode),
+            start.map(|s| s.elapsed().as_secs_f64()),
+        );
+        Some(true)
+    }
+
+    /// Any query, through hickory's parser and encoder.
+    fn answer_full(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        via: Transport,
+        start: Option<Instant>,
+    ) -> bool {
         let req = match MessageRequest::read(&mut BinDecoder::new(bytes)) {
             Ok(req) => req,
             Err(e) => {
@@ -69,36 +153,43 @@ impl Responder {
             Transport::Tcp => u16::MAX,
         };
         let rcode = reply.rcode;
-        {
-            let mut encoder = BinEncoder::new(out);
-            encoder.set_max_size(max);
-            if Responder::build(&req, &reply)
-                .destructive_emit(&mut encoder)
-                .is_err()
-            {
-                drop(encoder);
-                // hickory's encoder already keeps what fits and sets TC; this is the case where
-                // not even that worked: the question alone with TC, so the resolver retries
-                // over TCP (RFC 1035 section 4.2.1).
-                out.clear();
-                let mut encoder = BinEncoder::new(out);
-                let empty = super::respond::Reply::truncated(&reply);
-                if Responder::build(&req, &empty)
-                    .destructive_emit(&mut encoder)
-                    .is_err()
-                {
-                    return false;
-                }
-            }
+        if !emit(&req, &reply, usize::from(max), out) {
+            return false;
         }
         self.metrics.record(
             reply.lb,
             reply.qtype,
             rcode_index(rcode),
-            start.elapsed().as_secs_f64(),
+            start.map(|s| s.elapsed().as_secs_f64()),
         );
         true
     }
+}
+
+/// `reply` to `req` through hickory's encoder into `out`, at most `max` bytes (what fits, with
+/// TC, beyond). `false`: nothing could be encoded.
+fn emit(req: &MessageRequest, reply: &Reply<'_>, max: usize, out: &mut Vec<u8>) -> bool {
+    out.clear();
+    let max = u16::try_from(max).unwrap_or(u16::MAX);
+    {
+        let mut encoder = BinEncoder::new(out);
+        encoder.set_max_size(max);
+        if Responder::build(req, reply)
+            .destructive_emit(&mut encoder)
+            .is_ok()
+        {
+            return true;
+        }
+    }
+    // hickory's encoder already keeps what fits and sets TC; this is the case where not even
+    // that worked: the question alone with TC, so the resolver retries over TCP (RFC 1035
+    // section 4.2.1).
+    out.clear();
+    let mut encoder = BinEncoder::new(out);
+    let empty = Reply::truncated(reply);
+    Responder::build(req, &empty)
+        .destructive_emit(&mut encoder)
+        .is_ok()
 }
 
 impl Responder {
@@ -112,7 +203,7 @@ impl Responder {
         if req.message_type() != MessageType::Query {
             return false;
         }
-        let reply = super::respond::Reply::slipped();
+        let reply = Reply::slipped();
         let mut encoder = BinEncoder::new(out);
         encoder.set_max_size(512);
         Responder::build(&req, &reply)

@@ -52,9 +52,15 @@ default_pools = ["eu"]
 "#,
         origins.join(", ")
     );
-    let config = Arc::new(Config::parse("t.toml", &text, &regions).expect("config"));
+    let config = Config::parse("t.toml", &text, &regions).expect("config");
     let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
-    let generation = Arc::new(Generation::new(1, config, snapshot).expect("generation"));
+    responder_for(config, snapshot)
+}
+
+/// A responder at PoP WEU/ams serving `config` in `snapshot`'s health, with no PoPs known.
+pub(super) fn responder_for(config: Config, snapshot: HealthSnapshot) -> Responder {
+    let regions = RegionsTable::embedded().expect("regions");
+    let generation = Arc::new(Generation::new(1, Arc::new(config), snapshot).expect("generation"));
     let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
     Responder::new(
         generation,

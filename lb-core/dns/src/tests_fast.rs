@@ -1,0 +1,342 @@
+//! The fast path (`fast.rs`) against hickory's full path: on random queries, random mutations
+//! of them and random snapshots, every datagram gets byte for byte the answer the full path
+//! gives, and the fast shape's parser reads what hickory reads. Every load balancer here
+//! steers without random draws, so both paths must agree exactly.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
+use hickory_proto::rr::{Name, RecordType};
+use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncodable};
+use hickory_server::authority::MessageRequest;
+use proptest::prelude::*;
+
+use super::fast;
+use super::Responder;
+use lb_core::config::Config;
+use lb_core::health::{EndpointHealth, HealthSnapshot, Verdict};
+use lb_core::regions_table::RegionsTable;
+
+const NAMES: [&str; 9] = [
+    "big.example.test.",
+    "geo.example.test.",
+    "mixed.example.test.",
+    "host.example.test.",
+    "proxied.example.test.",
+    "fallback.example.test.",
+    "example.test.",
+    "nope.example.test.",
+    "elsewhere.test.",
+];
+
+fn config() -> Config {
+    let regions = RegionsTable::embedded().expect("regions");
+    let big: Vec<String> = (0..60)
+        .map(|i| format!("{{ name = \"e{i}\", address = \"192.0.2.{i}\" }}"))
+        .collect();
+    let text = format!(
+        r#"
+[[pools]]
+name = "big"
+origins = [{}]
+[[pools]]
+name = "eu"
+origins = [{{ name = "eu1", address = "198.51.100.1" }}, {{ name = "eu2", address = "198.51.100.3" }}]
+[[pools]]
+name = "us"
+origins = [{{ name = "us", address = "198.51.100.2" }}]
+[[pools]]
+name = "mixed"
+origins = [{{ name = "m4", address = "203.0.113.9" }}, {{ name = "m6a", address = "2001:db8::1" }}, {{ name = "m6b", address = "2001:db8::2" }}]
+[[pools]]
+name = "host"
+origins = [{{ name = "h", address = "cdn.example.net" }}]
+[[zones]]
+name = "example.test"
+[geolocation]
+networks = [{{ cidr = "10.2.0.0/16", region = "ENAM" }}, {{ cidr = "2001:db8:2::/48", region = "ENAM" }}]
+[[load_balancers]]
+name = "big.example.test"
+default_pools = ["big"]
+ttl = 45
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+region_pools = {{ ENAM = ["us"] }}
+location_strategy = {{ prefer_ecs = "always" }}
+[[load_balancers]]
+name = "mixed.example.test"
+default_pools = ["mixed", "eu"]
+[[load_balancers]]
+name = "host.example.test"
+default_pools = ["host"]
+[[load_balancers]]
+name = "proxied.example.test"
+default_pools = ["eu"]
+proxied = true
+[[load_balancers]]
+name = "fallback.example.test"
+default_pools = ["us"]
+fallback_pool = "eu"
+"#,
+        big.join(", ")
+    );
+    Config::parse("t.toml", &text, &regions).expect("config")
+}
+
+fn responder(verdicts: &[u8]) -> Responder {
+    let config = config();
+    let mut snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+    let mut i = 0;
+    for pool in &mut snapshot.endpoints {
+        for e in pool.iter_mut() {
+            let verdict = match verdicts.get(i).copied().unwrap_or(0) % 4 {
+                0 | 1 => Verdict::Healthy,
+                2 => Verdict::Unhealthy,
+                _ => Verdict::Unknown,
+            };
+            *e = EndpointHealth {
+                verdict,
+                ..Default::default()
+            };
+            i += 1;
+        }
+    }
+    super::tests::responder_for(config, snapshot)
+}
+
+/// A query as a stub resolver or a recursive one sends it, in the fast shape or near it.
+#[derive(Debug, Clone)]
+struct Asked {
+    name: usize,
+    /// Which letters of the name are upper case (bit per position).
+    case: u64,
+    qtype: RecordType,
+    id: u16,
+    rd: bool,
+    cd: bool,
+    edns: Option<AskedEdns>,
+}
+
+/// The OPT record: payload size, DO, and a Client Subnet (IPv6?, source prefix, address bits).
+type AskedEdns = (u16, bool, Option<(bool, u8, u128)>);
+
+fn asked() -> impl Strategy<Value = Asked> {
+    let qtype = prop::sample::select(vec![
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::CNAME,
+        RecordType::ANY,
+        RecordType::TXT,
+        RecordType::SOA,
+        RecordType::NS,
+        RecordType::MX,
+    ]);
+    let subnet = prop::option::of((any::<bool>(), any::<u8>(), any::<u128>()));
+    let edns = prop::option::of((any::<u16>(), any::<bool>(), subnet));
+    (
+        0..NAMES.len(),
+        any::<u64>(),
+        qtype,
+        any::<u16>(),
+        any::<bool>(),
+        any::<bool>(),
+        edns,
+    )
+        .prop_map(|(name, case, qtype, id, rd, cd, edns)| Asked {
+            name,
+            case,
+            qtype,
+            id,
+            rd,
+            cd,
+            edns,
+        })
+}
+
+fn wire(a: &Asked) -> Vec<u8> {
+    let name: String = NAMES[a.name]
+        .chars()
+        .enumerate()
+        .map(|(i, c)| {
+            if a.case >> (i % 64) & 1 == 1 {
+                c.to_ascii_uppercase()
+            } else {
+                c
+            }
+        })
+        .collect();
+    let mut m = Message::new();
+    m.set_id(a.id)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(a.rd)
+        .set_checking_disabled(a.cd)
+        .add_query(Query::query(Name::from_ascii(&name).unwrap(), a.qtype));
+    if let Some((payload, dnssec_ok, subnet)) = a.edns {
+        let mut e = Edns::new();
+        e.set_max_payload(payload.max(512));
+        e.set_dnssec_ok(dnssec_ok);
+        if let Some((v6, prefix, bits)) = subnet {
+            let (addr, prefix) = if v6 {
+                // Mostly inside the located /48, sometimes anywhere.
+                let bits = if prefix % 2 == 0 {
+                    (0x2001_0db8_0002u128 << 80) | (bits >> 48)
+                } else {
+                    bits
+                };
+                (IpAddr::V6(Ipv6Addr::from(bits)), prefix % 129)
+            } else {
+                let bits = bits as u32;
+                let bits = if prefix % 2 == 0 {
+                    0x0a02_0000 | (bits & 0xffff)
+                } else {
+                    bits
+                };
+                (IpAddr::V4(Ipv4Addr::from(bits)), prefix % 33)
+            };
+            e.options_mut()
+                .insert(EdnsOption::Subnet(ClientSubnet::new(addr, prefix, 0)));
+        }
+        m.set_edns(e);
+    }
+    m.to_vec().unwrap()
+}
+
+fn both(r: &Responder, bytes: &[u8], src: &str) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    let src: SocketAddr = src.parse().unwrap();
+    let (mut fast_out, mut full_out) = (Vec::new(), Vec::new());
+    let fast = r
+        .answer_datagram(bytes, src, &mut fast_out)
+        .then_some(fast_out);
+    let full = r
+        .answer_datagram_full(bytes, src, &mut full_out)
+        .then_some(full_out);
+    (fast, full)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(600))]
+
+    /// Whatever is asked, in whatever health: the same bytes as the full path.
+    #[test]
+    fn every_query_gets_the_full_paths_bytes(
+        verdicts in prop::collection::vec(any::<u8>(), 70),
+        a in asked(),
+        src in prop::sample::select(vec!["127.0.0.1:5300", "10.2.3.4:53", "[2001:db8:2::7]:53"]),
+    ) {
+        let r = responder(&verdicts);
+        let bytes = wire(&a);
+        let (fast, full) = both(&r, &bytes, src);
+        prop_assert_eq!(fast, full);
+    }
+
+    /// Broken and unusual variants of real queries (a flipped byte, a cut, junk appended)
+    /// get the full path's answer too, or none from either.
+    #[test]
+    fn mutated_queries_get_the_full_paths_bytes(
+        verdicts in prop::collection::vec(any::<u8>(), 70),
+        a in asked(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        how in 0..3u8,
+    ) {
+        let r = responder(&verdicts);
+        let mut bytes = wire(&a);
+        let i = at.index(bytes.len());
+        match how {
+            0 => bytes[i] = byte,
+            1 => bytes.truncate(i),
+            _ => bytes.push(byte),
+        }
+        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300");
+        prop_assert_eq!(fast, full);
+    }
+
+    /// What the fast shape's parser accepts, hickory reads the same way.
+    #[test]
+    fn the_fast_parser_reads_what_hickory_reads(a in asked()) {
+        let bytes = wire(&a);
+        let Some(q) = fast::parse(&bytes) else {
+            // Only a name outside host-name characters may be refused, and there is none.
+            prop_assert!(false, "a plain query is in the fast shape: {:?}", a);
+            return Ok(());
+        };
+        let req = MessageRequest::read(&mut BinDecoder::new(&bytes)).expect("hickory parses");
+        prop_assert_eq!(q.id, req.id());
+        prop_assert_eq!(q.qtype, req.queries()[0].query_type());
+        // hickory's name, lower-cased as it keeps queries, in wire form.
+        let lower = Name::from(req.queries()[0].name().clone()).to_bytes().unwrap();
+        prop_assert_eq!(q.lower_name(), &lower[..]);
+        prop_assert_eq!(q.question, &bytes[12..12 + lower.len() + 4]);
+        prop_assert_eq!(q.edns.map(|e| e.payload), req.edns().map(|e| e.max_payload()));
+        let subnet = req.edns().and_then(|e| e.option(EdnsCode::Subnet)).and_then(|o| match o {
+            EdnsOption::Subnet(s) => Some(*s),
+            _ => None,
+        });
+        prop_assert_eq!(q.edns.and_then(|e| e.subnet), subnet);
+    }
+}
+
+/// The common queries really take the fast path: its encoder writes them (the properties
+/// above would hold as well if it wrote none).
+#[test]
+fn common_queries_are_encoded_by_the_fast_path() {
+    let r = responder(&[]);
+    for (name, qtype, edns) in [
+        (
+            "big.example.test.",
+            RecordType::A,
+            Some((1232, false, None)),
+        ),
+        ("GEO.example.test.", RecordType::A, None),
+        (
+            "geo.example.test.",
+            RecordType::A,
+            Some((4096, true, Some((false, 24, 0x0a02_0300)))),
+        ),
+        (
+            "mixed.example.test.",
+            RecordType::AAAA,
+            Some((1232, false, Some((true, 56, 1 << 100)))),
+        ),
+    ] {
+        let a = Asked {
+            name: NAMES
+                .iter()
+                .position(|n| n.eq_ignore_ascii_case(name))
+                .unwrap(),
+            case: if name.starts_with('G') { 0b111 } else { 0 },
+            qtype,
+            id: 7,
+            rd: true,
+            cd: false,
+            edns,
+        };
+        let bytes = wire(&a);
+        let q = fast::parse(&bytes).expect("the fast shape");
+        let (lb, _) = r
+            .fast_names
+            .get(q.lower_name())
+            .expect("a load-balanced name");
+        let mut reply = super::respond::Reply::new(hickory_proto::op::ResponseCode::NoError);
+        reply.authoritative = true;
+        reply.lb = Some(lb);
+        r.steer(
+            &mut reply,
+            lb,
+            qtype,
+            q.edns.and_then(|e| e.subnet),
+            "127.0.0.1".parse().unwrap(),
+        );
+        let mut out = Vec::new();
+        assert!(
+            fast::encode(&q, &reply, r.fast_names.owner(lb), q.udp_max(), &mut out),
+            "{name} {qtype}"
+        );
+        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300");
+        assert_eq!(fast, full, "{name} {qtype}");
+        assert_eq!(fast.as_deref(), Some(&out[..]));
+    }
+}
