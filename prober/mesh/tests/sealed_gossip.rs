@@ -381,3 +381,32 @@ async fn a_malformed_delta_is_refused_and_the_node_keeps_gossiping() {
         let _ = h.shutdown().await;
     }
 }
+
+/// The live-nodes watcher is only fed while someone holds it (vendor/chitchat/PATCHES.md,
+/// patch 5), and one taken after the mesh formed still learns the members and a key change.
+#[tokio::test]
+async fn a_live_nodes_watcher_taken_late_still_sees_members_and_changes() {
+    let (a, _, a_addr) = node("a", KEY, &[]).await;
+    let (b, _, _) = node("b", KEY, &[a_addr]).await;
+    assert!(
+        holds_within(Duration::from_secs(10), || sees(&a, "b", "role", "b")).await,
+        "the mesh forms"
+    );
+    let mut watcher = a.chitchat().lock().await.live_nodes_watcher();
+    b.with_chitchat(|c| c.self_node_state().set("pool/x", "changed"))
+        .await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut seen = false;
+    while !seen && Instant::now() < deadline {
+        seen = watcher
+            .borrow_and_update()
+            .iter()
+            .any(|(id, s)| &*id.node_id == "b" && s.get("pool/x") == Some("changed"));
+        if !seen {
+            let _ = tokio::time::timeout(Duration::from_millis(500), watcher.changed()).await;
+        }
+    }
+    assert!(seen, "the watcher shows b's change");
+    let _ = b.shutdown().await;
+    let _ = a.shutdown().await;
+}

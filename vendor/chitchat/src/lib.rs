@@ -254,7 +254,14 @@ impl Chitchat {
             })
             .collect::<HashMap<_, _>>();
 
-        if self.previous_live_nodes != current_live_nodes {
+        // meshlb patch: the map sent below is a deep copy of every live node's whole state
+        // (for meshlb, ~2 KB per pool per prober: megabytes), and every key change of any
+        // node makes it due again, so upstream copies it nearly every round. Only build it
+        // when someone outside holds a receiver (`live_nodes_watcher`); this struct's own
+        // receiver is the one counted otherwise. `previous_live_nodes` is left as it was, so
+        // a receiver taken later gets the map at the next round.
+        let watched = self.live_nodes_watcher_tx.receiver_count() > 1;
+        if watched && self.previous_live_nodes != current_live_nodes {
             let live_nodes = current_live_nodes
                 .keys()
                 .cloned()
