@@ -79,7 +79,7 @@ pub(crate) struct Reply<'a> {
 }
 
 impl<'a> Reply<'a> {
-    pub(crate) fn new(rcode: ResponseCode) -> Self {
+    fn new(rcode: ResponseCode) -> Self {
         Reply {
             rcode,
             authoritative: false,
@@ -199,10 +199,6 @@ impl Responder {
         })
     }
 
-    pub(crate) fn zone(&self, i: usize) -> &super::zones::ServedZone {
-        self.zones.zone(i)
-    }
-
     fn record(&self, lb: LbId, pool: PoolId, endpoint: usize, ttl: u32) -> Option<Cow<'_, Record>> {
         let prebuilt = self.records[lb.0][pool.0]
             .as_ref()
@@ -282,7 +278,7 @@ impl Responder {
                         EdnsOption::Subnet(s) => Some(*s),
                         _ => None,
                     });
-                self.steer(&mut r, lb, qtype, subnet, src);
+                return self.steered_reply(lb, zone, qtype, subnet, src);
             }
             _ => {}
         }
@@ -296,9 +292,31 @@ impl Responder {
         r
     }
 
+    /// The reply to an A, AAAA or CNAME query for load balancer `lb` (in zone `zone`) from
+    /// `src` (the resolver) whose query carried `subnet`: the steering engine's answer, or
+    /// NODATA with the zone's SOA. The fast path (`server.rs`) and `reply` both come here.
+    pub(crate) fn steered_reply(
+        &self,
+        lb: LbId,
+        zone: usize,
+        qtype: RecordType,
+        subnet: Option<ClientSubnet>,
+        src: IpAddr,
+    ) -> Reply<'_> {
+        let mut r = Reply::new(ResponseCode::NoError);
+        r.authoritative = true;
+        r.qtype = qtype_index(qtype);
+        r.lb = Some(lb);
+        self.steer(&mut r, lb, qtype, subnet, src);
+        if r.answers.is_empty() {
+            r.soa = Some(&self.zones.zone(zone).negative_soa);
+        }
+        r
+    }
+
     /// Fills `r` with the steering engine's answer for `lb` to a client at `src` (the
     /// resolver) whose query carried `subnet`.
-    pub(crate) fn steer<'a>(
+    fn steer<'a>(
         &'a self,
         r: &mut Reply<'a>,
         lb: LbId,

@@ -20,7 +20,7 @@ use tokio::sync::{watch, Semaphore};
 use hickory_proto::rr::RecordType;
 
 use super::fast;
-use super::metrics::{qtype_index, rcode_index};
+use super::metrics::rcode_index;
 use super::respond::{Reply, Responder, EDNS_PAYLOAD};
 use super::rrl::{Rrl, RrlSettings};
 use super::tcp::TcpSettings;
@@ -86,26 +86,14 @@ impl Responder {
             return None;
         }
         let (lb, zone) = self.fast_names.get(query.lower_name())?;
-        let mut reply = Reply::new(ResponseCode::NoError);
-        reply.authoritative = true;
-        reply.qtype = qtype_index(query.qtype);
-        reply.lb = Some(lb);
-        self.steer(
-            &mut reply,
-            lb,
-            query.qtype,
-            query.edns.and_then(|e| e.subnet),
-            src.ip(),
-        );
+        let subnet = query.edns.and_then(|e| e.subnet);
+        let reply = self.steered_reply(lb, zone, query.qtype, subnet, src.ip());
         let max = match via {
             Transport::Udp => query.udp_max(),
             Transport::Tcp => usize::from(u16::MAX),
         };
         if !fast::encode(query, &reply, self.fast_names.owner(lb), max, out) {
             // NODATA, or more than fits: the same reply through hickory's encoder.
-            if reply.answers.is_empty() {
-                reply.soa = Some(&self.zone(zone).negative_soa);
-            }
             let Ok(req) = MessageRequest::read(&mut BinDecoder::new(bytes)) else {
                 return Some(false);
             };

@@ -316,20 +316,12 @@ fn common_queries_are_encoded_by_the_fast_path() {
         };
         let bytes = wire(&a);
         let q = fast::parse(&bytes).expect("the fast shape");
-        let (lb, _) = r
+        let (lb, zone) = r
             .fast_names
             .get(q.lower_name())
             .expect("a load-balanced name");
-        let mut reply = super::respond::Reply::new(hickory_proto::op::ResponseCode::NoError);
-        reply.authoritative = true;
-        reply.lb = Some(lb);
-        r.steer(
-            &mut reply,
-            lb,
-            qtype,
-            q.edns.and_then(|e| e.subnet),
-            "127.0.0.1".parse().unwrap(),
-        );
+        let subnet = q.edns.and_then(|e| e.subnet);
+        let reply = r.steered_reply(lb, zone, qtype, subnet, "127.0.0.1".parse().unwrap());
         let mut out = Vec::new();
         assert!(
             fast::encode(&q, &reply, r.fast_names.owner(lb), q.udp_max(), &mut out),
