@@ -10,13 +10,8 @@ use std::time::{Duration, Instant};
 
 use mesh::{KeyRing, MeshSettings, NodeIdentity};
 
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_string())
-}
+mod support;
+use support::{arg, cpu_seconds};
 
 fn free() -> SocketAddr {
     UdpSocket::bind("127.0.0.1:0")
@@ -80,7 +75,7 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         let bytes0: u64 = members.iter().map(|m| m.stats.bytes_sent.load(Ordering::Relaxed)).sum();
-        let cpu0 = process_cpu_seconds();
+        let cpu0 = cpu_seconds("self");
         let t0 = Instant::now();
         let mut times = Vec::new();
         for round in 0..rounds {
@@ -125,7 +120,7 @@ fn main() {
         }
         let secs = t0.elapsed().as_secs_f64();
         // The whole process: every node's gossip, plus this loop's polling (the same in every run).
-        let cpu = process_cpu_seconds() - cpu0;
+        let cpu = cpu_seconds("self") - cpu0;
         // The first change after a cold start races the tail of the bulk state transfer (each
         // exchange carries at most one datagram of deltas), so it is reported on its own.
         let first = times.remove(0);
@@ -146,15 +141,4 @@ fn main() {
             let _ = m.handle.shutdown().await;
         }
     });
-}
-
-/// User and system CPU time of this process so far, from /proc (clock ticks of 10 ms).
-fn process_cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name, which is in parentheses and may hold spaces.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
-    (ticks(11) + ticks(12)) / 100.0
 }

@@ -17,13 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mesh::{KeyRing, MeshSettings, NodeIdentity};
 
-fn arg(name: &str, default: &str) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-        .unwrap_or_else(|| default.to_string())
-}
+mod support;
+use support::{arg, cpu_seconds};
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -155,15 +150,6 @@ fn free(n: usize) -> Vec<SocketAddr> {
     held.iter().map(|s| s.local_addr().expect("port")).collect()
 }
 
-/// User + system CPU seconds of process `pid` so far.
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 struct Children {
     procs: Vec<Child>,
     stdins: Vec<ChildStdin>,
@@ -244,7 +230,7 @@ fn parent() {
         }
     }
     let pids: Vec<u32> = children.procs.iter().map(Child::id).collect();
-    let cpu0: f64 = pids.iter().map(|p| cpu_seconds(*p)).sum();
+    let cpu0: f64 = pids.iter().map(|p| cpu_seconds(&p.to_string())).sum();
     let bytes0 = stats(&mut children, &rx, nodes).0;
     let t0 = Instant::now();
     let mut times = Vec::new();
@@ -286,7 +272,11 @@ fn parent() {
         std::thread::sleep(Duration::from_millis(interval_ms * 2));
     }
     let secs = t0.elapsed().as_secs_f64();
-    let cpu: f64 = pids.iter().map(|p| cpu_seconds(*p)).sum::<f64>() - cpu0;
+    let cpu: f64 = pids
+        .iter()
+        .map(|p| cpu_seconds(&p.to_string()))
+        .sum::<f64>()
+        - cpu0;
     let (bytes1, rejected) = stats(&mut children, &rx, nodes);
     let first = times.remove(0);
     times.sort_by(|a, b| a.total_cmp(b));
