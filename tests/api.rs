@@ -549,7 +549,7 @@ fn one_write_reaches_every_node_which_serves_it() {
     let primary_config = dir.path().join("primary.toml");
     std::fs::write(&primary_config, "").expect("config");
     let (a, b) = (origin_on("127.0.0.2"), origin_on("127.0.0.3"));
-    let (primary, secondary, dns) = (free_tcp(), free_tcp(), free_udp());
+    let (primary, secondary, dns) = (free_tcp(), free_tcp(), free_tcp_and_udp());
     let seed = free_udp();
     let mesh = |listen: SocketAddr| -> Vec<String> {
         [

@@ -10,21 +10,10 @@ use std::time::Duration;
 mod support;
 use support::*;
 
-/// A base port with itself and the 39 above it free for UDP on 127.0.0.1.
-/// 40 consecutive free UDP ports, below Linux's ephemeral range (32768 and up): a port there
-/// that is free now can be handed to any process's outgoing socket before the demo's last
-/// prober binds it (CI saw exactly that when the test's pid put the range there).
-/// A port free for both UDP and TCP on 127.0.0.1 (a resolver listens on both).
-fn free_udp_port_pair() -> SocketAddr {
-    for _ in 0..100 {
-        let tcp = free_tcp();
-        if UdpSocket::bind(tcp).is_ok() {
-            return tcp;
-        }
-    }
-    panic!("no port free for UDP and TCP");
-}
-
+/// A base port with itself and the 39 above it free for UDP on 127.0.0.1, below Linux's
+/// ephemeral range (32768 and up): a port there that is free now can be handed to any process's
+/// outgoing socket before the demo's last prober binds it (CI saw exactly that when the test's
+/// pid put the range there).
 fn free_udp_range() -> u16 {
     for attempt in 0..200u32 {
         let offset = (std::process::id() + attempt * 97) % 12_000;
@@ -170,7 +159,7 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
     // Through a real resolver (Unbound, demo.test delegated to the demo): the apex, the
     // names, NXDOMAIN, and ECS geo answers that differ per subnet.
     let resolver_dir = tempfile::tempdir().expect("dir");
-    let resolver = free_udp_port_pair();
+    let resolver = free_tcp_and_udp();
     let _unbound = Procs(vec![unbound(resolver_dir.path(), resolver, dns)]);
     wait_for("the resolver answers", Duration::from_secs(20), || {
         resolve(resolver, &["demo.test", "SOA"]).0 == "NOERROR"

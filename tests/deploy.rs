@@ -266,7 +266,8 @@ url = "http://127.0.0.1:9/nowhere"
         ),
     )
     .expect("config");
-    let (admin, dns, proxy, prober_metrics) = (free_tcp(), free_tcp(), free_tcp(), free_tcp());
+    let (admin, dns, proxy, prober_metrics) =
+        (free_tcp(), free_tcp_and_udp(), free_tcp(), free_tcp());
     let extra: Vec<String> = [
         "--dns",
         &dns.to_string(),

@@ -217,7 +217,7 @@ default_pools = ["alias"]
     )
     .expect("config");
     let admin = free_tcp();
-    let dns4 = free_tcp();
+    let dns4 = free_tcp_and_udp();
     let dns6 = std::net::TcpListener::bind("[::1]:0")
         .and_then(|l| l.local_addr())
         .expect("v6 port");
@@ -431,7 +431,7 @@ location_strategy = { prefer_ecs = "always" }
 "#,
     )
     .expect("config");
-    let (admin_a, admin_b, dns) = (free_tcp(), free_tcp(), free_tcp());
+    let (admin_a, admin_b, dns) = (free_tcp(), free_tcp(), free_tcp_and_udp());
     let gossip_a = free_udp();
     let spawn = |region: &str, admin: SocketAddr, listen: SocketAddr, extra: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_meshlb"))

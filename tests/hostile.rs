@@ -525,7 +525,7 @@ fn dns_aggregator(name: &str, config: &str, extra: &[&str]) -> (Procs, SocketAdd
     let (scratch, key) = scratch_dir_with_key(name);
     let path = scratch.path().join("meshlb.toml");
     std::fs::write(&path, config).expect("config");
-    let (admin, dns) = (free_tcp(), free_udp());
+    let (admin, dns) = (free_tcp(), free_tcp_and_udp());
     let mut args = vec!["--dns".to_string(), dns.to_string()];
     args.extend(extra.iter().map(|s| s.to_string()));
     let procs = Procs(vec![start_aggregator(

@@ -42,9 +42,9 @@ fn closed_port() -> u16 {
     l.local_addr().expect("addr").port()
 }
 
-/// A TCP port and a UDP port that are free now.
+/// A port free now for both TCP and UDP (a layer-4 listener may take either).
 fn free_port() -> u16 {
-    free_tcp().port()
+    free_tcp_and_udp().port()
 }
 
 struct Node {
@@ -543,7 +543,7 @@ fn reloads_open_new_ports_close_old_ones_and_refuse_a_port_in_use() {
 #[test]
 fn a_layer4_name_resolves_to_the_pops_and_is_not_the_http_proxys() {
     let a = echo_origin("a");
-    let (port, dns, proxy) = (free_port(), free_udp(), free_tcp());
+    let (port, dns, proxy) = (free_port(), free_tcp_and_udp(), free_tcp());
     let config = format!(
         "[[pools]]\nname = \"p\"\norigins = [{{ name = \"a\", address = \"127.0.0.1\", port = {a} }}]\n[[load_balancers]]\nname = \"ssh.l4.test\"\nprotocol = \"tcp\"\nlisten = [{port}]\ndefault_pools = [\"p\"]\n"
     );

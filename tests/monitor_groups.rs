@@ -137,7 +137,7 @@ ttl = 5
     )
     .expect("config");
     let admin = free_tcp();
-    let dns = free_udp();
+    let dns = free_tcp_and_udp();
     let extra: Vec<String> = vec!["--dns".into(), dns.to_string()];
     let _procs = start_mesh(&config, &key, admin, &extra);
 

@@ -368,7 +368,7 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
     std::fs::write(&probers, probers_config(&ports)).expect("config");
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("token");
-    let (admin, dns, proxy) = (free_tcp(), free_tcp(), free_tcp());
+    let (admin, dns, proxy) = (free_tcp(), free_tcp_and_udp(), free_tcp());
     let extra: Vec<String> = [
         "--admin-token-file",
         token.to_str().unwrap(),
