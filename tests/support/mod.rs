@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// Kills its processes when dropped, so a failed test leaves nothing behind.
+/// Kills its processes when dropped, so a failed test leaves nothing behind. When the test is
+/// failing (the drop runs while it panics), each child spawned by `spawn_logged` has the end of
+/// its standard error printed first, so the failure shows what the nodes said.
 pub struct Procs(pub Vec<Child>);
 
 impl Drop for Procs {
@@ -18,8 +20,67 @@ impl Drop for Procs {
         for c in &mut self.0 {
             let _ = c.kill();
             let _ = c.wait();
+            let Some(log) = take_log(c.id()) else {
+                continue;
+            };
+            if std::thread::panicking() {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                let lines: Vec<&str> = text.lines().collect();
+                let tail = &lines[lines.len().saturating_sub(40)..];
+                eprintln!(
+                    "--- child {} ({}), last lines of its stderr:",
+                    c.id(),
+                    log.display()
+                );
+                for line in tail {
+                    eprintln!("{line}");
+                }
+            } else {
+                let _ = std::fs::remove_file(&log);
+            }
         }
     }
+}
+
+/// Where each child spawned by `spawn_logged` writes its standard error, by pid.
+static CHILD_LOGS: Mutex<Vec<(u32, std::path::PathBuf)>> = Mutex::new(Vec::new());
+
+fn take_log(pid: u32) -> Option<std::path::PathBuf> {
+    let mut logs = CHILD_LOGS.lock().unwrap_or_else(|e| e.into_inner());
+    let i = logs.iter().position(|(p, _)| *p == pid)?;
+    Some(logs.swap_remove(i).1)
+}
+
+/// Spawns `command` with its standard output discarded and its standard error in a file under
+/// the temporary directory, which `Procs` prints when the test fails and removes otherwise.
+pub fn spawn_logged(command: &mut std::process::Command, what: &str) -> Child {
+    let dir = std::env::temp_dir().join("meshlb-test-logs");
+    let _ = std::fs::create_dir_all(&dir);
+    let log = tempfile::Builder::new()
+        .prefix(&format!("{what}-"))
+        .suffix(".log")
+        .tempfile_in(&dir)
+        .and_then(|f| f.keep().map_err(|e| e.error));
+    let child = match log {
+        Ok((file, path)) => {
+            let child = command
+                .stdout(std::process::Stdio::null())
+                .stderr(file)
+                .spawn()
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            CHILD_LOGS
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((child.id(), path));
+            child
+        }
+        Err(_) => command
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{what}: {e}")),
+    };
+    child
 }
 
 /// A port below Linux's ephemeral range (32768 and up) that `bind` takes now, for a child's
@@ -460,28 +521,22 @@ pub fn start_mesh_split(
         ]
     };
     let mut procs = Procs(Vec::new());
-    procs.0.push(
+    procs.0.push(spawn_logged(
         std::process::Command::new(bin)
             .args(["aggregator", "--config", &config.display().to_string()])
             .args(["--region", "WEU", "--admin", &admin.to_string()])
             .args(extra)
-            .args(mesh(gossip))
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("aggregator"),
-    );
+            .args(mesh(gossip)),
+        "aggregator",
+    ));
     for dc in ["ams", "fra", "lhr"] {
-        procs.0.push(
+        procs.0.push(spawn_logged(
             std::process::Command::new(bin)
                 .args(["prober", "--config", &probers_config.display().to_string()])
                 .args(["--region", "WEU", "--dc", dc])
-                .args(mesh(free_udp()))
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()
-                .expect("prober"),
-        );
+                .args(mesh(free_udp())),
+            "prober",
+        ));
     }
     (procs, gossip)
 }
@@ -495,26 +550,25 @@ pub fn start_aggregator(
     seed: SocketAddr,
     extra: &[String],
 ) -> Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args(["aggregator", "--config", &config.display().to_string()])
-        .args(["--region", region, "--admin", &admin.to_string()])
-        .args(extra)
-        .args([
-            "--listen",
-            &free_udp().to_string(),
-            "--seed",
-            &seed.to_string(),
-        ])
-        .args([
-            "--key-file",
-            &key.display().to_string(),
-            "--gossip-interval-ms",
-            "100",
-        ])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("aggregator")
+    spawn_logged(
+        std::process::Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["aggregator", "--config", &config.display().to_string()])
+            .args(["--region", region, "--admin", &admin.to_string()])
+            .args(extra)
+            .args([
+                "--listen",
+                &free_udp().to_string(),
+                "--seed",
+                &seed.to_string(),
+            ])
+            .args([
+                "--key-file",
+                &key.display().to_string(),
+                "--gossip-interval-ms",
+                "100",
+            ]),
+        "aggregator",
+    )
 }
 
 /// A real Unbound on `listen` (127.0.0.1 only, no IPv6, in the foreground, everything in
