@@ -14,7 +14,7 @@ use mesh::keys::{self, EndpointResult};
 use mesh::Role;
 use serde::Serialize;
 
-use crate::tally::{Ballot, ProberId, Vote};
+use crate::tally::{Ballot, PoolVotes, ProberId, Vote};
 
 /// A cluster member as the admin API shows it.
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -53,70 +53,85 @@ fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S:
     }
 }
 
-/// One endpoint's result as ballots carry it (the reason shared, not copied, per tally).
-#[derive(Debug, Clone)]
-struct Cached {
-    healthy: bool,
-    rtt_ms: Option<f64>,
-    code: Option<u32>,
-    reason: Option<Arc<str>>,
-}
-
-impl From<EndpointResult> for Cached {
-    fn from(r: EndpointResult) -> Cached {
-        Cached {
-            healthy: r.healthy,
-            rtt_ms: r.rtt_ms,
-            code: r.code,
-            reason: r.reason.map(Into::into),
-        }
+fn vote(r: EndpointResult) -> Vote {
+    Vote {
+        healthy: r.healthy,
+        rtt_ms: r.rtt_ms,
+        code: r.code,
+        reason: r.reason.map(Into::into),
     }
 }
 
 /// One result key's value, parsed once per version, and laid out in the order of a config's
-/// endpoints once per config: a tally of 10,000 endpoints x 39 probers then copies votes
-/// instead of looking up 390,000 names (bench/aggregator-memory.sh).
+/// endpoints once per config: a tally of 10,000 endpoints x 39 probers then shares 3,900 laid
+/// out values instead of looking up, or copying, 390,000 votes (bench/aggregator-memory.sh).
 struct PoolResults {
     version: u64,
-    by_name: BTreeMap<String, Cached>,
+    by_name: BTreeMap<String, Vote>,
     /// `by_name` in the order of a pool's endpoints, for the config it was laid out for (the
     /// `Weak` keeps that allocation, so a later config cannot be mistaken for it).
-    laid_out: Option<(Weak<Config>, usize, Vec<Option<Cached>>)>,
+    laid_out: Option<(Weak<Config>, usize, PoolVotes)>,
 }
 
 impl PoolResults {
     fn new(version: u64, results: BTreeMap<String, EndpointResult>) -> PoolResults {
         PoolResults {
             version,
-            by_name: results.into_iter().map(|(k, v)| (k, v.into())).collect(),
+            by_name: results.into_iter().map(|(k, v)| (k, vote(v))).collect(),
             laid_out: None,
         }
     }
 
     /// The results in the order of `config`'s pool `pool`.
-    fn in_order(&mut self, config: &Arc<Config>, pool: usize) -> &[Option<Cached>] {
-        let current = self
-            .laid_out
-            .as_ref()
-            .is_some_and(|(c, p, _)| *p == pool && Weak::ptr_eq(c, &Arc::downgrade(config)));
-        if !current {
-            let order = config.pools[pool]
-                .endpoints
-                .iter()
-                .map(|e| self.by_name.get(&e.name).cloned())
-                .collect();
-            self.laid_out = Some((Arc::downgrade(config), pool, order));
+    fn in_order(&mut self, config: &Arc<Config>, pool: usize) -> PoolVotes {
+        if let Some((c, p, laid_out)) = &self.laid_out {
+            if *p == pool && std::ptr::eq(c.as_ptr(), Arc::as_ptr(config)) {
+                return Arc::clone(laid_out);
+            }
         }
-        self.laid_out.as_ref().map_or(&[], |(_, _, v)| v.as_slice())
+        let order: PoolVotes = config.pools[pool]
+            .endpoints
+            .iter()
+            .map(|e| self.by_name.get(&e.name).cloned())
+            .collect();
+        self.laid_out = Some((Arc::downgrade(config), pool, Arc::clone(&order)));
+        order
     }
 }
 
 struct ProberCache {
     progress: Option<String>,
     progress_moved: Instant,
+    /// The node's `max_version` when its keys were last read: every set or delete raises it,
+    /// so while it stands still the keys need not be walked again (39 x 100 result keys at
+    /// 10,000 endpoints, hashed and compared on every refresh otherwise).
+    read_at_version: Option<u64>,
     /// result key (`keys::pool_key`: a pool, or one member of its monitor group) -> its
     /// parsed value
     pools: HashMap<String, PoolResults>,
+}
+
+impl ProberCache {
+    /// Takes in every result key of `st` whose version moved (parsed once per version) and
+    /// drops the deleted ones; whether any did.
+    fn read_results(&mut self, st: &chitchat::NodeState) -> bool {
+        let mut changed = false;
+        for (k, vv) in st.key_values_including_deleted() {
+            if !k.starts_with(keys::POOL_PREFIX) {
+                continue;
+            }
+            if vv.is_deleted() {
+                changed |= self.pools.remove(k).is_some();
+            } else if self.pools.get(k).is_none_or(|p| p.version != vv.version) {
+                self.pools.insert(
+                    k.to_string(),
+                    PoolResults::new(vv.version, keys::decode_pool(&vv.value)),
+                );
+                changed = true;
+            }
+        }
+        changed
+    }
 }
 
 /// Incrementally maintained view.
@@ -179,6 +194,7 @@ impl MeshView {
                     ProberCache {
                         progress: None,
                         progress_moved: now,
+                        read_at_version: None,
                         pools: HashMap::new(),
                     }
                 });
@@ -187,24 +203,10 @@ impl MeshView {
                     cache.progress = progress;
                     cache.progress_moved = now;
                 }
-                for (k, vv) in st.key_values_including_deleted() {
-                    if !k.starts_with(keys::POOL_PREFIX) {
-                        continue;
-                    }
-                    let pool = k;
-                    if vv.is_deleted() {
-                        changed |= cache.pools.remove(pool).is_some();
-                    } else if cache
-                        .pools
-                        .get(pool)
-                        .is_none_or(|p| p.version != vv.version)
-                    {
-                        cache.pools.insert(
-                            pool.to_string(),
-                            PoolResults::new(vv.version, keys::decode_pool(&vv.value)),
-                        );
-                        changed = true;
-                    }
+                let version = Some(st.max_version());
+                if cache.read_at_version != version {
+                    cache.read_at_version = version;
+                    changed |= cache.read_results(st);
                 }
             }
             members.push(member);
@@ -291,20 +293,8 @@ impl MeshView {
                         .map(|check| {
                             let key = keys::pool_key(&pool.name, config.check_label(pool, check));
                             match cache.pools.get_mut(&key) {
-                                None => vec![None; pool.endpoints.len()],
-                                Some(results) => results
-                                    .in_order(config, pi)
-                                    .iter()
-                                    .map(|r| {
-                                        r.as_ref().map(|r| Vote {
-                                            healthy: r.healthy,
-                                            rtt_ms: r.rtt_ms,
-                                            code: r.code,
-                                            reason: r.reason.clone(),
-                                            age,
-                                        })
-                                    })
-                                    .collect(),
+                                None => vec![None; pool.endpoints.len()].into(),
+                                Some(results) => results.in_order(config, pi),
                             }
                         })
                         .collect()
@@ -317,6 +307,7 @@ impl MeshView {
                     node: m.node_id.clone(),
                 },
                 alive: m.alive,
+                age,
                 votes,
             });
         }
@@ -362,7 +353,7 @@ mod tests {
             ]
             .into(),
         );
-        let healthy = |v: &[Option<Cached>]| {
+        let healthy = |v: PoolVotes| {
             v.iter()
                 .map(|c| c.as_ref().map(|c| c.healthy))
                 .collect::<Vec<_>>()
@@ -389,5 +380,67 @@ mod tests {
             .as_ref()
             .and_then(|c| c.reason.clone());
         assert_eq!(shared.as_deref(), Some("refused"));
+        assert!(
+            Arc::ptr_eq(&results.in_order(&again, 0), &results.in_order(&again, 0)),
+            "every ballot of one config shares one laid-out value"
+        );
+    }
+
+    #[test]
+    fn a_probers_results_are_read_again_only_when_its_keys_move() {
+        let (_seeds_tx, seeds) = tokio::sync::watch::channel(Default::default());
+        let tags = [
+            (keys::ROLE, "prober"),
+            (keys::REGION, "WEU"),
+            (keys::DATACENTER, "ams"),
+        ];
+        let mut c = Chitchat::with_chitchat_id_and_seeds(
+            chitchat::ChitchatConfig {
+                chitchat_id: chitchat::ChitchatId::new(
+                    "prober-weu-ams".to_string(),
+                    1,
+                    "127.0.0.1:17281".parse().expect("address"),
+                ),
+                cluster_id: "test".to_string(),
+                gossip_interval: std::time::Duration::from_millis(100),
+                listen_addr: "127.0.0.1:17281".parse().expect("address"),
+                seed_nodes: Vec::new(),
+                failure_detector_config: chitchat::FailureDetectorConfig::default(),
+                marked_for_deletion_grace_period: std::time::Duration::from_secs(3600),
+                catchup_callback: None,
+                extra_liveness_predicate: None,
+                protocol_version: chitchat::ProtocolVersion::V0,
+            },
+            seeds,
+            tags.iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let text = "[[monitors]]\nname = \"m\"\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\n\
+                    origins = [{ name = \"a\", address = \"192.0.2.1\" }]\n";
+        let roster = RegionsTable::embedded().expect("regions");
+        let config = Arc::new(Config::parse("t.toml", text, &roster).expect("config"));
+        let pool = &config.pools[0];
+        let key = keys::pool_key(&pool.name, config.check_label(pool, &pool.checks[0]));
+        let value = |up: bool| keys::encode_pool(&[("a".to_string(), result(up))].into());
+        let now = Instant::now();
+        let seen = |view: &mut MeshView| {
+            let ballots = view.ballots(&config, &roster, now);
+            ballots
+                .first()
+                .and_then(|b| b.vote(0, 0, 0))
+                .map(|v| v.healthy)
+        };
+        let mut view = MeshView::default();
+        c.self_node_state().set(key.clone(), value(true));
+        assert!(view.refresh(&c, "", now));
+        assert_eq!(seen(&mut view), Some(true));
+        assert!(!view.refresh(&c, "", now), "nothing moved");
+        c.self_node_state().set(key.clone(), value(false));
+        assert!(view.refresh(&c, "", now), "a new value is read");
+        assert_eq!(seen(&mut view), Some(false));
+        c.self_node_state().delete(&key);
+        assert!(view.refresh(&c, "", now), "a deletion is read");
+        assert_eq!(seen(&mut view), None);
     }
 }

@@ -224,18 +224,13 @@ impl Shared {
                 let datacenters = mine
                     .iter()
                     .map(|b| {
-                        let v = b
-                            .votes
-                            .get(pool.0)
-                            .and_then(|c| c.get(check))
-                            .and_then(|v| v.get(endpoint.0))
-                            .and_then(Option::as_ref);
+                        let v = b.vote(pool.0, check, endpoint.0);
                         DatacenterVote {
                             datacenter: b.prober.datacenter.clone(),
                             node: b.prober.node.clone(),
                             alive: b.alive,
                             healthy: v.map(|v| v.healthy),
-                            stale: v.is_some_and(|v| v.age > max_age),
+                            stale: v.is_some() && b.age > max_age,
                             rtt_ms: v.and_then(|v| v.rtt_ms),
                             code: v.and_then(|v| v.code),
                             reason: v.and_then(|v| v.reason.as_deref().map(str::to_string)),

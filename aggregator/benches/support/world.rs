@@ -38,6 +38,7 @@ pub fn ballots(config: &Config) -> Vec<Ballot> {
                 node: format!("prober-{region}-{dc}"),
             },
             alive: true,
+            age: Duration::from_secs(2),
             votes: config
                 .pools
                 .iter()
@@ -54,7 +55,6 @@ pub fn ballots(config: &Config) -> Vec<Ballot> {
                                         rtt_ms: Some(10.0 + (e % 50) as f64),
                                         code: Some(200),
                                         reason: (!healthy).then(|| "connection refused".into()),
-                                        age: Duration::from_secs(2),
                                     })
                                 })
                                 .collect()

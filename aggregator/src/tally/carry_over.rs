@@ -173,6 +173,7 @@ origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0
                         node: format!("{region}-{dc}"),
                     },
                     alive: true,
+                    age: Duration::from_secs(1),
                     votes: config
                         .pools
                         .iter()
@@ -188,7 +189,6 @@ origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0
                                                 rtt_ms: Some(30.0),
                                                 code: Some(200),
                                                 reason: None,
-                                                age: Duration::from_secs(1),
                                             })
                                         })
                                         .collect()

@@ -65,6 +65,7 @@ fn ballots(up: [bool; 3], rtt: [f64; 3]) -> Vec<Ballot> {
                 node: format!("{region}-{dc}"),
             },
             alive: true,
+            age: Duration::from_secs(1),
             votes: vec![(0..3)
                 .map(|c| {
                     vec![Some(Vote {
@@ -72,8 +73,8 @@ fn ballots(up: [bool; 3], rtt: [f64; 3]) -> Vec<Ballot> {
                         rtt_ms: Some(rtt[c]),
                         code: None,
                         reason: (!up[c]).then(|| "connection refused".into()),
-                        age: Duration::from_secs(1),
                     })]
+                    .into()
                 })
                 .collect()],
         })

@@ -26,7 +26,7 @@ use lb_core::group_verdict::group_verdict;
 use lb_core::health::{EndpointHealth, HealthSnapshot, PoolHealth, PoolState, Verdict};
 use lb_core::region::{Region, RegionMap};
 
-pub use ballot::{Ballot, ProberId, Vote};
+pub use ballot::{Ballot, PoolVotes, ProberId, Vote};
 pub use carry_over::removed as removed_endpoints;
 pub use ewma::Ewma;
 pub use majority::{datacenter_vote, strict_majority};
@@ -239,7 +239,9 @@ impl<'a> Electorate<'a> {
     }
 }
 
-/// One endpoint's verdict this round, with each check's verdict and counts behind it.
+/// One endpoint whose verdict, or one of whose checks' verdicts, changed this round, with each
+/// check's verdict and the counts behind it. Only changes are kept: at 10,000 endpoints the
+/// counts of every endpoint would be 10,000 allocations per tally for nothing.
 struct Counted {
     pool: PoolId,
     endpoint: EndpointId,
@@ -260,14 +262,10 @@ pub fn count_region(
     let mut count = RegionCount::default();
     let (mut rtt_sum, mut rtt_n, mut counted) = (0.0, 0u32, 0usize);
     for dc in dcs {
-        let fresh = dc.iter().filter_map(|b| {
-            b.votes
-                .get(pi)
-                .and_then(|c| c.get(ci))
-                .and_then(|v| v.get(ei))
-                .and_then(Option::as_ref)
-                .filter(|v| v.age <= max_age)
-        });
+        let fresh = dc
+            .iter()
+            .filter(|b| b.age <= max_age)
+            .filter_map(|b| b.vote(pi, ci, ei));
         let vote = datacenter_vote(fresh.map(|v| {
             counted += 1;
             if let Some(r) = v.rtt_ms.filter(|r| v.healthy && r.is_finite() && *r >= 0.0) {
@@ -346,6 +344,15 @@ pub fn tally(
         // every endpoint of the pool.
         let mut regional: Vec<Option<bool>> = vec![None; pool.check_regions.len() * n_checks];
         let mut samples: Vec<(f64, u32)> = vec![(0.0, 0); pool.check_regions.len()];
+        // Each check's verdict and region counts on the endpoint at hand, reused likewise.
+        let mut checks: Vec<(Verdict, Vec<(Region, RegionCount)>)> = (0..n_checks)
+            .map(|_| {
+                (
+                    Verdict::Unknown,
+                    Vec::with_capacity(pool.check_regions.len()),
+                )
+            })
+            .collect();
         for (ei, endpoint) in pool.endpoints.iter().enumerate() {
             let prev = previous.verdicts[pi][ei];
             let out = &mut snapshot.endpoints[pi][ei];
@@ -353,11 +360,11 @@ pub fn tally(
                 out.verdict = prev;
                 continue;
             }
-            let mut checks = Vec::with_capacity(n_checks);
             samples.fill((0.0, 0));
             for (ci, check) in pool.checks.iter().enumerate() {
                 let (mut healthy_regions, mut unhealthy_regions) = (0, 0);
-                let mut counts: Vec<(Region, RegionCount)> = Vec::new();
+                let counts = &mut checks[ci].1;
+                counts.clear();
                 for (ri, &region) in pool.check_regions.iter().enumerate() {
                     let (count, sample, n) = count_region(
                         &electorate.regions[region.index()],
@@ -384,7 +391,7 @@ pub fn tally(
                     Some(false) => Verdict::Unhealthy,
                     None => previous.check_verdicts[pi][ci][ei],
                 };
-                checks.push((verdict, counts));
+                checks[ci].0 = verdict;
             }
             let roles = || pool.checks.iter().map(|c| c.role);
             for (ri, &region) in pool.check_regions.iter().enumerate() {
@@ -410,12 +417,19 @@ pub fn tally(
                 None => prev,
             };
             out.verdict = verdict;
-            pending.push(Counted {
-                pool: PoolId(pi),
-                endpoint: EndpointId(ei),
-                verdict,
-                checks,
-            });
+            let changed = verdict != prev
+                || checks
+                    .iter()
+                    .enumerate()
+                    .any(|(ci, (v, _))| *v != previous.check_verdicts[pi][ci][ei]);
+            if changed {
+                pending.push(Counted {
+                    pool: PoolId(pi),
+                    endpoint: EndpointId(ei),
+                    verdict,
+                    checks: checks.clone(),
+                });
+            }
         }
         for region in Region::ALL {
             let (sum, n) = pool_samples[region.index()];

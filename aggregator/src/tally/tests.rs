@@ -46,31 +46,29 @@ enum Says {
 }
 
 fn ballot(region: Region, dc: usize, says: Says) -> Ballot {
-    let vote = |healthy: bool, age: u64| {
+    let vote = |healthy: bool| {
         Some(Vote {
             healthy,
             rtt_ms: Some(20.0 + dc as f64),
             code: Some(200),
             reason: None,
-            age: Duration::from_secs(age),
         })
     };
     let (alive, e) = match says {
-        Says::Up => (true, vote(true, 1)),
-        Says::Down => (true, vote(false, 1)),
+        Says::Up => (true, vote(true)),
+        Says::Down => (true, vote(false)),
         Says::Nothing => (true, None),
-        Says::Stale(h) => (true, vote(h, 31)),
-        Says::Dead(h) => (false, vote(h, 1)),
+        Says::Stale(h) => (true, vote(h)),
+        Says::Dead(h) => (false, vote(h)),
     };
-    // The other endpoint is up, reported as fresh (or as stale) as the first.
-    let f = vote(
-        true,
-        if matches!(says, Says::Stale(_)) {
-            31
-        } else {
-            1
-        },
-    );
+    // The other endpoint is up, reported as fresh (or as stale) as the first: a prober's
+    // results are as old as its progress.
+    let f = vote(true);
+    let age = if matches!(says, Says::Stale(_)) {
+        31
+    } else {
+        1
+    };
     Ballot {
         prober: ProberId {
             region,
@@ -78,7 +76,8 @@ fn ballot(region: Region, dc: usize, says: Says) -> Ballot {
             node: format!("n{dc}"),
         },
         alive,
-        votes: vec![vec![vec![e, f]], Vec::new()],
+        age: Duration::from_secs(age),
+        votes: vec![vec![vec![e, f].into()], Vec::new()],
     }
 }
 
