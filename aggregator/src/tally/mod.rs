@@ -249,6 +249,30 @@ struct Counted {
     checks: Vec<(Verdict, Vec<(Region, RegionCount)>)>,
 }
 
+/// One region's datacenters under one check of one pool: for each datacenter, the results of
+/// its live nodes whose results are fresh, in the config's endpoint order. Built once per pool
+/// and check, so counting an endpoint indexes a slice instead of walking every ballot's nested
+/// vectors and ages again (390,000 votes per tally at 10,000 endpoints x 39 probers).
+type RegionVotes<'a> = Vec<Vec<&'a [Option<Vote>]>>;
+
+/// `dcs` (one region's datacenters, each with its nodes' ballots) as [`RegionVotes`] for check
+/// `ci` of pool `pi`: stale ballots and ballots without that pool and check leave no votes.
+fn region_votes<'a>(
+    dcs: &[Vec<&'a Ballot>],
+    pi: usize,
+    ci: usize,
+    max_age: Duration,
+) -> RegionVotes<'a> {
+    dcs.iter()
+        .map(|dc| {
+            dc.iter()
+                .filter(|b| b.age <= max_age)
+                .filter_map(|b| b.votes.get(pi).and_then(|c| c.get(ci)).map(|v| &**v))
+                .collect()
+        })
+        .collect()
+}
+
 /// One region's datacenters (each with its nodes' ballots) on endpoint `ei` of pool `pi` under
 /// check `ci`: the counts (and the region's verdict), the mean RTT of the passing fresh votes,
 /// and how many votes were counted.
@@ -259,13 +283,17 @@ pub fn count_region(
     ei: usize,
     max_age: Duration,
 ) -> (RegionCount, Option<f64>, usize) {
+    count_votes(&region_votes(dcs, pi, ci, max_age), ei)
+}
+
+/// [`count_region`] over votes already gathered by [`region_votes`].
+fn count_votes(dcs: &RegionVotes<'_>, ei: usize) -> (RegionCount, Option<f64>, usize) {
     let mut count = RegionCount::default();
     let (mut rtt_sum, mut rtt_n, mut counted) = (0.0, 0u32, 0usize);
     for dc in dcs {
         let fresh = dc
             .iter()
-            .filter(|b| b.age <= max_age)
-            .filter_map(|b| b.vote(pi, ci, ei));
+            .filter_map(|votes| votes.get(ei).and_then(Option::as_ref));
         let vote = datacenter_vote(fresh.map(|v| {
             counted += 1;
             if let Some(r) = v.rtt_ms.filter(|r| v.healthy && r.is_finite() && *r >= 0.0) {
@@ -327,14 +355,20 @@ pub fn tally(
             }
             continue;
         }
-        let max_ages: Vec<Duration> = pool
+        // `votes[ci][ri]`: check `ci`'s votes in the pool's `ri`th region.
+        let votes: Vec<Vec<RegionVotes<'_>>> = pool
             .checks
             .iter()
-            .map(|c| {
-                config
+            .enumerate()
+            .map(|(ci, c)| {
+                let max_age = config
                     .check_monitor(c)
                     .interval
-                    .mul_f64(settings.max_age_intervals)
+                    .mul_f64(settings.max_age_intervals);
+                pool.check_regions
+                    .iter()
+                    .map(|r| region_votes(&electorate.regions[r.index()], pi, ci, max_age))
+                    .collect()
             })
             .collect();
         let mut pool_samples: [(f64, u32); 13] = [(0.0, 0); 13];
@@ -366,13 +400,7 @@ pub fn tally(
                 let counts = &mut checks[ci].1;
                 counts.clear();
                 for (ri, &region) in pool.check_regions.iter().enumerate() {
-                    let (count, sample, n) = count_region(
-                        &electorate.regions[region.index()],
-                        pi,
-                        ci,
-                        ei,
-                        max_ages[ci],
-                    );
+                    let (count, sample, n) = count_votes(&votes[ci][ri], ei);
                     votes_counted += n;
                     match count.verdict {
                         Some(true) => healthy_regions += 1,
