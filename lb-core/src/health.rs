@@ -92,6 +92,23 @@ impl PoolState {
 }
 
 /// The health of everything in a config, indexed like the config.
+/// What `HealthSnapshot::endpoint` gives for an endpoint it does not have (the default).
+static NO_ENDPOINT: EndpointHealth = EndpointHealth {
+    verdict: Verdict::Unknown,
+    regional: RegionMap::EMPTY,
+    rtt_ms: RegionMap::EMPTY,
+    outstanding: 0,
+    connections: 0,
+    disabled_at: None,
+};
+
+/// What `HealthSnapshot::pool` gives for a pool it does not have (the default).
+static NO_POOL: PoolHealth = PoolHealth {
+    rtt_ms: RegionMap::EMPTY,
+    outstanding: 0,
+    connections: 0,
+};
+
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HealthSnapshot {
     /// Increases with every snapshot the aggregator publishes.
@@ -135,16 +152,18 @@ impl HealthSnapshot {
         Self::uniform(config, Verdict::Unknown)
     }
 
-    pub fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> EndpointHealth {
+    /// An endpoint's health; Unknown for one the snapshot does not have. A reference: the
+    /// steering engine asks several times per endpoint per decision, and a copy is 264 bytes.
+    pub fn endpoint(&self, pool: PoolId, endpoint: EndpointId) -> &EndpointHealth {
         self.endpoints
             .get(pool.0)
             .and_then(|e| e.get(endpoint.0))
-            .copied()
-            .unwrap_or_default()
+            .unwrap_or(&NO_ENDPOINT)
     }
 
-    pub fn pool(&self, pool: PoolId) -> PoolHealth {
-        self.pools.get(pool.0).copied().unwrap_or_default()
+    /// A pool's health; empty for a pool the snapshot does not have.
+    pub fn pool(&self, pool: PoolId) -> &PoolHealth {
+        self.pools.get(pool.0).unwrap_or(&NO_POOL)
     }
 
     /// Whether the endpoint is healthy as seen from `pop`: unmonitored pools count every
@@ -230,5 +249,20 @@ impl HealthSnapshot {
         } else {
             PoolState::Degraded
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_snapshot_lacks_reads_as_the_default() {
+        let empty = HealthSnapshot::default();
+        assert_eq!(
+            *empty.endpoint(PoolId(3), EndpointId(7)),
+            EndpointHealth::default()
+        );
+        assert_eq!(*empty.pool(PoolId(3)), PoolHealth::default());
     }
 }

@@ -93,11 +93,14 @@ pub struct RegionMap<T>([Option<T>; 13]);
 
 impl<T: Copy> Default for RegionMap<T> {
     fn default() -> Self {
-        RegionMap([None; 13])
+        Self::EMPTY
     }
 }
 
 impl<T: Copy> RegionMap<T> {
+    /// No region has a value.
+    pub const EMPTY: Self = RegionMap([None; 13]);
+
     pub fn get(&self, region: Region) -> Option<T> {
         self.0[region.index()]
     }
