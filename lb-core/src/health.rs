@@ -91,7 +91,6 @@ impl PoolState {
     }
 }
 
-/// The health of everything in a config, indexed like the config.
 /// What `HealthSnapshot::endpoint` gives for an endpoint it does not have (the default).
 static NO_ENDPOINT: EndpointHealth = EndpointHealth {
     verdict: Verdict::Unknown,
@@ -109,6 +108,7 @@ static NO_POOL: PoolHealth = PoolHealth {
     connections: 0,
 };
 
+/// The health of everything in a config, indexed like the config.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct HealthSnapshot {
     /// Increases with every snapshot the aggregator publishes.

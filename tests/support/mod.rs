@@ -61,25 +61,21 @@ pub fn spawn_logged(command: &mut std::process::Command, what: &str) -> Child {
         .suffix(".log")
         .tempfile_in(&dir)
         .and_then(|f| f.keep().map_err(|e| e.error));
-    let child = match log {
-        Ok((file, path)) => {
-            let child = command
-                .stdout(std::process::Stdio::null())
-                .stderr(file)
-                .spawn()
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            CHILD_LOGS
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((child.id(), path));
-            child
-        }
-        Err(_) => command
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{what}: {e}")),
+    let (stderr, path) = match log {
+        Ok((file, path)) => (std::process::Stdio::from(file), Some(path)),
+        Err(_) => (std::process::Stdio::null(), None),
     };
+    let child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    if let Some(path) = path {
+        CHILD_LOGS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((child.id(), path));
+    }
     child
 }
 
