@@ -5,7 +5,7 @@
 # health-checked loopback origins. Each server is pinned to CPU 0 and dnsperf to CPU 1, so
 # every server gets one core. Prints one JSON line per server. Loopback only.
 #
-# Needs: dnsperf gdnsd pdns-server pdns-backend-bind (Debian), python3; run as root.
+# Needs: dnsperf gdnsd pdns-server pdns-backend-bind bind9-dnsutils (Debian), python3; run as root.
 #   DURATION=10 ./bench/dns.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."

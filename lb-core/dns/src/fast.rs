@@ -13,7 +13,7 @@
 use std::net::IpAddr;
 
 use hickory_proto::rr::rdata::opt::ClientSubnet;
-use hickory_proto::rr::{LowerName, Name, RData, RecordType};
+use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 
 use super::respond::{Reply, EDNS_PAYLOAD};
@@ -230,22 +230,64 @@ pub(crate) fn encode(
         .answers
         .iter()
         .all(|r| r.name().to_bytes().is_ok_and(|b| b == owner)));
+    let Ok(count) = u16::try_from(reply.answers.len()) else {
+        return false;
+    };
+    write_head(query, count, out);
+    let first_owner = out.len();
+    write_answers(reply.answers.iter().map(|r| &**r), owner, first_owner, out)
+        && write_opt(query, reply.ecs, out)
+        && out.len() <= max
+}
+
+/// Writes a reply to `query` whose answer section is `answers` (`count` records encoded by
+/// `write_answers` for a question as long as this one's) into `out`, cleared first; `false`
+/// when it does not fit in `max` bytes. What `encode` writes for the same records.
+pub(crate) fn encode_prepared(
+    query: &FastQuery<'_>,
+    count: u16,
+    answers: &[u8],
+    ecs: Option<ClientSubnet>,
+    max: usize,
+    out: &mut Vec<u8>,
+) -> bool {
+    out.clear();
+    write_head(query, count, out);
+    out.extend_from_slice(answers);
+    write_opt(query, ecs, out) && out.len() <= max
+}
+
+/// The header of a reply to `query` with `count` answers, and its question as received.
+fn write_head(query: &FastQuery<'_>, count: u16, out: &mut Vec<u8>) {
     let flags = RESPONSE_FLAGS | (query.flags & ECHOED_FLAGS);
     out.extend_from_slice(&query.id.to_be_bytes());
     out.extend_from_slice(&flags.to_be_bytes());
     out.extend_from_slice(&1u16.to_be_bytes());
-    let Ok(count) = u16::try_from(reply.answers.len()) else {
-        return false;
-    };
     out.extend_from_slice(&count.to_be_bytes());
     out.extend_from_slice(&0u16.to_be_bytes());
     out.extend_from_slice(&u16::from(query.edns.is_some()).to_be_bytes());
     out.extend_from_slice(query.question);
-    let first_owner = out.len();
+}
+
+/// Where the first answer's owner starts in a reply whose question names `owner`: right after
+/// the header and the question (name, type, class).
+pub(crate) fn first_owner_at(owner: &[u8]) -> usize {
+    12 + owner.len() + 4
+}
+
+/// Appends `records` (A and AAAA only, all owned by `owner`) as an answer section that starts
+/// at offset `first_owner` of the message: the first owner in full, the others pointing to it.
+/// `false` for any other record type or an offset a pointer cannot reach.
+pub(crate) fn write_answers<'r>(
+    records: impl Iterator<Item = &'r Record>,
+    owner: &[u8],
+    first_owner: usize,
+    out: &mut Vec<u8>,
+) -> bool {
     if first_owner > 0x3FFF {
         return false;
     }
-    for (i, record) in reply.answers.iter().enumerate() {
+    for (i, record) in records.enumerate() {
         if i == 0 {
             out.extend_from_slice(owner);
         } else {
@@ -261,51 +303,51 @@ pub(crate) fn encode(
         out.extend_from_slice(&record.ttl().to_be_bytes());
         out.extend_from_slice(&(rdata.len() as u16).to_be_bytes());
         out.extend_from_slice(rdata);
-        if out.len() > max {
-            return false;
-        }
     }
-    if query.edns.is_some() {
-        // OPT: root owner, our payload size as the class, TTL 0 (rcode 0, version 0, no DO).
-        out.push(0);
-        out.extend_from_slice(&TYPE_OPT.to_be_bytes());
-        out.extend_from_slice(&EDNS_PAYLOAD.to_be_bytes());
-        out.extend_from_slice(&0u32.to_be_bytes());
-        match reply.ecs {
-            None => out.extend_from_slice(&0u16.to_be_bytes()),
-            Some(ecs) => {
-                let needed = usize::from(ecs.source_prefix()).div_ceil(8);
-                let mut octets = [0u8; 16];
-                let family: u16 = match ecs.addr() {
-                    IpAddr::V4(v4) => {
-                        octets[..4].copy_from_slice(&v4.octets());
-                        if needed > 4 {
-                            return false;
-                        }
-                        1
-                    }
-                    IpAddr::V6(v6) => {
-                        octets.copy_from_slice(&v6.octets());
-                        2
-                    }
-                };
-                let Some(address) = octets.get(..needed) else {
-                    return false;
-                };
-                let option_len = 4 + needed as u16;
-                out.extend_from_slice(&(4 + option_len).to_be_bytes());
-                out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
-                out.extend_from_slice(&option_len.to_be_bytes());
-                out.extend_from_slice(&family.to_be_bytes());
-                out.push(ecs.source_prefix());
-                out.push(ecs.scope_prefix());
-                out.extend_from_slice(address);
+    true
+}
+
+/// The OPT record of a reply to `query`, if it had one: our payload size, the ECS option
+/// `ecs` when there is one. `false` for an ECS option that cannot be written.
+fn write_opt(query: &FastQuery<'_>, ecs: Option<ClientSubnet>, out: &mut Vec<u8>) -> bool {
+    if query.edns.is_none() {
+        return true;
+    }
+    // OPT: root owner, our payload size as the class, TTL 0 (rcode 0, version 0, no DO).
+    out.push(0);
+    out.extend_from_slice(&TYPE_OPT.to_be_bytes());
+    out.extend_from_slice(&EDNS_PAYLOAD.to_be_bytes());
+    out.extend_from_slice(&0u32.to_be_bytes());
+    let Some(ecs) = ecs else {
+        out.extend_from_slice(&0u16.to_be_bytes());
+        return true;
+    };
+    let needed = usize::from(ecs.source_prefix()).div_ceil(8);
+    let mut octets = [0u8; 16];
+    let family: u16 = match ecs.addr() {
+        IpAddr::V4(v4) => {
+            octets[..4].copy_from_slice(&v4.octets());
+            if needed > 4 {
+                return false;
             }
+            1
         }
-        if out.len() > max {
-            return false;
+        IpAddr::V6(v6) => {
+            octets.copy_from_slice(&v6.octets());
+            2
         }
-    }
+    };
+    let Some(address) = octets.get(..needed) else {
+        return false;
+    };
+    let option_len = 4 + needed as u16;
+    out.extend_from_slice(&(4 + option_len).to_be_bytes());
+    out.extend_from_slice(&OPTION_SUBNET.to_be_bytes());
+    out.extend_from_slice(&option_len.to_be_bytes());
+    out.extend_from_slice(&family.to_be_bytes());
+    out.push(ecs.source_prefix());
+    out.push(ecs.scope_prefix());
+    out.extend_from_slice(address);
     true
 }
 
@@ -356,6 +398,11 @@ impl FastNames {
             }
         }
         FastNames { names, owners }
+    }
+
+    /// How many load balancers the configuration has (named here or not).
+    pub fn load_balancers(&self) -> usize {
+        self.owners.len()
     }
 
     /// Load balancer `lb`'s name in wire form.

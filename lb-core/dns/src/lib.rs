@@ -7,6 +7,7 @@
 mod batch;
 mod fast;
 mod metrics;
+mod prepared;
 mod respond;
 mod rrl;
 mod server;

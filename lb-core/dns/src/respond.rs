@@ -13,8 +13,11 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
 use hickory_server::authority::{MessageRequest, MessageResponse, MessageResponseBuilder};
 use ipnet::IpNet;
 
+use arc_swap::ArcSwap;
+
 use super::fast::FastNames;
 use super::metrics::{qtype_index, DnsMetrics};
+use super::prepared::PreparedAnswers;
 use super::zones::{name, Place, SetupError, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::clock::unix_secs;
@@ -22,9 +25,10 @@ use lb_core::config::{
     Address, Config, LbId, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
 };
 use lb_core::geolocation::Geolocator;
+use lb_core::health::HealthSnapshot;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
-use lb_core::steering::{Engine, Outcome};
+use lb_core::steering::{DnsPlan, Engine, Outcome};
 use lb_edge::{decide_live, Generation, PopInfo, Pops};
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
@@ -40,7 +44,7 @@ pub struct Responder {
     regions: Arc<RegionsTable>,
     key: AffinityKey,
     pop: PopInfo,
-    generation: Arc<Generation>,
+    pub(crate) generation: Arc<Generation>,
     /// Where proxied load balancers' names point: meshlb's own PoPs.
     pops: Arc<Pops>,
     zones: ZoneSet,
@@ -50,6 +54,8 @@ pub struct Responder {
     lb_names: Vec<Name>,
     /// The names the fast path (`fast.rs`) answers.
     pub(crate) fast_names: FastNames,
+    /// Answers encoded for the current snapshot (`prepared.rs`).
+    pub(crate) prepared: ArcSwap<PreparedAnswers>,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -183,6 +189,10 @@ impl Responder {
         }
         let metrics = DnsMetrics::new(&config);
         let fast_names = FastNames::build(&zones, &lb_names);
+        let prepared = ArcSwap::from_pointee(PreparedAnswers::new(
+            Arc::clone(&generation.snapshot()),
+            config.load_balancers.len(),
+        ));
         Ok(Responder {
             config,
             regions,
@@ -194,12 +204,19 @@ impl Responder {
             records,
             lb_names,
             fast_names,
+            prepared,
             geo,
             metrics,
         })
     }
 
-    fn record(&self, lb: LbId, pool: PoolId, endpoint: usize, ttl: u32) -> Option<Cow<'_, Record>> {
+    pub(crate) fn record(
+        &self,
+        lb: LbId,
+        pool: PoolId,
+        endpoint: usize,
+        ttl: u32,
+    ) -> Option<Cow<'_, Record>> {
         let prebuilt = self.records[lb.0][pool.0]
             .as_ref()
             .and_then(|r| r.get(endpoint));
@@ -377,6 +394,29 @@ impl Responder {
                 }
             }
         }
+    }
+
+    /// The plan for `lb`'s answers to `qtype` (A or AAAA) on `snapshot`, when every such
+    /// query gets the same answer or a draw among the same ones: not proxied (the PoPs are
+    /// ranked by the client's location), an ECS scope of 0 whatever the subnet, and a plan
+    /// from the engine.
+    pub(crate) fn plan(
+        &self,
+        lb: LbId,
+        qtype: RecordType,
+        snapshot: &HealthSnapshot,
+    ) -> Option<DnsPlan> {
+        let lbc = self.config.lb(lb);
+        if lbc.proxied || ecs_scope_applies(lbc) {
+            return None;
+        }
+        let qtype = match qtype {
+            RecordType::A => "A",
+            RecordType::AAAA => "AAAA",
+            _ => return None,
+        };
+        let engine = Engine::new(&self.config, &self.regions, &self.key);
+        engine.dns_plan(lbc, snapshot, self.pop.pop(), qtype, unix_secs())
     }
 
     /// A proxied load balancer's name: the addresses of meshlb's own PoPs, nearest to the

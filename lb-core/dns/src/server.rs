@@ -17,10 +17,13 @@ use hickory_server::authority::MessageRequest;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::RecordType;
+use lb_core::config::LbId;
 
 use super::fast;
-use super::metrics::rcode_index;
+use super::metrics::{qtype_index, rcode_index};
+use super::prepared::PreparedAnswers;
 use super::respond::{Reply, Responder, EDNS_PAYLOAD};
 use super::rrl::{Rrl, RrlSettings};
 use super::tcp::TcpSettings;
@@ -87,11 +90,20 @@ impl Responder {
         }
         let (lb, zone) = self.fast_names.get(query.lower_name())?;
         let subnet = query.edns.and_then(|e| e.subnet);
-        let reply = self.steered_reply(lb, zone, query.qtype, subnet, src.ip());
         let max = match via {
             Transport::Udp => query.udp_max(),
             Transport::Tcp => usize::from(u16::MAX),
         };
+        if self.answer_prepared(query, lb, subnet, max, out) {
+            self.metrics.record(
+                Some(lb),
+                qtype_index(query.qtype),
+                rcode_index(ResponseCode::NoError),
+                start.map(|s| s.elapsed().as_secs_f64()),
+            );
+            return Some(true);
+        }
+        let reply = self.steered_reply(lb, zone, query.qtype, subnet, src.ip());
         if !fast::encode(query, &reply, self.fast_names.owner(lb), max, out) {
             // NODATA, or more than fits: the same reply through hickory's encoder.
             let Ok(req) = MessageRequest::read(&mut BinDecoder::new(bytes)) else {
@@ -108,6 +120,49 @@ impl Responder {
             start.map(|s| s.elapsed().as_secs_f64()),
         );
         Some(true)
+    }
+
+    /// The answer from the current snapshot's prepared answers (`prepared.rs`), when `lb`
+    /// has a plan for the query's type and the reply fits in `max` bytes.
+    fn answer_prepared(
+        &self,
+        query: &fast::FastQuery<'_>,
+        lb: LbId,
+        subnet: Option<ClientSubnet>,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let owner = self.fast_names.owner(lb);
+        // The pre-encoded pointers assume a question as long as the load balancer's name.
+        if query.question.len() != owner.len() + 4 {
+            return false;
+        }
+        let current = self.generation.snapshot();
+        let loaded = self.prepared.load();
+        let fresh;
+        let prepared: &PreparedAnswers = if Arc::ptr_eq(loaded.snapshot(), &current) {
+            &loaded
+        } else {
+            // A new snapshot: a new, empty set (threads racing here each make one; the last
+            // stored stays, the others serve their own query and are dropped).
+            fresh = Arc::new(PreparedAnswers::new(
+                Arc::clone(&current),
+                self.fast_names.load_balancers(),
+            ));
+            self.prepared.store(Arc::clone(&fresh));
+            &fresh
+        };
+        let Some(entry) = prepared.get_or_prepare(lb, query.qtype, || {
+            self.prepare(lb, query.qtype, prepared.snapshot())
+        }) else {
+            return false;
+        };
+        let Some((count, section)) = entry.section() else {
+            return false;
+        };
+        // The plan's answer does not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
+        let ecs = subnet.map(|s| ClientSubnet::new(s.addr(), s.source_prefix(), 0));
+        fast::encode_prepared(query, count, section, ecs, max, out)
     }
 
     /// Any query, through hickory's parser and encoder.

@@ -1,9 +1,11 @@
 //! The fast path (`fast.rs`) against hickory's full path: on random queries, random mutations
 //! of them and random snapshots, every datagram gets byte for byte the answer the full path
-//! gives, and the fast shape's parser reads what hickory reads. Every load balancer here
-//! steers without random draws, so both paths must agree exactly.
+//! gives, and the fast shape's parser reads what hickory reads. Both paths start from the same
+//! RNG state, so where an answer is drawn by weight, they draw the same; answers prepared per
+//! snapshot (`prepared.rs`) are compared the same way.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode, EdnsOption};
@@ -18,8 +20,10 @@ use lb_core::config::Config;
 use lb_core::health::{EndpointHealth, HealthSnapshot, Verdict};
 use lb_core::regions_table::RegionsTable;
 
-const NAMES: [&str; 9] = [
+const NAMES: [&str; 11] = [
     "big.example.test.",
+    "weighted.example.test.",
+    "ruled.example.test.",
     "geo.example.test.",
     "mixed.example.test.",
     "host.example.test.",
@@ -37,20 +41,31 @@ fn config() -> Config {
         .collect();
     let text = format!(
         r#"
+[[monitors]]
+name = "http"
+[[pools]]
+name = "weighted"
+monitor = "http"
+origins = [{{ name = "w1", address = "192.0.2.201", weight = 0.2 }}, {{ name = "w2", address = "192.0.2.202", weight = 0.5 }}, {{ name = "w6", address = "2001:db8::20", weight = 0.7 }}, {{ name = "w7", address = "2001:db8::21", weight = 0.1 }}]
 [[pools]]
 name = "big"
+monitor = "http"
 origins = [{}]
 [[pools]]
 name = "eu"
+monitor = "http"
 origins = [{{ name = "eu1", address = "198.51.100.1" }}, {{ name = "eu2", address = "198.51.100.3" }}]
 [[pools]]
 name = "us"
+monitor = "http"
 origins = [{{ name = "us", address = "198.51.100.2" }}]
 [[pools]]
 name = "mixed"
+monitor = "http"
 origins = [{{ name = "m4", address = "203.0.113.9" }}, {{ name = "m6a", address = "2001:db8::1" }}, {{ name = "m6b", address = "2001:db8::2" }}]
 [[pools]]
 name = "host"
+monitor = "http"
 origins = [{{ name = "h", address = "cdn.example.net" }}]
 [[zones]]
 name = "example.test"
@@ -79,6 +94,17 @@ proxied = true
 name = "fallback.example.test"
 default_pools = ["us"]
 fallback_pool = "eu"
+[[load_balancers]]
+name = "weighted.example.test"
+default_pools = ["weighted", "eu"]
+ttl = 20
+[[load_balancers]]
+name = "ruled.example.test"
+default_pools = ["eu", "weighted"]
+[[load_balancers.rules]]
+name = "weighted for 10/8"
+condition = 'ip.src in {{10.0.0.0/8}}'
+overrides = {{ default_pools = ["weighted"] }}
 "#,
         big.join(", ")
     );
@@ -204,12 +230,15 @@ fn wire(a: &Asked) -> Vec<u8> {
     m.to_vec().unwrap()
 }
 
-fn both(r: &Responder, bytes: &[u8], src: &str) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+/// The fast path's answer and the full path's, each drawing from an RNG seeded with `seed`.
+fn both(r: &Responder, bytes: &[u8], src: &str, seed: u64) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
     let src: SocketAddr = src.parse().unwrap();
     let (mut fast_out, mut full_out) = (Vec::new(), Vec::new());
+    lb_edge::seed_thread_rng(seed);
     let fast = r
         .answer_datagram(bytes, src, &mut fast_out)
         .then_some(fast_out);
+    lb_edge::seed_thread_rng(seed);
     let full = r
         .answer_datagram_full(bytes, src, &mut full_out)
         .then_some(full_out);
@@ -222,21 +251,26 @@ proptest! {
     /// Whatever is asked, in whatever health: the same bytes as the full path.
     #[test]
     fn every_query_gets_the_full_paths_bytes(
-        verdicts in prop::collection::vec(any::<u8>(), 70),
+        verdicts in prop::collection::vec(any::<u8>(), 74),
         a in asked(),
         src in prop::sample::select(vec!["127.0.0.1:5300", "10.2.3.4:53", "[2001:db8:2::7]:53"]),
+        seeds in prop::collection::vec(any::<u64>(), 3),
     ) {
         let r = responder(&verdicts);
         let bytes = wire(&a);
-        let (fast, full) = both(&r, &bytes, src);
-        prop_assert_eq!(fast, full);
+        // The first query prepares the answer (where there is a plan); the later ones are
+        // served from it.
+        for seed in seeds {
+            let (fast, full) = both(&r, &bytes, src, seed);
+            prop_assert_eq!(fast, full);
+        }
     }
 
     /// Broken and unusual variants of real queries (a flipped byte, a cut, junk appended)
     /// get the full path's answer too, or none from either.
     #[test]
     fn mutated_queries_get_the_full_paths_bytes(
-        verdicts in prop::collection::vec(any::<u8>(), 70),
+        verdicts in prop::collection::vec(any::<u8>(), 74),
         a in asked(),
         at in any::<prop::sample::Index>(),
         byte in any::<u8>(),
@@ -250,7 +284,7 @@ proptest! {
             1 => bytes.truncate(i),
             _ => bytes.push(byte),
         }
-        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300");
+        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300", 1);
         prop_assert_eq!(fast, full);
     }
 
@@ -327,8 +361,103 @@ fn common_queries_are_encoded_by_the_fast_path() {
             fast::encode(&q, &reply, r.fast_names.owner(lb), q.udp_max(), &mut out),
             "{name} {qtype}"
         );
-        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300");
+        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300", 1);
         assert_eq!(fast, full, "{name} {qtype}");
         assert_eq!(fast.as_deref(), Some(&out[..]));
     }
+}
+
+/// A query for `name` (A) as the fast path's tests ask it.
+fn a_query(name: &str, id: u16) -> Vec<u8> {
+    wire(&Asked {
+        name: NAMES.iter().position(|n| *n == name).unwrap(),
+        case: 0,
+        qtype: RecordType::A,
+        id,
+        rd: true,
+        cd: false,
+        edns: Some((1232, false, None)),
+    })
+}
+
+/// Whether the current snapshot has a prepared answer for `name` (A).
+fn prepared(r: &Responder, name: &str) -> bool {
+    let bytes = a_query(name, 1);
+    let q = fast::parse(&bytes).unwrap();
+    let (lb, _) = r.fast_names.get(q.lower_name()).unwrap();
+    r.prepared
+        .load()
+        .get_or_prepare(lb, RecordType::A, || None)
+        .is_some()
+}
+
+fn answered_addresses(r: &Responder, name: &str) -> Vec<IpAddr> {
+    let mut out = Vec::new();
+    assert!(r.answer_datagram(
+        &a_query(name, 9),
+        "127.0.0.1:5300".parse().unwrap(),
+        &mut out
+    ));
+    Message::from_vec(&out)
+        .unwrap()
+        .answers()
+        .iter()
+        .filter_map(|a| a.data().ip_addr())
+        .collect()
+}
+
+#[test]
+fn planned_answers_are_prepared_once_per_snapshot_and_follow_a_new_one() {
+    let r = responder(&[]);
+    for name in NAMES {
+        answered_addresses_or_none(&r, name);
+    }
+    assert!(prepared(&r, "big.example.test."));
+    assert!(prepared(&r, "weighted.example.test."));
+    // The client's location decides (geo with ECS), or a rule reads the client.
+    assert!(!prepared(&r, "geo.example.test."));
+    assert!(!prepared(&r, "ruled.example.test."));
+    assert_eq!(answered_addresses(&r, "big.example.test.").len(), 60);
+
+    // The aggregator publishes a snapshot with big's first ten endpoints down.
+    let mut snapshot = (**r.generation.snapshot()).clone();
+    snapshot.version += 1;
+    for e in &mut snapshot.endpoints[1][..10] {
+        e.verdict = Verdict::Unhealthy;
+    }
+    r.generation.publish(snapshot).expect("publish");
+    let answered = answered_addresses(&r, "big.example.test.");
+    assert_eq!(answered.len(), 50);
+    assert!(!answered.contains(&"192.0.2.0".parse().unwrap()));
+    assert!(Arc::ptr_eq(
+        r.prepared.load().snapshot(),
+        &r.generation.snapshot()
+    ));
+}
+
+fn answered_addresses_or_none(r: &Responder, name: &str) {
+    let mut out = Vec::new();
+    r.answer_datagram(
+        &a_query(name, 3),
+        "127.0.0.1:5300".parse().unwrap(),
+        &mut out,
+    );
+}
+
+#[test]
+fn prepared_draws_follow_the_weights() {
+    let r = responder(&[]);
+    let mut w1 = 0u32;
+    const N: u32 = 4000;
+    for _ in 0..N {
+        let answer = answered_addresses(&r, "weighted.example.test.");
+        assert_eq!(answer.len(), 1);
+        if answer[0] == "192.0.2.201".parse::<IpAddr>().unwrap() {
+            w1 += 1;
+        }
+    }
+    assert!(prepared(&r, "weighted.example.test."));
+    // w1 weighs 0.2 against w2's 0.5: 2/7 of the A answers.
+    let share = f64::from(w1) / f64::from(N);
+    assert!((share - 2.0 / 7.0).abs() < 0.04, "w1's share {share}");
 }

@@ -75,3 +75,15 @@ pub fn decide_live(
     let snapshot = generation.snapshot();
     RNG.with(|rng| engine.decide(lb, &snapshot, ctx, &mut *rng.borrow_mut()))
 }
+
+/// Runs `f` with this thread's RNG, the one `decide_live` draws from: a draw made outside the
+/// engine on the engine's behalf (`lb_core::steering::DnsPlan::draw`) uses the same stream.
+pub fn with_thread_rng<T>(f: impl FnOnce(&mut dyn rand::RngCore) -> T) -> T {
+    RNG.with(|rng| f(&mut *rng.borrow_mut()))
+}
+
+/// Restarts this thread's RNG from `seed`: two ways of answering the same query can then be
+/// compared draw for draw (`lb-core/dns/src/tests_fast.rs`).
+pub fn seed_thread_rng(seed: u64) {
+    RNG.with(|rng| *rng.borrow_mut() = SmallRng::seed_from_u64(seed));
+}

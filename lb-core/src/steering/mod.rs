@@ -6,6 +6,7 @@
 //! -> nothing (HTTP 530 from the proxy, NODATA with the SOA from DNS).
 
 mod affinity_binding;
+mod dns_plan;
 mod endpoint;
 mod location;
 mod rule_input;
@@ -20,6 +21,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smallvec::SmallVec;
 
+pub use dns_plan::{DnsAnswerPlan, DnsPlan};
 pub use location::{locate, ClientLocation, LocationSource};
 
 use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};
@@ -121,7 +123,13 @@ struct Step<'a, 'r> {
     rng: &'r mut dyn RngCore,
     trace: Trace,
     header_key: Option<u64>,
+    /// Keep the weighted choices a DNS answer's one endpoint is drawn from (`dns_plan.rs`).
+    keep_dns_draw: bool,
+    dns_draw: Option<DrawChoices>,
 }
+
+/// Endpoints of one pool with the weights a draw picks one of them by.
+pub(crate) type DrawChoices = Vec<(EndpointId, f64)>;
 
 impl<'a> Engine<'a> {
     pub fn new(config: &'a Config, regions: &'a RegionsTable, key: &'a AffinityKey) -> Self {
@@ -140,17 +148,31 @@ impl<'a> Engine<'a> {
         ctx: &RequestContext<'_>,
         rng: &mut dyn RngCore,
     ) -> Decision {
+        self.decide_keeping_draw(lb, health, ctx, rng, false).0
+    }
+
+    /// `decide`; with `keep_dns_draw`, also the choices a DNS answer's one endpoint was drawn
+    /// from, when it was drawn by weight.
+    fn decide_keeping_draw(
+        &self,
+        lb: &LoadBalancer,
+        health: &HealthSnapshot,
+        ctx: &RequestContext<'_>,
+        rng: &mut dyn RngCore,
+        keep_dns_draw: bool,
+    ) -> (Decision, Option<DrawChoices>) {
         let mut trace = Trace::new(ctx.explain);
         let mut matched_rules = Vec::new();
         if !lb.enabled {
             trace.note(|| format!("load balancer {} is disabled", lb.name));
-            return finish(
+            let decision = finish(
                 Outcome::NoPool,
                 lb.settings.ttl,
                 AffinityUpdate::None,
                 matched_rules,
                 trace,
             );
+            return (decision, None);
         }
         let mut settings = Cow::Borrowed(&lb.settings);
         if !lb.rules.is_empty() {
@@ -165,13 +187,14 @@ impl<'a> Engine<'a> {
                     RuleAction::FixedResponse(f) => {
                         trace.note(|| format!("fixed response {}", f.status_code));
                         let ttl = settings.ttl;
-                        return finish(
+                        let decision = finish(
                             Outcome::Fixed(f.clone()),
                             ttl,
                             AffinityUpdate::None,
                             matched_rules,
                             trace,
                         );
+                        return (decision, None);
                     }
                     RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
                 }
@@ -230,11 +253,13 @@ impl<'a> Engine<'a> {
             rng,
             trace,
             header_key,
+            keep_dns_draw,
+            dns_draw: None,
         };
         let (outcome, affinity, retry_cookie) = self.steer(&mut step);
         let mut decision = finish(outcome, settings.ttl, affinity, matched_rules, step.trace);
         decision.retry_cookie = retry_cookie;
-        decision
+        (decision, step.dns_draw)
     }
 
     fn steer(&self, s: &mut Step<'_, '_>) -> (Outcome, AffinityUpdate, Option<SetCookie>) {
@@ -479,6 +504,9 @@ impl<'a> Engine<'a> {
                 )
             });
             return eligible.into_vec();
+        }
+        if s.keep_dns_draw {
+            s.dns_draw = Some(endpoint::weighted_choices(&s.endpoints, pool, &eligible).into_vec());
         }
         endpoint::pick(&s.endpoints, pool, &eligible, s.rng, &mut s.trace)
             .into_iter()

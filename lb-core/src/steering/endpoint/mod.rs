@@ -95,6 +95,34 @@ pub(crate) fn pick(
     trace: &mut Trace,
 ) -> Option<EndpointId> {
     let policy = view.config.pool(pool).origin_steering.policy;
+    let chosen = match (policy, view.client_ip) {
+        (OriginPolicy::Hash, Some(ip)) => hash::pick(view, pool, eligible, ip),
+        _ => weighted_pick(&weighted_choices(view, pool, eligible), rng),
+    };
+    trace.note(|| match chosen {
+        Some(e) => format!(
+            "endpoint steering `{}` in pool {}: {} of {} eligible",
+            policy.name(),
+            view.config.pool(pool).name,
+            view.name(pool, e),
+            eligible.len()
+        ),
+        None => format!(
+            "endpoint steering in pool {}: no eligible endpoint",
+            view.config.pool(pool).name
+        ),
+    });
+    chosen
+}
+
+/// The weights the pool's policy draws `eligible` by (every policy but `hash`, which does
+/// not draw when it knows the client).
+pub(crate) fn weighted_choices(
+    view: &EndpointView<'_>,
+    pool: PoolId,
+    eligible: &[EndpointId],
+) -> SmallVec<[(EndpointId, f64); 8]> {
+    let policy = view.config.pool(pool).origin_steering.policy;
     // Read only for the policies that weigh them (the other policies ran this per request
     // for nothing).
     let counts = |e: EndpointId| {
@@ -113,30 +141,10 @@ pub(crate) fn pick(
             _ => 0,
         }
     };
-    let chosen = match (policy, view.client_ip) {
-        (OriginPolicy::Hash, Some(ip)) => hash::pick(view, pool, eligible, ip),
-        _ => {
-            let weighted: SmallVec<[(EndpointId, f64); 8]> = eligible
-                .iter()
-                .map(|&e| (e, transformed_weight(view.weight(pool, e), counts(e))))
-                .collect();
-            weighted_pick(&weighted, rng)
-        }
-    };
-    trace.note(|| match chosen {
-        Some(e) => format!(
-            "endpoint steering `{}` in pool {}: {} of {} eligible",
-            policy.name(),
-            view.config.pool(pool).name,
-            view.name(pool, e),
-            eligible.len()
-        ),
-        None => format!(
-            "endpoint steering in pool {}: no eligible endpoint",
-            view.config.pool(pool).name
-        ),
-    });
-    chosen
+    eligible
+        .iter()
+        .map(|&e| (e, transformed_weight(view.weight(pool, e), counts(e))))
+        .collect()
 }
 
 /// Whether every eligible endpoint has the same weight: then a DNS answer carries them all
