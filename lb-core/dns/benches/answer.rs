@@ -1,0 +1,122 @@
+//! One DNS answer, datagram in, datagram out: `cargo bench -p lb-dns --bench answer`.
+//!
+//! The same two-record failover answer prepared per snapshot (`prepared.rs`) and steered per
+//! query (a custom rule that never matches takes its load balancer off the prepared path), a
+//! 25/75 weighted pair drawn from prepared records, and a geo-steered name located by its EDNS
+//! Client Subnet, which is always steered per query. Every query carries EDNS; the geo one a
+//! /24 subnet.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
+use hickory_proto::rr::{Name, RecordType};
+use lb_core::affinity::AffinityKey;
+use lb_core::config::Config;
+use lb_core::health::{HealthSnapshot, Verdict};
+use lb_core::{Region, RegionsTable};
+use lb_dns::Responder;
+use lb_edge::{Generation, PopInfo, Pops};
+
+const CONFIG: &str = r#"
+[[monitors]]
+name = "http"
+[[pools]]
+name = "primary"
+monitor = "http"
+origins = [{ name = "a", address = "192.0.2.11" }, { name = "b", address = "192.0.2.12" }]
+[[pools]]
+name = "weighted"
+monitor = "http"
+origins = [{ name = "a", address = "192.0.2.41", weight = 0.25 }, { name = "b", address = "192.0.2.42", weight = 0.75 }]
+[[pools]]
+name = "us"
+monitor = "http"
+origins = [{ name = "a", address = "198.51.100.1" }]
+[[zones]]
+name = "example.test"
+[geolocation]
+networks = [{ cidr = "10.2.0.0/16", region = "ENAM" }]
+[[load_balancers]]
+name = "www.example.test"
+default_pools = ["primary"]
+[[load_balancers]]
+name = "steered.example.test"
+default_pools = ["primary"]
+[[load_balancers.rules]]
+name = "never"
+condition = 'http.host == "nowhere.test"'
+overrides = { default_pools = ["weighted"] }
+[[load_balancers]]
+name = "weighted.example.test"
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "geo.example.test"
+steering_policy = "geo"
+default_pools = ["primary"]
+region_pools = { ENAM = ["us"] }
+location_strategy = { prefer_ecs = "always" }
+"#;
+
+fn responder() -> Responder {
+    let regions = RegionsTable::embedded().expect("regions");
+    let config = Config::parse("bench.toml", CONFIG, &regions).expect("config");
+    let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
+    let generation = Arc::new(Generation::new(1, Arc::new(config), snapshot).expect("generation"));
+    let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
+    Responder::new(
+        generation,
+        Arc::new(regions),
+        AffinityKey::derive(b"bench"),
+        pop,
+        Arc::new(Pops::from_pointee(Vec::new())),
+        1,
+    )
+    .expect("responder")
+}
+
+fn query(name: &str, subnet: Option<&str>) -> Vec<u8> {
+    let mut m = Message::new();
+    m.set_id(4242)
+        .set_message_type(MessageType::Query)
+        .set_op_code(OpCode::Query)
+        .set_recursion_desired(true)
+        .add_query(Query::query(
+            Name::from_ascii(name).expect("name"),
+            RecordType::A,
+        ));
+    let mut edns = Edns::new();
+    edns.set_max_payload(1232);
+    if let Some(s) = subnet {
+        let ip: IpAddr = s.parse().expect("subnet");
+        edns.options_mut()
+            .insert(EdnsOption::Subnet(ClientSubnet::new(ip, 24, 0)));
+    }
+    m.set_edns(edns);
+    m.to_vec().expect("query")
+}
+
+fn bench(c: &mut Criterion) {
+    let r = responder();
+    let src: SocketAddr = "127.0.0.1:5300".parse().expect("addr");
+    let mut out = Vec::with_capacity(1232);
+    let mut group = c.benchmark_group("dns");
+    for (label, name, subnet) in [
+        ("prepared/failover", "www.example.test.", None),
+        ("per_query/failover", "steered.example.test.", None),
+        ("prepared/weighted", "weighted.example.test.", None),
+        ("per_query/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
+    ] {
+        let q = query(name, subnet);
+        assert!(r.answer_datagram(&q, src, &mut out), "{label} answers");
+        group.bench_function(label, |b| {
+            b.iter(|| r.answer_datagram(std::hint::black_box(&q), src, &mut out))
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
