@@ -157,6 +157,8 @@ impl Responder {
         }) else {
             return false;
         };
+        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
+        // again on the per-query path: the same distribution, another draw.
         let Some((count, section)) = entry.section() else {
             return false;
         };
