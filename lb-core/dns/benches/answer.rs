@@ -3,8 +3,8 @@
 //! The same two-record failover answer prepared per snapshot (`prepared.rs`) and steered per
 //! query (a custom rule that never matches takes its load balancer off the prepared path), a
 //! 25/75 weighted pair drawn from prepared records, and a geo-steered name located by its EDNS
-//! Client Subnet, which is always steered per query. Every query carries EDNS; the geo one a
-//! /24 subnet.
+//! Client Subnet, prepared per place (two geolocation lookups and a table lookup per query).
+//! Every query carries EDNS; the geo one a /24 subnet.
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -107,7 +107,7 @@ fn bench(c: &mut Criterion) {
         ("prepared/failover", "www.example.test.", None),
         ("per_query/failover", "steered.example.test.", None),
         ("prepared/weighted", "weighted.example.test.", None),
-        ("per_query/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
+        ("prepared/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
     ] {
         let q = query(name, subnet);
         assert!(r.answer_datagram(&q, src, &mut out), "{label} answers");

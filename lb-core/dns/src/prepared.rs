@@ -1,22 +1,64 @@
 //! Answers encoded once per health snapshot. A load balancer whose answer reads nothing of a
-//! query but its type has a plan (`lb_core::steering::DnsPlan`): the same records every time,
-//! or one of a few drawn by weight. Its answer section is encoded the first time it is asked
-//! for on a snapshot; each query then costs a header, its own question, a copy and, for a
-//! draw, one draw from the thread's RNG, the one the engine would have drawn from. A new
-//! snapshot starts an empty set; what cannot be planned takes the per-query path
-//! (`server.rs`), which gives the same bytes (`tests_fast.rs`).
+//! query but its type — and, for geo, dynamic latency and proximity steering, where the client
+//! is located — has a plan (`lb_core::steering::DnsPlan`): the same records every time, or one
+//! of a few drawn by weight. Its answer section is encoded the first time it is asked for on a
+//! snapshot (per place, for the location-steered); each query then costs a header, its own
+//! question, a copy and, for a draw, one draw from the thread's RNG, the one the engine would
+//! have drawn from. A new snapshot starts an empty set; what cannot be planned takes the
+//! per-query path (`server.rs`), which gives the same bytes (`tests_fast.rs`).
 //!
-//! Memory: at most two entries (A, AAAA) per load balancer of the configuration, each no
-//! larger than the per-query path's answer to the same question.
+//! Memory: at most two entries (A, AAAA) per load balancer of the configuration, and at most
+//! `MAX_LOCATED` entries for the location-steered ones per snapshot (a query from a place
+//! beyond them is steered per query), each no larger than the per-query path's answer.
 
-use std::sync::{Arc, OnceLock};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
+use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::RecordType;
 use lb_core::config::{EndpointId, LbId};
 use lb_core::health::HealthSnapshot;
-use lb_core::steering::{DnsAnswerPlan, DnsPlan};
+use lb_core::regions_table::CountryCode;
+use lb_core::request::RequestContext;
+use lb_core::steering::{
+    locate, ClientLocation, DnsAnswerPlan, DnsPlan, LocationSource, PlanScope,
+};
+use lb_core::Region;
 
 use super::fast;
+
+/// The most answers prepared per snapshot for location-steered load balancers, over all of
+/// them and both query types: a table of locations (a city database's networks, say) larger
+/// than this only has its first places' answers prepared.
+pub(crate) const MAX_LOCATED: usize = 4096;
+
+/// One place a location-steered answer holds for: `ClientLocation` with its coordinates as
+/// bits, so that it can key a table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct LocatedKey {
+    lb: usize,
+    aaaa: bool,
+    region: Region,
+    country: Option<CountryCode>,
+    latitude: u64,
+    longitude: u64,
+    source: LocationSource,
+}
+
+impl LocatedKey {
+    fn new(lb: LbId, qtype: RecordType, at: ClientLocation) -> LocatedKey {
+        LocatedKey {
+            lb: lb.0,
+            aaaa: qtype == RecordType::AAAA,
+            region: at.region,
+            country: at.country,
+            latitude: at.coordinates.latitude.to_bits(),
+            longitude: at.coordinates.longitude.to_bits(),
+            source: at.source,
+        }
+    }
+}
 
 /// The answer section of one (load balancer, query type) on one snapshot.
 #[derive(Debug)]
@@ -49,8 +91,11 @@ impl Prepared {
 pub(crate) struct PreparedAnswers {
     /// Held so that a new snapshot cannot reuse its address while this set exists.
     snapshot: Arc<HealthSnapshot>,
-    /// `slots[2 * lb + (qtype is AAAA)]`; `None` inside: no plan, per-query path.
+    /// `slots[2 * lb + (qtype is AAAA)]` for `PlanScope::Everywhere`; `None` inside: no
+    /// plan, per-query path.
     slots: Box<[OnceLock<Option<Prepared>>]>,
+    /// `PlanScope::Location` answers by place, at most `MAX_LOCATED`.
+    located: Mutex<HashMap<LocatedKey, Option<Arc<Prepared>>>>,
 }
 
 impl PreparedAnswers {
@@ -58,7 +103,36 @@ impl PreparedAnswers {
         PreparedAnswers {
             snapshot,
             slots: (0..2 * load_balancers).map(|_| OnceLock::new()).collect(),
+            located: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// How many places have a location-steered entry (or the knowledge that they have none).
+    #[cfg(test)]
+    pub fn located(&self) -> usize {
+        self.located
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// The entry for `key`, made by `prepare` the first time (kept while there is room).
+    fn get_or_prepare_located(
+        &self,
+        key: LocatedKey,
+        prepare: impl FnOnce() -> Option<Prepared>,
+    ) -> Option<Arc<Prepared>> {
+        let lock = || self.located.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(found) = lock().get(&key) {
+            return found.clone();
+        }
+        // Prepared outside the lock: other threads' queries do not wait for the engine.
+        let made = prepare().map(Arc::new);
+        let mut located = lock();
+        if located.len() < MAX_LOCATED {
+            located.insert(key, made.clone());
+        }
+        made
     }
 
     pub fn snapshot(&self) -> &Arc<HealthSnapshot> {
@@ -93,8 +167,9 @@ impl super::Responder {
         lb: LbId,
         qtype: RecordType,
         snapshot: &HealthSnapshot,
+        ctx: &RequestContext<'_>,
     ) -> Option<Prepared> {
-        let plan = self.plan(lb, qtype, snapshot)?;
+        let plan = self.plan(lb, snapshot, ctx)?;
         let owner = self.fast_names.owner(lb);
         let first_owner = fast::first_owner_at(owner);
         // The records of `endpoints` of `pool`, as `Responder::steer` answers them, if all are
@@ -139,6 +214,98 @@ impl super::Responder {
                     records: records.into_boxed_slice(),
                 })
             }
+        }
+    }
+}
+
+impl super::Responder {
+    /// Writes the answer to `query` (for load balancer `lb`, from `src`, with `subnet`) from
+    /// the current snapshot's prepared answers into `out`, when `lb` has a plan for it and the
+    /// reply fits in `max` bytes; `false` leaves the query to the per-query path.
+    pub(crate) fn answer_prepared(
+        &self,
+        query: &fast::FastQuery<'_>,
+        lb: LbId,
+        subnet: Option<ClientSubnet>,
+        src: SocketAddr,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> bool {
+        let Some(scope) = self.plan_scope(lb) else {
+            return false;
+        };
+        let owner = self.fast_names.owner(lb);
+        // The pre-encoded pointers assume a question as long as the load balancer's name.
+        if query.question.len() != owner.len() + 4 {
+            return false;
+        }
+        let current = self.generation.snapshot();
+        let loaded = self.prepared.load();
+        let fresh;
+        let prepared: &PreparedAnswers = if Arc::ptr_eq(loaded.snapshot(), &current) {
+            &loaded
+        } else {
+            // A new snapshot: a new, empty set (threads racing here each make one; the last
+            // stored stays, the others serve their own query and are dropped).
+            fresh = Arc::new(PreparedAnswers::new(
+                Arc::clone(&current),
+                self.fast_names.load_balancers(),
+            ));
+            self.prepared.store(Arc::clone(&fresh));
+            &fresh
+        };
+        let lbc = self.load_balancer(lb);
+        let qtype = query.qtype;
+        let (entry, ecs) = match scope {
+            PlanScope::Everywhere => {
+                let Some(entry) = prepared.get_or_prepare(lb, qtype, || {
+                    let (ctx, _) = self.query_context(lbc, qtype, None, src.ip());
+                    self.prepare(lb, qtype, prepared.snapshot(), &ctx)
+                }) else {
+                    return false;
+                };
+                // The answer does not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
+                let ecs = subnet.map(|s| ClientSubnet::new(s.addr(), s.source_prefix(), 0));
+                (EntryRef::Slot(entry), ecs)
+            }
+            PlanScope::Location => {
+                let (ctx, ecs) = self.query_context(lbc, qtype, subnet, src.ip());
+                let settings = &lbc.settings;
+                let here = locate(
+                    settings.location_strategy,
+                    settings.steering_policy,
+                    &ctx,
+                    self.regions(),
+                );
+                let key = LocatedKey::new(lb, qtype, here);
+                let Some(entry) = prepared.get_or_prepare_located(key, || {
+                    self.prepare(lb, qtype, prepared.snapshot(), &ctx)
+                }) else {
+                    return false;
+                };
+                (EntryRef::Located(entry), ecs)
+            }
+        };
+        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
+        // again on the per-query path: the same distribution, another draw.
+        let Some((count, section)) = entry.get().section() else {
+            return false;
+        };
+        fast::encode_prepared(query, count, section, ecs, max, out)
+    }
+}
+
+/// A prepared entry, in its snapshot's slot or shared from the table of places.
+enum EntryRef<'a> {
+    Slot(&'a Prepared),
+    Located(Arc<Prepared>),
+}
+
+impl EntryRef<'_> {
+    fn get(&self) -> &Prepared {
+        match self {
+            EntryRef::Slot(p) => p,
+            EntryRef::Located(p) => p,
         }
     }
 }

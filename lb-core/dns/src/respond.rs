@@ -28,7 +28,7 @@ use lb_core::geolocation::Geolocator;
 use lb_core::health::HealthSnapshot;
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
-use lb_core::steering::{DnsPlan, Engine, Outcome};
+use lb_core::steering::{DnsPlan, Engine, Outcome, PlanScope};
 use lb_edge::{decide_live, Generation, PopInfo, Pops};
 
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
@@ -56,6 +56,8 @@ pub struct Responder {
     pub(crate) fast_names: FastNames,
     /// Answers encoded for the current snapshot (`prepared.rs`).
     pub(crate) prepared: ArcSwap<PreparedAnswers>,
+    /// `plan_scopes[lb]`: which queries one prepared answer serves, if any.
+    plan_scopes: Vec<Option<PlanScope>>,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -189,6 +191,13 @@ impl Responder {
         }
         let metrics = DnsMetrics::new(&config);
         let fast_names = FastNames::build(&zones, &lb_names);
+        let engine = Engine::new(&config, &regions, &key);
+        let plan_scopes = config
+            .load_balancers
+            .iter()
+            // A proxied name's PoPs are ranked per query.
+            .map(|lb| (!lb.proxied).then(|| engine.dns_plan_scope(lb)).flatten())
+            .collect();
         let prepared = ArcSwap::from_pointee(PreparedAnswers::new(
             Arc::clone(&generation.snapshot()),
             config.load_balancers.len(),
@@ -205,6 +214,7 @@ impl Responder {
             lb_names,
             fast_names,
             prepared,
+            plan_scopes,
             geo,
             metrics,
         })
@@ -331,22 +341,21 @@ impl Responder {
         r
     }
 
-    /// Fills `r` with the steering engine's answer for `lb` to a client at `src` (the
-    /// resolver) whose query carried `subnet`.
-    fn steer<'a>(
+    /// The request context of a query of type `qtype` for `lbc` from `src` (the resolver)
+    /// whose query carried `subnet`, and the ECS option its answer echoes, with its scope.
+    pub(crate) fn query_context<'a>(
         &'a self,
-        r: &mut Reply<'a>,
-        lb: LbId,
+        lbc: &'a LoadBalancer,
         qtype: RecordType,
         subnet: Option<ClientSubnet>,
         src: IpAddr,
-    ) {
-        let lbc = self.config.lb(lb);
+    ) -> (RequestContext<'a>, Option<ClientSubnet>) {
         let mut ctx = RequestContext::new(Mode::Dns, self.pop.pop(), unix_secs());
         ctx.client_ip = Some(src);
         if lbc.settings.location_strategy.mode == LocationMode::ResolverIp {
             ctx.client_location = self.geo.locate(src).map(|(l, _)| l);
         }
+        let mut echo = None;
         if let Some(s) = subnet {
             let mut scope = 0;
             // Source prefix 0 asks us not to use the client's address (RFC 7871 section 7.1.2).
@@ -362,11 +371,7 @@ impl Responder {
                     ctx.ecs = Some((net.trunc(), found.map(|(l, _)| l).unwrap_or_default()));
                 }
             }
-            r.ecs = Some(ClientSubnet::new(s.addr(), s.source_prefix(), scope));
-        }
-        if lbc.proxied {
-            self.answer_with_pops(r, lb, qtype, &ctx);
-            return;
+            echo = Some(ClientSubnet::new(s.addr(), s.source_prefix(), scope));
         }
         let qtype_name = match qtype {
             RecordType::A => "A",
@@ -378,6 +383,26 @@ impl Responder {
             qname: &lbc.name,
             qtype: qtype_name,
         });
+        (ctx, echo)
+    }
+
+    /// Fills `r` with the steering engine's answer for `lb` to a client at `src` (the
+    /// resolver) whose query carried `subnet`.
+    fn steer<'a>(
+        &'a self,
+        r: &mut Reply<'a>,
+        lb: LbId,
+        qtype: RecordType,
+        subnet: Option<ClientSubnet>,
+        src: IpAddr,
+    ) {
+        let lbc = self.config.lb(lb);
+        let (ctx, echo) = self.query_context(lbc, qtype, subnet, src);
+        r.ecs = echo;
+        if lbc.proxied {
+            self.answer_with_pops(r, lb, qtype, &ctx);
+            return;
+        }
         let engine = Engine::new(&self.config, &self.regions, &self.key);
         let decision = decide_live(&engine, lbc, &self.generation, &ctx);
         if let Outcome::Answer { pool, endpoints } = decision.outcome {
@@ -396,27 +421,30 @@ impl Responder {
         }
     }
 
-    /// The plan for `lb`'s answers to `qtype` (A or AAAA) on `snapshot`, when every such
-    /// query gets the same answer or a draw among the same ones: not proxied (the PoPs are
-    /// ranked by the client's location), an ECS scope of 0 whatever the subnet, and a plan
-    /// from the engine.
+    /// Which queries for `lb` one prepared answer serves (`prepared.rs`): none for a proxied
+    /// name (its PoPs are ranked per query) or one the engine cannot plan.
+    pub(crate) fn plan_scope(&self, lb: LbId) -> Option<PlanScope> {
+        self.plan_scopes.get(lb.0).copied().flatten()
+    }
+
+    /// The load balancer `lb` of the configuration.
+    pub(crate) fn load_balancer(&self, lb: LbId) -> &LoadBalancer {
+        self.config.lb(lb)
+    }
+
+    pub(crate) fn regions(&self) -> &RegionsTable {
+        &self.regions
+    }
+
+    /// The engine's plan for `lb` on `snapshot` that answers the query of `ctx`.
     pub(crate) fn plan(
         &self,
         lb: LbId,
-        qtype: RecordType,
         snapshot: &HealthSnapshot,
+        ctx: &RequestContext<'_>,
     ) -> Option<DnsPlan> {
-        let lbc = self.config.lb(lb);
-        if lbc.proxied || ecs_scope_applies(lbc) {
-            return None;
-        }
-        let qtype = match qtype {
-            RecordType::A => "A",
-            RecordType::AAAA => "AAAA",
-            _ => return None,
-        };
         let engine = Engine::new(&self.config, &self.regions, &self.key);
-        engine.dns_plan(lbc, snapshot, self.pop.pop(), qtype, unix_secs())
+        engine.dns_plan(self.config.lb(lb), snapshot, ctx)
     }
 
     /// A proxied load balancer's name: the addresses of meshlb's own PoPs, nearest to the

@@ -17,13 +17,10 @@ use hickory_server::authority::MessageRequest;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
-use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::RecordType;
-use lb_core::config::LbId;
 
 use super::fast;
 use super::metrics::{qtype_index, rcode_index};
-use super::prepared::PreparedAnswers;
 use super::respond::{Reply, Responder, EDNS_PAYLOAD};
 use super::rrl::{Rrl, RrlSettings};
 use super::tcp::TcpSettings;
@@ -94,7 +91,7 @@ impl Responder {
             Transport::Udp => query.udp_max(),
             Transport::Tcp => usize::from(u16::MAX),
         };
-        if self.answer_prepared(query, lb, subnet, max, out) {
+        if self.answer_prepared(query, lb, subnet, src, max, out) {
             self.metrics.record(
                 Some(lb),
                 qtype_index(query.qtype),
@@ -120,51 +117,6 @@ impl Responder {
             start.map(|s| s.elapsed().as_secs_f64()),
         );
         Some(true)
-    }
-
-    /// The answer from the current snapshot's prepared answers (`prepared.rs`), when `lb`
-    /// has a plan for the query's type and the reply fits in `max` bytes.
-    fn answer_prepared(
-        &self,
-        query: &fast::FastQuery<'_>,
-        lb: LbId,
-        subnet: Option<ClientSubnet>,
-        max: usize,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let owner = self.fast_names.owner(lb);
-        // The pre-encoded pointers assume a question as long as the load balancer's name.
-        if query.question.len() != owner.len() + 4 {
-            return false;
-        }
-        let current = self.generation.snapshot();
-        let loaded = self.prepared.load();
-        let fresh;
-        let prepared: &PreparedAnswers = if Arc::ptr_eq(loaded.snapshot(), &current) {
-            &loaded
-        } else {
-            // A new snapshot: a new, empty set (threads racing here each make one; the last
-            // stored stays, the others serve their own query and are dropped).
-            fresh = Arc::new(PreparedAnswers::new(
-                Arc::clone(&current),
-                self.fast_names.load_balancers(),
-            ));
-            self.prepared.store(Arc::clone(&fresh));
-            &fresh
-        };
-        let Some(entry) = prepared.get_or_prepare(lb, query.qtype, || {
-            self.prepare(lb, query.qtype, prepared.snapshot())
-        }) else {
-            return false;
-        };
-        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
-        // again on the per-query path: the same distribution, another draw.
-        let Some((count, section)) = entry.section() else {
-            return false;
-        };
-        // The plan's answer does not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
-        let ecs = subnet.map(|s| ClientSubnet::new(s.addr(), s.source_prefix(), 0));
-        fast::encode_prepared(query, count, section, ecs, max, out)
     }
 
     /// Any query, through hickory's parser and encoder.

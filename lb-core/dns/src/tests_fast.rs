@@ -248,20 +248,62 @@ fn both(r: &Responder, bytes: &[u8], src: &str, seed: u64) -> (Option<Vec<u8>>, 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(600))]
 
-    /// Whatever is asked, in whatever health: the same bytes as the full path.
+    /// Whatever is asked, in whatever health: the same bytes as the full path. The queries
+    /// share one responder, so an answer prepared for one (per place, for geo) serves the
+    /// later ones it applies to.
     #[test]
     fn every_query_gets_the_full_paths_bytes(
         verdicts in prop::collection::vec(any::<u8>(), 74),
-        a in asked(),
-        src in prop::sample::select(vec!["127.0.0.1:5300", "10.2.3.4:53", "[2001:db8:2::7]:53"]),
-        seeds in prop::collection::vec(any::<u64>(), 3),
+        asks in prop::collection::vec(
+            (
+                asked(),
+                prop::sample::select(vec!["127.0.0.1:5300", "10.2.3.4:53", "[2001:db8:2::7]:53"]),
+                any::<u64>(),
+            ),
+            6,
+        ),
     ) {
         let r = responder(&verdicts);
-        let bytes = wire(&a);
-        // The first query prepares the answer (where there is a plan); the later ones are
-        // served from it.
-        for seed in seeds {
-            let (fast, full) = both(&r, &bytes, src, seed);
+        for (a, src, seed) in asks {
+            let bytes = wire(&a);
+            // Twice: the first may prepare the answer, the second is served from it.
+            for seed in [seed, seed.rotate_left(17)] {
+                let (fast, full) = both(&r, &bytes, src, seed);
+                prop_assert_eq!(fast, full);
+            }
+        }
+    }
+
+    /// Geo-steered answers are prepared per place: queries for the geo name from random
+    /// subnets, in and out of the located network, each get the full path's bytes, whichever
+    /// query prepared the answer they are served from.
+    #[test]
+    fn geo_answers_prepared_per_place_are_the_full_paths(
+        verdicts in prop::collection::vec(any::<u8>(), 74),
+        asks in prop::collection::vec(
+            (
+                any::<bool>(),
+                prop::option::of((any::<bool>(), 16u8..=32, any::<u128>())),
+                prop::sample::select(vec!["127.0.0.1:5300", "10.2.3.4:53"]),
+                any::<u64>(),
+            ),
+            8,
+        ),
+    ) {
+        let r = responder(&verdicts);
+        let geo = NAMES.iter().position(|n| *n == "geo.example.test.").unwrap();
+        for (aaaa, subnet, src, seed) in asks {
+            let a = Asked {
+                name: geo,
+                case: 0,
+                qtype: if aaaa { RecordType::AAAA } else { RecordType::A },
+                id: 1,
+                rd: true,
+                cd: false,
+                // Even prefixes stay inside the located networks (`wire`).
+                edns: Some((1232, false, subnet.map(|(v6, p, bits)| (v6, p & !1, bits)))),
+            };
+            let (fast, full) = both(&r, &wire(&a), src, seed);
             prop_assert_eq!(fast, full);
         }
     }
@@ -414,9 +456,12 @@ fn planned_answers_are_prepared_once_per_snapshot_and_follow_a_new_one() {
     }
     assert!(prepared(&r, "big.example.test."));
     assert!(prepared(&r, "weighted.example.test."));
-    // The client's location decides (geo with ECS), or a rule reads the client.
-    assert!(!prepared(&r, "geo.example.test."));
+    // A rule reads the client: steered per query.
     assert!(!prepared(&r, "ruled.example.test."));
+    // Geo steering is prepared per place: where the queries above were located (the PoP's
+    // region, no subnet), not in the table for every place.
+    assert!(!prepared(&r, "geo.example.test."));
+    assert_eq!(r.prepared.load().located(), 1);
     assert_eq!(answered_addresses(&r, "big.example.test.").len(), 60);
 
     // The aggregator publishes a snapshot with big's first ten endpoints down.

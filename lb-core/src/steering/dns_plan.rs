@@ -1,20 +1,22 @@
-//! The DNS answer of a load balancer whose decision reads nothing of the query but its type:
-//! until the health snapshot changes, every A (or AAAA) query gets the same endpoints, or one
+//! The DNS answer of a load balancer whose decision reads nothing of the query but its type
+//! and, for the location-steered policies, where the client is: until the health snapshot
+//! changes, every A (or AAAA) query from the same place gets the same endpoints, or one
 //! endpoint drawn by weight from the same choices. A DNS frontend can then encode the answers
-//! once per snapshot and serve each query by copying bytes and, for a draw, drawing an index
-//! (`lb-core/dns/src/prepared.rs`), which is what the engine would have answered.
+//! once per snapshot (and place) and serve each query by copying bytes and, for a draw,
+//! drawing an index (`lb-core/dns/src/prepared.rs`), which is what the engine would have
+//! answered.
 //!
-//! The plan is the engine's own decision, made once with no client: `plannable` rules out
-//! every input a query could change (custom rules, `ip_cookie`, location-steered policies,
-//! client-hashed endpoints and load shedding), and a counting RNG checks that the only draw
-//! left was the answer's endpoint draw, whose choices the engine hands back.
+//! The plan is the engine's own decision, made once: `plan_scope` rules out every input a
+//! query could change besides the client's location (custom rules, `ip_cookie`, policies that
+//! draw pools, client-hashed endpoints and load shedding), and a counting RNG checks that the
+//! only draw left was the answer's endpoint draw, whose choices the engine hands back.
 
 use rand::RngCore;
 
-use super::{Engine, Outcome};
+use super::{locate, ClientLocation, Engine, Outcome};
 use crate::config::{AffinityKind, EndpointId, LoadBalancer, OriginPolicy, PoolId, SteeringPolicy};
 use crate::health::HealthSnapshot;
-use crate::request::{DnsQuestion, Mode, Pop, RequestContext};
+use crate::request::{Mode, RequestContext};
 use crate::steering::weighted::weighted_pick;
 
 /// What every DNS query of one type for one load balancer is answered with, on one snapshot.
@@ -23,6 +25,18 @@ pub struct DnsPlan {
     /// The TTL of the answer's records.
     pub ttl: u32,
     pub answer: DnsAnswerPlan,
+    /// With `PlanScope::Location`: the client location the plan holds for.
+    pub location: Option<ClientLocation>,
+}
+
+/// Which queries of one type one plan answers, on one snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanScope {
+    /// All of them: failover steering does not read the client's location.
+    Everywhere,
+    /// Those whose client is located (`steering::locate`) at the same place: geo, dynamic
+    /// latency and proximity steering read nothing else of the client.
+    Location,
 }
 
 /// The answer part of a `DnsPlan`.
@@ -52,21 +66,32 @@ impl DnsPlan {
     }
 }
 
-/// Whether `lb`'s DNS decision can depend on nothing of a query but its type: no custom
-/// rules (they read the client, its location and the clock), no `ip_cookie` (its draws are
-/// seeded by the client), failover steering (every other policy draws or reads the client's
-/// location), and in every pool it can answer from, no load shedding (hashed by client or
-/// drawn) and no `hash` endpoint steering (the client's address picks).
-fn plannable(engine: &Engine<'_>, lb: &LoadBalancer) -> bool {
+/// Whether `lb`'s DNS decision can depend on nothing of a query but its type and (with
+/// `PlanScope::Location`) the client's location: no custom rules (they read the client's
+/// address, subnet and the clock), no `ip_cookie` (its draws are seeded by the client), no
+/// policy that draws pools (random, least outstanding requests, least connections), and in
+/// every pool it can answer from, no load shedding (hashed by client or drawn) and no `hash`
+/// endpoint steering (the client's address picks).
+fn plan_scope(engine: &Engine<'_>, lb: &LoadBalancer) -> Option<PlanScope> {
     let settings = &lb.settings;
-    lb.rules.is_empty()
+    let scope = match settings.steering_policy {
+        SteeringPolicy::Off => PlanScope::Everywhere,
+        SteeringPolicy::Geo | SteeringPolicy::DynamicLatency | SteeringPolicy::Proximity => {
+            PlanScope::Location
+        }
+        SteeringPolicy::Random
+        | SteeringPolicy::LeastOutstandingRequests
+        | SteeringPolicy::LeastConnections => return None,
+    };
+    let pools_plannable = settings.all_pools().into_iter().all(|p| {
+        let pool = engine.config.pool(p);
+        pool.load_shedding.default_percent <= 0.0
+            && pool.origin_steering.policy != OriginPolicy::Hash
+    });
+    (lb.rules.is_empty()
         && settings.session_affinity.kind != AffinityKind::IpCookie
-        && settings.steering_policy == SteeringPolicy::Off
-        && settings.all_pools().into_iter().all(|p| {
-            let pool = engine.config.pool(p);
-            pool.load_shedding.default_percent <= 0.0
-                && pool.origin_steering.policy != OriginPolicy::Hash
-        })
+        && pools_plannable)
+        .then_some(scope)
 }
 
 /// An RNG that counts what is drawn from it and always yields zero.
@@ -93,27 +118,45 @@ impl RngCore for CountingRng {
 }
 
 impl Engine<'_> {
-    /// The plan for A, AAAA or CNAME queries (`qtype`) for `lb` served at `pop` on `health`,
-    /// or `None` when the answer may depend on more than that (then every query needs its own
-    /// `decide`). `now` is the clock a decision would read; a plannable one does not.
+    /// Whether `lb`'s DNS answers can be planned, and which queries one plan answers.
+    pub fn dns_plan_scope(&self, lb: &LoadBalancer) -> Option<PlanScope> {
+        plan_scope(self, lb)
+    }
+
+    /// The plan for `lb` on `health` that answers the DNS query of `ctx` (its question set)
+    /// and every other query of its scope: of the same type, and with `PlanScope::Location`
+    /// from a client located where this one is (`DnsPlan::location`). `None` when the answer
+    /// may depend on more than that (then every query needs its own `decide`).
     pub fn dns_plan(
         &self,
         lb: &LoadBalancer,
         health: &HealthSnapshot,
-        pop: Pop<'_>,
-        qtype: &'static str,
-        now: u64,
+        ctx: &RequestContext<'_>,
     ) -> Option<DnsPlan> {
-        if !plannable(self, lb) {
+        let scope = plan_scope(self, lb)?;
+        if ctx.mode != Mode::Dns || ctx.dns.is_none() {
             return None;
         }
-        let mut ctx = RequestContext::new(Mode::Dns, pop, now);
-        ctx.dns = Some(DnsQuestion {
-            qname: &lb.name,
-            qtype,
-        });
+        // Only what the scope allows the decision to read: the PoP, the question, the clock
+        // (which a plannable decision does not read) and, per location, the location inputs.
+        let mut at = RequestContext::new(Mode::Dns, ctx.pop, ctx.now);
+        at.dns = ctx.dns;
+        let location = match scope {
+            PlanScope::Everywhere => None,
+            PlanScope::Location => {
+                at.client_location = ctx.client_location;
+                at.ecs = ctx.ecs;
+                let settings = &lb.settings;
+                Some(locate(
+                    settings.location_strategy,
+                    settings.steering_policy,
+                    &at,
+                    self.regions,
+                ))
+            }
+        };
         let mut rng = CountingRng::default();
-        let (decision, draw) = self.decide_keeping_draw(lb, health, &ctx, &mut rng, true);
+        let (decision, draw) = self.decide_keeping_draw(lb, health, &at, &mut rng, true);
         let answer = match (decision.outcome, draw, rng.draws) {
             (Outcome::NoPool, None, 0) => DnsAnswerPlan::Nothing,
             (Outcome::Answer { pool, endpoints }, None, 0) => {
@@ -128,6 +171,7 @@ impl Engine<'_> {
         Some(DnsPlan {
             ttl: decision.ttl,
             answer,
+            location,
         })
     }
 }

@@ -9,7 +9,7 @@ use crate::regions_table::{CountryCode, RegionsTable};
 use crate::request::{Location, RequestContext};
 
 /// Which input located the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LocationSource {
     Ecs,
     Resolver,

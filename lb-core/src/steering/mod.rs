@@ -21,7 +21,7 @@ use rand::{RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use smallvec::SmallVec;
 
-pub use dns_plan::{DnsAnswerPlan, DnsPlan};
+pub use dns_plan::{DnsAnswerPlan, DnsPlan, PlanScope};
 pub use location::{locate, ClientLocation, LocationSource};
 
 use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};

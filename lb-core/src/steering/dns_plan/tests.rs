@@ -1,6 +1,8 @@
-//! A plan answers as the engine does: on random snapshots, for random clients, the engine's
-//! decision and the plan's answer drawn with the same RNG state are the same endpoints; and
-//! every load balancer whose answer could depend on the client gets no plan.
+//! A plan answers as the engine does: on random snapshots, a plan made for one random client
+//! answers another — any other for a failover load balancer, one located at the same place
+//! for a location-steered one — with what the engine decides for it, drawn from the same RNG
+//! state; and every load balancer whose answer could depend on more of the client gets no
+//! plan.
 
 use std::net::{IpAddr, Ipv4Addr};
 
@@ -9,12 +11,12 @@ use proptest::prelude::*;
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 
-use super::{DnsAnswerPlan, DnsPlan};
+use super::{DnsAnswerPlan, DnsPlan, PlanScope};
 use crate::health::{EndpointHealth, Verdict};
 use crate::region::Region;
-use crate::request::Location;
+use crate::request::{DnsQuestion, Location, Mode, RequestContext};
 use crate::steering::tests::World;
-use crate::steering::{Engine, Outcome};
+use crate::steering::{locate, Engine, Outcome};
 
 const CONFIG: &str = r#"
 [[monitors]]
@@ -22,10 +24,14 @@ name = "http"
 [[pools]]
 name = "equal"
 monitor = "http"
+latitude = 50.1
+longitude = 8.7
 origins = [{ name = "a", address = "192.0.2.1" }, { name = "b", address = "192.0.2.2" }, { name = "c", address = "2001:db8::3" }]
 [[pools]]
 name = "weighted"
 monitor = "http"
+latitude = 39.0
+longitude = -77.5
 origins = [{ name = "a", address = "192.0.2.11", weight = 0.25 }, { name = "b", address = "192.0.2.12", weight = 0.75 }, { name = "c", address = "2001:db8::13", weight = 0.5 }]
 [[pools]]
 name = "host"
@@ -34,6 +40,8 @@ origins = [{ name = "h", address = "cdn.example.net" }, { name = "a", address = 
 [[pools]]
 name = "latency"
 monitor = "http"
+latitude = 35.7
+longitude = 139.7
 origin_steering = { policy = "latency" }
 origins = [{ name = "a", address = "192.0.2.31" }, { name = "b", address = "192.0.2.32", weight = 0.3 }]
 [[pools]]
@@ -68,11 +76,18 @@ default_pools = ["equal", "weighted"]
 name = "geo.test"
 steering_policy = "geo"
 default_pools = ["equal"]
-region_pools = { ENAM = ["weighted"] }
+region_pools = { ENAM = ["weighted"], NEAS = ["latency", "equal"] }
+location_strategy = { prefer_ecs = "always", mode = "resolver_ip" }
 [[load_balancers]]
 name = "dynamic.test"
 steering_policy = "dynamic_latency"
 default_pools = ["equal", "weighted"]
+location_strategy = { prefer_ecs = "always", mode = "resolver_ip" }
+[[load_balancers]]
+name = "proximity.test"
+steering_policy = "proximity"
+default_pools = ["equal", "weighted", "latency"]
+location_strategy = { mode = "resolver_ip" }
 [[load_balancers]]
 name = "ip-cookie.test"
 default_pools = ["weighted"]
@@ -92,18 +107,25 @@ condition = 'ip.src in {10.0.0.0/8}'
 overrides = { default_pools = ["weighted"] }
 "#;
 
-const PLANNABLE: [&str; 4] = ["failover.test", "weighted.test", "host.test", "off.test"];
-const NOT_PLANNABLE: [&str; 7] = [
-    "random.test",
+const PLANNABLE: [&str; 7] = [
+    "failover.test",
+    "weighted.test",
+    "host.test",
+    "off.test",
     "geo.test",
     "dynamic.test",
+    "proximity.test",
+];
+const NOT_PLANNABLE: [&str; 5] = [
+    "random.test",
     "ip-cookie.test",
     "hashed.test",
     "shedding.test",
     "rules.test",
 ];
 
-/// `world` with endpoint health from `bits` (verdict, and an RTT in WEU for `latency`).
+/// `world` with endpoint health from `bits` (verdict, and an RTT per region, for `latency`
+/// and dynamic latency).
 fn world(bits: &[u8]) -> World {
     let mut w = World::new(CONFIG);
     let mut i = 0;
@@ -118,23 +140,63 @@ fn world(bits: &[u8]) -> World {
                 },
                 ..Default::default()
             };
-            health.rtt_ms.set(Region::Weu, Some(f64::from(b / 4)));
+            for (k, region) in REGIONS.iter().enumerate() {
+                health
+                    .rtt_ms
+                    .set(*region, Some(f64::from(b.rotate_left(k as u32) / 4)));
+            }
             *e = health;
             i += 1;
+        }
+    }
+    for (p, pool) in w.health.pools.iter_mut().enumerate() {
+        for (k, region) in REGIONS.iter().enumerate() {
+            let b = bits.get(p * 3 + k).copied().unwrap_or(0);
+            pool.rtt_ms.set(*region, Some(f64::from(b)));
         }
     }
     w
 }
 
+/// Where the random clients are: few places, so that two clients often share one.
+const REGIONS: [Region; 3] = [Region::Weu, Region::Enam, Region::Neas];
+
+/// A client as the DNS frontend describes it: resolver address, the resolver's geolocation and
+/// an EDNS Client Subnet's, each from `REGIONS` (an index past its end: unknown).
+type Client = (u32, usize, Option<(u32, usize)>);
+
+fn client() -> impl Strategy<Value = Client> {
+    (
+        any::<u32>(),
+        0..REGIONS.len() + 1,
+        prop::option::of((any::<u32>(), 0..REGIONS.len() + 1)),
+    )
+}
+
+fn located(i: usize) -> Location {
+    Location {
+        region: REGIONS.get(i).copied(),
+        ..Default::default()
+    }
+}
+
+fn ctx<'a>(w: &World, lb: &'a str, qtype: &'static str, c: Client) -> RequestContext<'a> {
+    let (ip, resolver, ecs) = c;
+    let mut ctx = w.ctx(Mode::Dns, Region::Weu);
+    ctx.explain = false;
+    ctx.client_ip = Some(IpAddr::V4(Ipv4Addr::from(ip)));
+    ctx.client_location = Some(located(resolver));
+    ctx.ecs = ecs.map(|(addr, at)| {
+        let net = IpNet::new(IpAddr::V4(Ipv4Addr::from(addr)), 24).expect("prefix");
+        (net.trunc(), located(at))
+    });
+    ctx.dns = Some(DnsQuestion { qname: lb, qtype });
+    ctx
+}
+
 fn plan(w: &World, lb: &str, qtype: &'static str) -> Option<DnsPlan> {
     let engine = Engine::new(&w.config, &w.regions, &w.key);
-    engine.dns_plan(
-        w.lb(lb),
-        &w.health,
-        w.pop(Region::Weu),
-        qtype,
-        1_800_000_000,
-    )
+    engine.dns_plan(w.lb(lb), &w.health, &ctx(w, lb, qtype, (1, 0, None)))
 }
 
 /// What the plan answers with the next draws of `rng`.
@@ -153,32 +215,39 @@ fn answered(plan: &DnsPlan, rng: &mut StdRng) -> Outcome {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(600))]
 
     #[test]
     fn a_plan_answers_what_the_engine_decides(
-        bits in prop::collection::vec(any::<u8>(), 16),
+        bits in prop::collection::vec(any::<u8>(), 24),
         lb in prop::sample::select(PLANNABLE.to_vec()),
         qtype in prop::sample::select(vec!["A", "AAAA", "CNAME"]),
-        client in any::<u32>(),
-        ecs in prop::option::of((any::<u32>(), 0u8..=32)),
+        planned_for in client(),
+        asking in client(),
         seed in any::<u64>(),
     ) {
         let w = world(&bits);
-        let plan = plan(&w, lb, qtype);
+        let engine = Engine::new(&w.config, &w.regions, &w.key);
+        let config = w.lb(lb);
+        let scope = engine.dns_plan_scope(config);
+        prop_assert!(scope.is_some(), "{} can be planned", lb);
+        let plan = engine.dns_plan(config, &w.health, &ctx(&w, lb, qtype, planned_for));
         prop_assert!(plan.is_some(), "{} has a plan", lb);
         let plan = plan.unwrap_or_else(|| unreachable!());
-        let mut ctx = w.ctx(crate::request::Mode::Dns, Region::Weu);
-        ctx.explain = false;
-        ctx.client_ip = Some(IpAddr::V4(Ipv4Addr::from(client)));
-        ctx.client_location = Some(Location { region: Some(Region::Enam), ..Default::default() });
-        if let Some((addr, prefix)) = ecs {
-            let net = IpNet::new(IpAddr::V4(Ipv4Addr::from(addr)), prefix).expect("prefix");
-            ctx.ecs = Some((net.trunc(), Location { region: Some(Region::Neas), ..Default::default() }));
+        let asking = ctx(&w, lb, qtype, asking);
+        let settings = &config.settings;
+        let here = locate(settings.location_strategy, settings.steering_policy, &asking, &w.regions);
+        match scope {
+            Some(PlanScope::Location) => {
+                prop_assert!(plan.location.is_some());
+                // The plan is for another place: it does not answer this client.
+                if plan.location != Some(here) {
+                    return Ok(());
+                }
+            }
+            _ => prop_assert_eq!(plan.location, None),
         }
-        let question = crate::request::DnsQuestion { qname: lb, qtype };
-        ctx.dns = Some(question);
-        let decision = w.decide(lb, &ctx, &mut StdRng::seed_from_u64(seed));
+        let decision = w.decide(lb, &asking, &mut StdRng::seed_from_u64(seed));
         prop_assert_eq!(decision.ttl, plan.ttl);
         prop_assert_eq!(decision.outcome, answered(&plan, &mut StdRng::seed_from_u64(seed)));
     }
