@@ -99,6 +99,10 @@ pub struct Args {
     /// or to take an answer.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     dns_tcp_idle_timeout_ms: u64,
+    /// Client locations whose geo, proximity or dynamic-latency answers are kept prepared per
+    /// health snapshot; queries from further places are steered one by one (0: none).
+    #[arg(long, value_name = "N", default_value_t = lb_dns::DEFAULT_PREPARED_PLACES)]
+    dns_prepared_places: usize,
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
@@ -345,6 +349,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 args.mesh.affinity_key()?,
                 lb_edge::PopInfo::new(regions, args.region, Some(&args.dc)),
                 Arc::clone(&shared.pops),
+                args.dns_prepared_places,
             )
             .map_err(|e| anyhow!("{}: {e}", args.config.display()))?;
             let sockets = args.dns_sockets.unwrap_or_else(|| {

@@ -14,7 +14,7 @@ mod server;
 mod tcp;
 mod zones;
 
-pub use respond::{Responder, EDNS_PAYLOAD};
+pub use respond::{Responder, DEFAULT_PREPARED_PLACES, EDNS_PAYLOAD};
 pub use rrl::{Limit, Rrl, RrlSettings};
 pub use server::DnsServer;
 pub use tcp::TcpSettings;

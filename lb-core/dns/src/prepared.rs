@@ -8,8 +8,9 @@
 //! per-query path (`server.rs`), which gives the same bytes (`tests_fast.rs`).
 //!
 //! Memory: at most two entries (A, AAAA) per load balancer of the configuration, and at most
-//! `MAX_LOCATED` entries for the location-steered ones per snapshot (a query from a place
-//! beyond them is steered per query), each no larger than the per-query path's answer.
+//! `Responder::with_prepared_places` entries for the location-steered ones per snapshot
+//! (`--dns-prepared-places`, default 4,096: a query from a place beyond them is steered per
+//! query), each no larger than the per-query path's answer.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -27,11 +28,6 @@ use lb_core::steering::{
 use lb_core::Region;
 
 use super::fast;
-
-/// The most answers prepared per snapshot for location-steered load balancers, over all of
-/// them and both query types: a table of locations (a city database's networks, say) larger
-/// than this only has its first places' answers prepared.
-pub(crate) const MAX_LOCATED: usize = 4096;
 
 /// One place a location-steered answer holds for: `ClientLocation` with its coordinates as
 /// bits, so that it can key a table.
@@ -94,16 +90,24 @@ pub(crate) struct PreparedAnswers {
     /// `slots[2 * lb + (qtype is AAAA)]` for `PlanScope::Everywhere`; `None` inside: no
     /// plan, per-query path.
     slots: Box<[OnceLock<Option<Prepared>>]>,
-    /// `PlanScope::Location` answers by place, at most `MAX_LOCATED`.
+    /// `PlanScope::Location` answers by place, at most `places` of them: a table of
+    /// locations (a city database's networks, say) larger than that only has its first
+    /// places' answers prepared.
     located: Mutex<HashMap<LocatedKey, Option<Arc<Prepared>>>>,
+    places: usize,
 }
 
 impl PreparedAnswers {
-    pub fn new(snapshot: Arc<HealthSnapshot>, load_balancers: usize) -> PreparedAnswers {
+    pub fn new(
+        snapshot: Arc<HealthSnapshot>,
+        load_balancers: usize,
+        places: usize,
+    ) -> PreparedAnswers {
         PreparedAnswers {
             snapshot,
             slots: (0..2 * load_balancers).map(|_| OnceLock::new()).collect(),
             located: Mutex::new(HashMap::new()),
+            places,
         }
     }
 
@@ -123,13 +127,16 @@ impl PreparedAnswers {
         prepare: impl FnOnce() -> Option<Prepared>,
     ) -> Option<Arc<Prepared>> {
         let lock = || self.located.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.places == 0 {
+            return None;
+        }
         if let Some(found) = lock().get(&key) {
             return found.clone();
         }
         // Prepared outside the lock: other threads' queries do not wait for the engine.
         let made = prepare().map(Arc::new);
         let mut located = lock();
-        if located.len() < MAX_LOCATED {
+        if located.len() < self.places {
             located.insert(key, made.clone());
         }
         made
@@ -250,6 +257,7 @@ impl super::Responder {
             fresh = Arc::new(PreparedAnswers::new(
                 Arc::clone(&current),
                 self.fast_names.load_balancers(),
+                self.prepared_places,
             ));
             self.prepared.store(Arc::clone(&fresh));
             &fresh

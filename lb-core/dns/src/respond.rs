@@ -34,6 +34,9 @@ use lb_edge::{decide_live, Generation, PopInfo, Pops};
 /// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
 pub const EDNS_PAYLOAD: u16 = 1232;
 
+/// The default of `Responder::with_prepared_places` (`--dns-prepared-places`).
+pub const DEFAULT_PREPARED_PLACES: usize = 4096;
+
 /// The most PoP addresses a proxied name's answer carries (of each family), nearest first.
 pub const MAX_POP_ANSWERS: usize = 8;
 
@@ -58,6 +61,8 @@ pub struct Responder {
     pub(crate) prepared: ArcSwap<PreparedAnswers>,
     /// `plan_scopes[lb]`: which queries one prepared answer serves, if any.
     plan_scopes: Vec<Option<PlanScope>>,
+    /// The most places prepared per snapshot for location-steered answers.
+    pub(crate) prepared_places: usize,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -201,6 +206,7 @@ impl Responder {
         let prepared = ArcSwap::from_pointee(PreparedAnswers::new(
             Arc::clone(&generation.snapshot()),
             config.load_balancers.len(),
+            DEFAULT_PREPARED_PLACES,
         ));
         Ok(Responder {
             config,
@@ -215,6 +221,7 @@ impl Responder {
             fast_names,
             prepared,
             plan_scopes,
+            prepared_places: DEFAULT_PREPARED_PLACES,
             geo,
             metrics,
         })
@@ -423,6 +430,19 @@ impl Responder {
 
     /// Which queries for `lb` one prepared answer serves (`prepared.rs`): none for a proxied
     /// name (its PoPs are ranked per query) or one the engine cannot plan.
+    /// At most `places` client locations get a prepared answer per snapshot (over every
+    /// location-steered load balancer and both query types); queries from the others are
+    /// steered one by one. 0: location-steered answers are never prepared.
+    pub fn with_prepared_places(mut self, places: usize) -> Responder {
+        self.prepared_places = places;
+        self.prepared = ArcSwap::from_pointee(PreparedAnswers::new(
+            Arc::clone(&self.generation.snapshot()),
+            self.config.load_balancers.len(),
+            places,
+        ));
+        self
+    }
+
     pub(crate) fn plan_scope(&self, lb: LbId) -> Option<PlanScope> {
         self.plan_scopes.get(lb.0).copied().flatten()
     }

@@ -506,3 +506,38 @@ fn prepared_draws_follow_the_weights() {
     let share = f64::from(w1) / f64::from(N);
     assert!((share - 2.0 / 7.0).abs() < 0.04, "w1's share {share}");
 }
+
+/// The table of places is bounded: beyond `--dns-prepared-places` a place's query is steered
+/// on its own (with the same bytes), and 0 prepares none.
+#[test]
+fn prepared_places_stay_within_their_bound() {
+    let geo = NAMES
+        .iter()
+        .position(|n| *n == "geo.example.test.")
+        .unwrap();
+    // Inside the located /16 (ENAM; `wire` keeps even prefixes there), then outside it (the
+    // PoP's place) in IPv4 and in IPv6: two places.
+    let subnets = [
+        (false, 24, 0x0a02_0300u128),
+        (false, 23, 0xc000_0200),
+        (true, 47, 0x2001_0db8_9999u128 << 80),
+    ];
+    for (places, held) in [(1, 1), (0, 0), (16, 2)] {
+        let r = responder(&[]).with_prepared_places(places);
+        for (i, subnet) in subnets.into_iter().enumerate() {
+            let a = Asked {
+                name: geo,
+                case: 0,
+                qtype: RecordType::A,
+                id: i as u16,
+                rd: true,
+                cd: false,
+                edns: Some((1232, false, Some(subnet))),
+            };
+            let (fast, full) = both(&r, &wire(&a), "127.0.0.1:5300", 1);
+            assert!(fast.is_some());
+            assert_eq!(fast, full, "place {i} with {places} places");
+        }
+        assert_eq!(r.prepared.load().located(), held, "{places} places");
+    }
+}

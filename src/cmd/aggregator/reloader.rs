@@ -42,6 +42,8 @@ pub struct DnsFrontend {
     pops: Arc<lb_edge::Pops>,
     /// The SOA serial of zones that set none; rises with every reload.
     serial: u32,
+    /// `--dns-prepared-places`.
+    prepared_places: usize,
 }
 
 impl DnsFrontend {
@@ -52,6 +54,7 @@ impl DnsFrontend {
         key: lb_core::affinity::AffinityKey,
         pop: PopInfo,
         pops: Arc<lb_edge::Pops>,
+        prepared_places: usize,
     ) -> Result<DnsFrontend, lb_dns::SetupError> {
         let serial = next_serial(0);
         let first = lb_dns::Responder::new(
@@ -61,7 +64,8 @@ impl DnsFrontend {
             pop.clone(),
             Arc::clone(&pops),
             serial,
-        )?;
+        )?
+        .with_prepared_places(prepared_places);
         Ok(DnsFrontend {
             serving: Arc::new(Serving::new(first)),
             regions,
@@ -69,6 +73,7 @@ impl DnsFrontend {
             pop,
             pops,
             serial,
+            prepared_places,
         })
     }
 
@@ -85,7 +90,8 @@ impl DnsFrontend {
             self.pop.clone(),
             Arc::clone(&self.pops),
             serial,
-        )?;
+        )?
+        .with_prepared_places(self.prepared_places);
         Ok((r, serial))
     }
 }
