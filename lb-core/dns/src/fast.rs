@@ -400,11 +400,6 @@ impl FastNames {
         FastNames { names, owners }
     }
 
-    /// How many load balancers the configuration has (named here or not).
-    pub fn load_balancers(&self) -> usize {
-        self.owners.len()
-    }
-
     /// Load balancer `lb`'s name in wire form.
     pub fn owner(&self, lb: LbId) -> &[u8] {
         self.owners.get(lb.0).map_or(&[], |o| &o[..])

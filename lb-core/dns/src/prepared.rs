@@ -127,11 +127,15 @@ impl PreparedAnswers {
         prepare: impl FnOnce() -> Option<Prepared>,
     ) -> Option<Arc<Prepared>> {
         let lock = || self.located.lock().unwrap_or_else(PoisonError::into_inner);
-        if self.places == 0 {
-            return None;
-        }
-        if let Some(found) = lock().get(&key) {
-            return found.clone();
+        {
+            let located = lock();
+            if let Some(found) = located.get(&key) {
+                return found.clone();
+            }
+            // Full (or 0 places): the query is steered on its own, with no entry made for it.
+            if located.len() >= self.places {
+                return None;
+            }
         }
         // Prepared outside the lock: other threads' queries do not wait for the engine.
         let made = prepare().map(Arc::new);
@@ -243,7 +247,7 @@ impl super::Responder {
         };
         let owner = self.fast_names.owner(lb);
         // The pre-encoded pointers assume a question as long as the load balancer's name.
-        if query.question.len() != owner.len() + 4 {
+        if 12 + query.question.len() != fast::first_owner_at(owner) {
             return false;
         }
         let current = self.generation.snapshot();
@@ -254,11 +258,7 @@ impl super::Responder {
         } else {
             // A new snapshot: a new, empty set (threads racing here each make one; the last
             // stored stays, the others serve their own query and are dropped).
-            fresh = Arc::new(PreparedAnswers::new(
-                Arc::clone(&current),
-                self.fast_names.load_balancers(),
-                self.prepared_places,
-            ));
+            fresh = Arc::new(self.prepared_for(Arc::clone(&current)));
             self.prepared.store(Arc::clone(&fresh));
             &fresh
         };

@@ -428,21 +428,27 @@ impl Responder {
         }
     }
 
-    /// Which queries for `lb` one prepared answer serves (`prepared.rs`): none for a proxied
-    /// name (its PoPs are ranked per query) or one the engine cannot plan.
     /// At most `places` client locations get a prepared answer per snapshot (over every
     /// location-steered load balancer and both query types); queries from the others are
     /// steered one by one. 0: location-steered answers are never prepared.
     pub fn with_prepared_places(mut self, places: usize) -> Responder {
         self.prepared_places = places;
-        self.prepared = ArcSwap::from_pointee(PreparedAnswers::new(
-            Arc::clone(&self.generation.snapshot()),
-            self.config.load_balancers.len(),
-            places,
-        ));
+        self.prepared =
+            ArcSwap::from_pointee(self.prepared_for(Arc::clone(&self.generation.snapshot())));
         self
     }
 
+    /// An empty set of prepared answers for `snapshot`.
+    pub(crate) fn prepared_for(&self, snapshot: Arc<HealthSnapshot>) -> PreparedAnswers {
+        PreparedAnswers::new(
+            snapshot,
+            self.config.load_balancers.len(),
+            self.prepared_places,
+        )
+    }
+
+    /// Which queries for `lb` one prepared answer serves (`prepared.rs`): none for a proxied
+    /// name (its PoPs are ranked per query) or one the engine cannot plan.
     pub(crate) fn plan_scope(&self, lb: LbId) -> Option<PlanScope> {
         self.plan_scopes.get(lb.0).copied().flatten()
     }

@@ -73,7 +73,7 @@ pub fn decide_live(
     ctx: &RequestContext<'_>,
 ) -> Decision {
     let snapshot = generation.snapshot();
-    RNG.with(|rng| engine.decide(lb, &snapshot, ctx, &mut *rng.borrow_mut()))
+    with_thread_rng(|rng| engine.decide(lb, &snapshot, ctx, rng))
 }
 
 /// Runs `f` with this thread's RNG, the one `decide_live` draws from: a draw made outside the
