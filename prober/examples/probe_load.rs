@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use prober::{ProbeReport, ResultSink, Scheduler, SchedulerSettings};
 
+/// The allocator of the `meshlb` binary (src/main.rs), so the figures are the shipped ones.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Counts reports without keeping them.
 #[derive(Default)]
 struct Counting {
