@@ -3,7 +3,7 @@
 #
 # - An nginx origin on 127.0.0.1:18080 (CPU 1) answers every probe.
 # - meshlb's scheduler (CPU 0, one tokio worker) probes 10,000 scheduled endpoints over HTTP and
-#   TCP at 5,000/s and at 10,000/s; we read probes/s, CPU per probe, memory per endpoint.
+#   TCP at 5,000/s and at 10,000/s; we read probes/s, CPU per probe, heap bytes held per endpoint.
 # - blackbox_exporter (CPU 0) is driven by wrk (CPU 1) with /probe requests for the same
 #   origin; we read its probes/s and CPU per probe from /proc.
 # Prints one JSON line per run and a summary table. Talks only to loopback.
@@ -92,11 +92,11 @@ import json, sys
 mesh = [json.loads(l) for l in open(sys.argv[1])]
 bb = {j["type"]: j for j in map(json.loads, open(sys.argv[2]))}
 print()
-print(f"{'tool':<18} {'type':<5} {'scheduled/s':>11} {'probes/s':>9} {'failed':>7} {'µs CPU/probe':>13} {'probes/CPU-s':>13} {'KiB/endpoint':>13}")
+print(f"{'tool':<18} {'type':<5} {'scheduled/s':>11} {'probes/s':>9} {'failed':>7} {'µs CPU/probe':>13} {'probes/CPU-s':>13} {'B/endpoint':>11}")
 for m in mesh:
-    print(f"{'meshlb':<18} {m['type']:<5} {m['scheduled_rate']:>11.0f} {m['probes_per_s']:>9} {m['failed']:>7} {m['cpu_us_per_probe']:>13} {m['probes_per_cpu_s']:>13} {m['kib_per_endpoint']:>13}")
+    print(f"{'meshlb':<18} {m['type']:<5} {m['scheduled_rate']:>11.0f} {m['probes_per_s']:>9} {m['failed']:>7} {m['cpu_us_per_probe']:>13} {m['probes_per_cpu_s']:>13} {m['heap_bytes_per_endpoint']:>11}")
 for t, b in bb.items():
-    print(f"{'blackbox_exporter':<18} {t:<5} {'(wrk)':>11} {b['probes_per_s']:>9} {'-':>7} {b['cpu_us_per_probe']:>13} {b['probes_per_cpu_s']:>13} {'-':>13}")
+    print(f"{'blackbox_exporter':<18} {t:<5} {'(wrk)':>11} {b['probes_per_s']:>9} {'-':>7} {b['cpu_us_per_probe']:>13} {b['probes_per_cpu_s']:>13} {'-':>11}")
 for t, b in bb.items():
     best = min((m for m in mesh if m["type"] == t), key=lambda m: m["cpu_us_per_probe"])
     print(f"{t}: blackbox_exporter spends {b['cpu_us_per_probe'] / best['cpu_us_per_probe']:.1f}x the CPU per probe of meshlb")

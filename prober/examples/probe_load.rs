@@ -1,18 +1,46 @@
 //! Load harness for `bench/probe.sh`: schedules N endpoints (all pointing at one loopback
 //! origin) with the real scheduler and monitors, and reports probes per second, CPU time per
-//! probe and memory per scheduled endpoint as one JSON line.
+//! probe and the heap held per scheduled endpoint as one JSON line.
 //!
 //! `probe_load --type http|tcp --endpoints N --interval S --duration S --target HOST:PORT`
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::alloc::{GlobalAlloc, Layout};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use prober::{ProbeReport, ResultSink, Scheduler, SchedulerSettings};
 
-/// The allocator of the `meshlb` binary (src/main.rs), so the figures are the shipped ones.
+/// The allocator of the `meshlb` binary (src/main.rs), so the figures are the shipped ones,
+/// counting the bytes held: an allocator keeps freed memory mapped, so RSS before and after
+/// scheduling says little about what the endpoints hold.
 #[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+static ALLOCATOR: Counted = Counted(tikv_jemallocator::Jemalloc);
+
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+struct Counted(tikv_jemallocator::Jemalloc);
+
+// SAFETY: every call is passed to jemalloc unchanged; only a counter is kept beside it.
+unsafe impl GlobalAlloc for Counted {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { self.0.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        HELD.fetch_add(layout.size(), Ordering::Relaxed);
+        unsafe { self.0.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { self.0.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        HELD.fetch_add(new_size, Ordering::Relaxed);
+        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
+        unsafe { self.0.realloc(ptr, layout, new_size) }
+    }
+}
 
 /// Counts reports without keeping them.
 #[derive(Default)]
@@ -76,6 +104,14 @@ fn main() {
         eprintln!("--target must be HOST:PORT");
         std::process::exit(2);
     };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    // What the endpoints hold: the heap once they are scheduled and probed for an interval,
+    // less the heap before their config was even written (the config is gone by then).
+    let held_before = HELD.load(Ordering::Relaxed);
     let mut toml = format!(
         "[[monitors]]\nname = \"m\"\ntype = \"{kind}\"\ninterval = {interval}\ntimeout = 1\nretries = 0\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [\n"
     );
@@ -88,14 +124,9 @@ fn main() {
     let regions = lb_core::RegionsTable::embedded().expect("regions");
     let config =
         lb_core::config::Config::parse("bench.toml", &toml, &regions).expect("bench config");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    drop(toml);
     let counting = Arc::new(Counting::default());
     runtime.block_on(async {
-        let rss_before = rss_kib();
         let targets = prober::targets(&config, None);
         drop(config);
         let settings = SchedulerSettings { concurrency, ..SchedulerSettings::default() };
@@ -103,6 +134,7 @@ fn main() {
         // Warm up one interval (the start-up round), then measure.
         tokio::time::sleep(Duration::from_secs(interval + 1)).await;
         let rss_after = rss_kib();
+        let held_after = HELD.load(Ordering::Relaxed);
         let stats = scheduler.stats();
         let (cpu0, done0, late0, started0) = (
             cpu_seconds(),
@@ -121,13 +153,13 @@ fn main() {
         let lateness_ms = (stats.lateness_us.load(Ordering::Relaxed) - late0) as f64 / started.max(1) as f64 / 1000.0;
         let overruns = stats.overruns.load(Ordering::Relaxed);
         println!(
-            "{{\"tool\":\"meshlb\",\"type\":\"{kind}\",\"endpoints\":{endpoints},\"interval_s\":{interval},\"scheduled_rate\":{:.0},\"probes\":{probes},\"failed\":{failed},\"probes_per_s\":{:.0},\"cpu_s\":{cpu:.2},\"cpu_us_per_probe\":{:.1},\"probes_per_cpu_s\":{:.0},\"mean_lateness_ms\":{lateness_ms:.2},\"overruns\":{overruns},\"rss_mib\":{:.1},\"kib_per_endpoint\":{:.2}}}",
+            "{{\"tool\":\"meshlb\",\"type\":\"{kind}\",\"endpoints\":{endpoints},\"interval_s\":{interval},\"scheduled_rate\":{:.0},\"probes\":{probes},\"failed\":{failed},\"probes_per_s\":{:.0},\"cpu_s\":{cpu:.2},\"cpu_us_per_probe\":{:.1},\"probes_per_cpu_s\":{:.0},\"mean_lateness_ms\":{lateness_ms:.2},\"overruns\":{overruns},\"rss_mib\":{:.1},\"heap_bytes_per_endpoint\":{:.0}}}",
             endpoints as f64 / interval as f64,
             probes as f64 / secs,
             cpu * 1e6 / probes.max(1) as f64,
             probes as f64 / cpu.max(1e-9),
             rss_after / 1024.0,
-            (rss_after - rss_before) / endpoints as f64,
+            held_after.saturating_sub(held_before) as f64 / endpoints as f64,
         );
         scheduler.shutdown().await;
     });
