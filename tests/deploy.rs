@@ -2,7 +2,7 @@
 //! systemd units use real flags; the alert rules and scrape config pass promtool (with the
 //! rules' unit tests); every metric the dashboards and rules query is one meshlb exports, the
 //! exposition passes `promtool check metrics`, and a real Prometheus scrapes it and answers a
-//! query for it.
+//! query for it. The allocator's options reach jemalloc as operations.md says.
 
 use std::collections::BTreeSet;
 use std::process::{Command, Stdio};
@@ -124,6 +124,34 @@ impl FromDoc for serde_yaml_ng::Value {
         use serde::Deserialize;
         serde_yaml_ng::Value::deserialize(doc).unwrap_or_else(|e| panic!("{name}: {e}"))
     }
+}
+
+/// The allocator knob docs/operations.md names reaches jemalloc: an option it does not know is
+/// refused by name, and `stats_print` prints its statistics when the process exits.
+#[test]
+fn allocator_options_reach_jemalloc() {
+    let run = |conf: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .arg("--version")
+            .env("_RJEM_MALLOC_CONF", conf)
+            .output()
+            .expect("meshlb --version");
+        assert!(out.status.success(), "meshlb --version with {conf}");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    let stats = run("stats_print:true");
+    assert!(stats.contains("Begin jemalloc statistics"), "{stats}");
+    let refused = run("no_such_option:1");
+    assert!(
+        refused.contains("Invalid conf pair: no_such_option:1"),
+        "{refused}"
+    );
+    let docs =
+        std::fs::read_to_string(format!("{ROOT}/docs/operations.md")).expect("operations.md");
+    assert!(
+        docs.contains("_RJEM_MALLOC_CONF"),
+        "operations.md names the variable"
+    );
 }
 
 #[test]
