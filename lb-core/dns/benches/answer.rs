@@ -7,18 +7,15 @@
 //! Every query carries EDNS; the geo one a /24 subnet.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
 use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsOption};
 use hickory_proto::rr::{Name, RecordType};
-use lb_core::affinity::AffinityKey;
 use lb_core::config::Config;
 use lb_core::health::{HealthSnapshot, Verdict};
-use lb_core::{Region, RegionsTable};
+use lb_core::RegionsTable;
 use lb_dns::Responder;
-use lb_edge::{Generation, PopInfo, Pops};
 
 const CONFIG: &str = r#"
 [[monitors]]
@@ -60,21 +57,14 @@ region_pools = { ENAM = ["us"] }
 location_strategy = { prefer_ecs = "always" }
 "#;
 
+#[path = "../src/test_responder.rs"]
+mod test_responder;
+
 fn responder() -> Responder {
     let regions = RegionsTable::embedded().expect("regions");
     let config = Config::parse("bench.toml", CONFIG, &regions).expect("config");
     let snapshot = HealthSnapshot::uniform(&config, Verdict::Healthy);
-    let generation = Arc::new(Generation::new(1, Arc::new(config), snapshot).expect("generation"));
-    let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
-    Responder::new(
-        generation,
-        Arc::new(regions),
-        AffinityKey::derive(b"bench"),
-        pop,
-        Arc::new(Pops::from_pointee(Vec::new())),
-        1,
-    )
-    .expect("responder")
+    test_responder::responder_for(config, snapshot)
 }
 
 fn query(name: &str, subnet: Option<&str>) -> Vec<u8> {

@@ -21,6 +21,8 @@ pub use tcp::TcpSettings;
 pub use zones::SetupError;
 
 #[cfg(test)]
+mod test_responder;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_fast;

@@ -57,21 +57,7 @@ default_pools = ["eu"]
     responder_for(config, snapshot)
 }
 
-/// A responder at PoP WEU/ams serving `config` in `snapshot`'s health, with no PoPs known.
-pub(super) fn responder_for(config: Config, snapshot: HealthSnapshot) -> Responder {
-    let regions = RegionsTable::embedded().expect("regions");
-    let generation = Arc::new(Generation::new(1, Arc::new(config), snapshot).expect("generation"));
-    let pop = PopInfo::new(&regions, Region::Weu, Some("ams"));
-    Responder::new(
-        generation,
-        Arc::new(regions),
-        AffinityKey::derive(b"t"),
-        pop,
-        Arc::new(Pops::from_pointee(Vec::new())),
-        7,
-    )
-    .expect("responder")
-}
+pub(super) use super::test_responder::responder_for;
 
 fn query(name: &str, qtype: RecordType, edns: Option<Edns>) -> Vec<u8> {
     let mut m = Message::new();
