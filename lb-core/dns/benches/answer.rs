@@ -4,7 +4,9 @@
 //! query (a custom rule that never matches takes its load balancer off the prepared path), a
 //! 25/75 weighted pair drawn from prepared records, and a geo-steered name located by its EDNS
 //! Client Subnet, prepared per place (two geolocation lookups and a table lookup per query).
-//! Every query carries EDNS; the geo one a /24 subnet.
+//! Every query carries EDNS; the geo one a /24 subnet. The geo answer once more with one thread
+//! per core answering at once (wall time divided by the thread count), as the UDP threads of
+//! `batch.rs` do.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -103,6 +105,31 @@ fn bench(c: &mut Criterion) {
         assert!(r.answer_datagram(&q, src, &mut out), "{label} answers");
         group.bench_function(label, |b| {
             b.iter(|| r.answer_datagram(std::hint::black_box(&q), src, &mut out))
+        });
+    }
+    // The answer threads share one snapshot's table of places (`prepared.rs`): every thread
+    // answering geo queries at once, the wall time per answer.
+    let threads = std::thread::available_parallelism().map_or(2, usize::from);
+    for (label, name, subnet) in [
+        ("prepared/failover", "www.example.test.", None),
+        ("prepared/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
+    ] {
+        let q = query(name, subnet);
+        group.bench_function(format!("{label}_{threads}_threads"), |b| {
+            b.iter_custom(|iters| {
+                let start = std::time::Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..threads {
+                        s.spawn(|| {
+                            let mut out = Vec::with_capacity(1232);
+                            for _ in 0..iters {
+                                r.answer_datagram(std::hint::black_box(&q), src, &mut out);
+                            }
+                        });
+                    }
+                });
+                start.elapsed() / u32::try_from(threads).unwrap_or(1)
+            })
         });
     }
     group.finish();

@@ -10,11 +10,15 @@
 //! Memory: at most two entries (A, AAAA) per load balancer of the configuration, and at most
 //! `Responder::with_prepared_places` entries for the location-steered ones per snapshot
 //! (`--dns-prepared-places`, default 4,096: a query from a place beyond them is steered per
-//! query), each no larger than the per-query path's answer.
+//! query), each no larger than the per-query path's answer. Each answer thread also keeps a
+//! map of the places it has looked up (pointers to those entries, no more of them than the
+//! table holds) and the set they belong to, so that at most one superseded set per thread
+//! stays alive until that thread's next location-steered query.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::RecordType;
@@ -93,8 +97,72 @@ pub(crate) struct PreparedAnswers {
     /// `PlanScope::Location` answers by place, at most `places` of them: a table of
     /// locations (a city database's networks, say) larger than that only has its first
     /// places' answers prepared.
-    located: Mutex<HashMap<LocatedKey, Option<Arc<Prepared>>>>,
+    located: LocatedTable,
+}
+
+/// The table of places shared by the answer threads. Each thread reads it through its own
+/// copy of what it has looked up (`NEAR`), so that a popular place's queries on every core do
+/// not take turns at this lock or at its entry's reference count.
+#[derive(Debug)]
+struct LocatedTable {
+    entries: Mutex<Places>,
     places: usize,
+}
+
+type Places = HashMap<LocatedKey, Option<Arc<Prepared>>, foldhash::fast::RandomState>;
+
+impl LocatedTable {
+    fn new(places: usize) -> LocatedTable {
+        LocatedTable {
+            entries: Mutex::new(Places::default()),
+            places,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Places> {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The entry for `key`, made by `prepare` the first time, and whether the table holds it
+    /// (it does while there is room).
+    fn get_or_prepare(
+        &self,
+        key: LocatedKey,
+        prepare: impl FnOnce() -> Option<Prepared>,
+    ) -> (Option<Arc<Prepared>>, bool) {
+        {
+            let entries = self.lock();
+            if let Some(found) = entries.get(&key) {
+                return (found.clone(), true);
+            }
+            // Full (or 0 places): the query is steered on its own, with no entry made for it.
+            if entries.len() >= self.places {
+                return (None, false);
+            }
+        }
+        // Prepared outside the lock: other threads' queries do not wait for the engine.
+        let made = prepare().map(Arc::new);
+        let mut entries = self.lock();
+        if entries.len() < self.places {
+            entries.insert(key, made.clone());
+            return (made, true);
+        }
+        (made, false)
+    }
+}
+
+/// One thread's copy of the entries of one set's table of places that it has looked up: no
+/// more than the table holds.
+struct NearPlaces {
+    /// Held so that a new set cannot reuse its address while this copy exists: an answer
+    /// thread keeps at most one set older than the current one alive, until its next
+    /// location-steered query.
+    set: Arc<PreparedAnswers>,
+    entries: Places,
+}
+
+thread_local! {
+    static NEAR: RefCell<Option<NearPlaces>> = const { RefCell::new(None) };
 }
 
 impl PreparedAnswers {
@@ -106,44 +174,42 @@ impl PreparedAnswers {
         PreparedAnswers {
             snapshot,
             slots: (0..2 * load_balancers).map(|_| OnceLock::new()).collect(),
-            located: Mutex::new(HashMap::new()),
-            places,
+            located: LocatedTable::new(places),
         }
     }
 
     /// How many places have a location-steered entry (or the knowledge that they have none).
     #[cfg(test)]
     pub fn located(&self) -> usize {
-        self.located
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+        self.located.lock().len()
     }
 
-    /// The entry for `key`, made by `prepare` the first time (kept while there is room).
-    fn get_or_prepare_located(
-        &self,
+    /// What `answer` makes of the location-steered entry of `set` for `key`, made by
+    /// `prepare` the first time; `None` when there is none (no plan, or no room).
+    fn with_located<R>(
+        set: &Arc<PreparedAnswers>,
         key: LocatedKey,
         prepare: impl FnOnce() -> Option<Prepared>,
-    ) -> Option<Arc<Prepared>> {
-        let lock = || self.located.lock().unwrap_or_else(PoisonError::into_inner);
-        {
-            let located = lock();
-            if let Some(found) = located.get(&key) {
-                return found.clone();
+        answer: impl FnOnce(&Prepared) -> Option<R>,
+    ) -> Option<R> {
+        NEAR.with_borrow_mut(|near| {
+            let near = match near {
+                Some(n) if Arc::ptr_eq(&n.set, set) => n,
+                _ => near.insert(NearPlaces {
+                    set: Arc::clone(set),
+                    entries: Places::default(),
+                }),
+            };
+            if let Some(found) = near.entries.get(&key) {
+                return found.as_deref().and_then(answer);
             }
-            // Full (or 0 places): the query is steered on its own, with no entry made for it.
-            if located.len() >= self.places {
-                return None;
+            let (entry, held) = set.located.get_or_prepare(key, prepare);
+            let answered = entry.as_deref().and_then(answer);
+            if held {
+                near.entries.insert(key, entry);
             }
-        }
-        // Prepared outside the lock: other threads' queries do not wait for the engine.
-        let made = prepare().map(Arc::new);
-        let mut located = lock();
-        if located.len() < self.places {
-            located.insert(key, made.clone());
-        }
-        made
+            answered
+        })
     }
 
     pub fn snapshot(&self) -> &Arc<HealthSnapshot> {
@@ -253,7 +319,7 @@ impl super::Responder {
         let current = self.generation.snapshot();
         let loaded = self.prepared.load();
         let fresh;
-        let prepared: &PreparedAnswers = if Arc::ptr_eq(loaded.snapshot(), &current) {
+        let prepared: &Arc<PreparedAnswers> = if Arc::ptr_eq(loaded.snapshot(), &current) {
             &loaded
         } else {
             // A new snapshot: a new, empty set (threads racing here each make one; the last
@@ -264,7 +330,13 @@ impl super::Responder {
         };
         let lbc = self.load_balancer(lb);
         let qtype = query.qtype;
-        let (entry, ecs) = match scope {
+        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
+        // again on the per-query path: the same distribution, another draw.
+        let mut encode = |entry: &Prepared, ecs| {
+            let (count, section) = entry.section()?;
+            fast::encode_prepared(query, count, section, ecs, max, out).then_some(())
+        };
+        match scope {
             PlanScope::Everywhere => {
                 let Some(entry) = prepared.get_or_prepare(lb, qtype, || {
                     let (ctx, _) = self.query_context(lbc, qtype, None, src.ip());
@@ -274,7 +346,7 @@ impl super::Responder {
                 };
                 // The answer does not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
                 let ecs = subnet.map(|s| ClientSubnet::new(s.addr(), s.source_prefix(), 0));
-                (EntryRef::Slot(entry), ecs)
+                encode(entry, ecs).is_some()
             }
             PlanScope::Location => {
                 let (ctx, ecs) = self.query_context(lbc, qtype, subnet, src.ip());
@@ -286,34 +358,14 @@ impl super::Responder {
                     self.regions(),
                 );
                 let key = LocatedKey::new(lb, qtype, here);
-                let Some(entry) = prepared.get_or_prepare_located(key, || {
-                    self.prepare(lb, qtype, prepared.snapshot(), &ctx)
-                }) else {
-                    return false;
-                };
-                (EntryRef::Located(entry), ecs)
+                PreparedAnswers::with_located(
+                    prepared,
+                    key,
+                    || self.prepare(lb, qtype, prepared.snapshot(), &ctx),
+                    |entry| encode(entry, ecs),
+                )
+                .is_some()
             }
-        };
-        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
-        // again on the per-query path: the same distribution, another draw.
-        let Some((count, section)) = entry.get().section() else {
-            return false;
-        };
-        fast::encode_prepared(query, count, section, ecs, max, out)
-    }
-}
-
-/// A prepared entry, in its snapshot's slot or shared from the table of places.
-enum EntryRef<'a> {
-    Slot(&'a Prepared),
-    Located(Arc<Prepared>),
-}
-
-impl EntryRef<'_> {
-    fn get(&self) -> &Prepared {
-        match self {
-            EntryRef::Slot(p) => p,
-            EntryRef::Located(p) => p,
         }
     }
 }

@@ -541,3 +541,57 @@ fn prepared_places_stay_within_their_bound() {
         assert_eq!(r.prepared.load().located(), held, "{places} places");
     }
 }
+
+/// Each answer thread keeps its own copy of the places it has looked up: after a new
+/// snapshot, the copies on this thread and on another one answer from the new one, with the
+/// full path's bytes.
+#[test]
+fn located_answers_follow_a_new_snapshot_on_every_thread() {
+    let r = responder(&[]);
+    let geo = NAMES
+        .iter()
+        .position(|n| *n == "geo.example.test.")
+        .unwrap();
+    let ask = Asked {
+        name: geo,
+        case: 0,
+        qtype: RecordType::A,
+        id: 7,
+        rd: true,
+        cd: false,
+        // Located in ENAM: the `us` pool.
+        edns: Some((1232, false, Some((false, 24, 0x0a02_0300)))),
+    };
+    let bytes = wire(&ask);
+    let addresses = |answer: &[u8]| -> Vec<IpAddr> {
+        Message::from_vec(answer)
+            .unwrap()
+            .answers()
+            .iter()
+            .filter_map(|a| a.data().ip_addr())
+            .collect()
+    };
+    let answer_here = || {
+        let (fast, full) = both(&r, &bytes, "127.0.0.1:5300", 1);
+        assert_eq!(fast, full);
+        addresses(&fast.expect("answered"))
+    };
+    let answer_there = || std::thread::scope(|s| s.spawn(answer_here).join().unwrap());
+    let us: Vec<IpAddr> = vec!["198.51.100.2".parse().unwrap()];
+    assert_eq!(answer_here(), us);
+    assert_eq!(answer_there(), us);
+    assert_eq!(answer_here(), us, "from this thread's copy");
+
+    // The aggregator publishes a snapshot with `us` down: ENAM falls back to `eu`.
+    let mut snapshot = (**r.generation.snapshot()).clone();
+    snapshot.version += 1;
+    snapshot.endpoints[3][0].verdict = Verdict::Unhealthy;
+    r.generation.publish(snapshot).expect("publish");
+    let eu: Vec<IpAddr> = vec![
+        "198.51.100.1".parse().unwrap(),
+        "198.51.100.3".parse().unwrap(),
+    ];
+    assert_eq!(answer_here(), eu);
+    assert_eq!(answer_there(), eu);
+    assert_eq!(r.prepared.load().located(), 1);
+}
