@@ -218,9 +218,7 @@ default_pools = ["alias"]
     .expect("config");
     let admin = free_tcp();
     let dns4 = free_tcp_and_udp();
-    let dns6 = std::net::TcpListener::bind("[::1]:0")
-        .and_then(|l| l.local_addr())
-        .expect("v6 port");
+    let dns6 = free_tcp_and_udp_v6();
     let extra: Vec<String> = ["--dns", &dns4.to_string(), "--dns", &dns6.to_string()]
         .iter()
         .map(|a| a.to_string())

@@ -5,7 +5,7 @@ mod support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::*;
@@ -681,17 +681,29 @@ default_pools = ["web"]
     assert!((5..=7).contains(&full), "full answers: {full}");
     assert!((53..=55).contains(&truncated), "truncated: {truncated}");
     // Empty dig's /24's bucket, then a real resolver's query: dig gets the truncated answer and
-    // retries over TCP, which is never limited.
-    for id in 0..10u16 {
+    // retries over TCP, which is never limited. The bucket refills at 5 per second, so it is
+    // kept empty (a query every 20 ms) until dig is done, however long dig takes to start.
+    let drain = |id: u16| {
         local
-            .send_to(&dns_query(200 + id, "dns.hostile.test"), dns)
+            .send_to(&dns_query(id, "dns.hostile.test"), dns)
             .expect("send");
-    }
-    let out = Command::new("dig")
+    };
+    (200..210).for_each(drain);
+    let mut dig = Command::new("dig")
         .args([&format!("@{}", dns.ip()), "-p", &dns.port().to_string()])
         .args(["+norec", "+tries=1", "+time=2", "dns.hostile.test", "A"])
-        .output()
+        .stdout(Stdio::piped())
+        .spawn()
         .expect("dig");
+    // dig gives up after +time=2 and a TCP retry: 500 rounds of 20 ms bound the loop.
+    for id in 0..500u16 {
+        if dig.try_wait().expect("dig").is_some() {
+            break;
+        }
+        drain(300 + id);
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = dig.wait_with_output().expect("dig");
     let dig = String::from_utf8_lossy(&out.stdout);
     assert!(
         dig.contains("Truncated, retrying in TCP mode") && dig.contains("192.0.2.10"),

@@ -692,7 +692,7 @@ default_pools = ["weighted"]
     // Zero-downtime failover: z1 dies under a steady stream of requests. With the retry on,
     // no request fails; without it, requests fail only until the mesh marks z1 down.
     let stream = |host: &'static str, kill: &'static str| {
-        let stop = Instant::now() + Duration::from_secs(6);
+        let stop = Instant::now() + Duration::from_secs(10);
         let killed_at = Instant::now() + Duration::from_secs(1);
         let mut failures = Vec::new();
         let mut total = 0;
@@ -749,14 +749,14 @@ default_pools = ["weighted"]
     // The origin refused the connection: Cloudflare's 521.
     assert!(failures.iter().all(|(_, s)| *s == 521), "{failures:?}");
     // Only until the mesh marks z1 down: interval x consecutive_down + 1 s = 3 s after the
-    // kill, with a margin for a loaded machine.
+    // kill, with a margin for a loaded machine (tests/mesh.rs allows as much).
     let last = failures.iter().map(|(t, _)| *t).max().unwrap();
     eprintln!(
         "without zero-downtime failover: {} of {total} failed, the last {last:?} after the kill",
         failures.len()
     );
     assert!(
-        last < Duration::from_secs(5),
+        last < Duration::from_secs(8),
         "failures went on for {last:?}"
     );
 
@@ -838,7 +838,7 @@ name = "drain.example.test"
 proxied = true
 default_pools = ["web"]
 session_affinity = "cookie"
-session_affinity_attributes = {{ drain_duration = 6 }}
+session_affinity_attributes = {{ drain_duration = 10 }}
 "#,
             a.port, b.port
         ),
@@ -907,14 +907,14 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     assert_eq!(drain("POST"), vec!["a"]);
     let drained_at = std::time::Instant::now();
     // The next tally (at most 0.5 s) applies it: new clients only get b ...
-    wait_for("new clients to avoid a", Duration::from_secs(3), || {
+    wait_for("new clients to avoid a", Duration::from_secs(6), || {
         (0..10).all(|_| curl(&url, host, &[]).origin() == "b")
     });
-    // ... while the session stays on a within drain_duration (6 s; the drain starts at the
-    // whole second, so it lasts between 5 and 6 s) ...
+    // ... while the session stays on a within drain_duration (10 s; the drain starts at the
+    // whole second, so it lasts between 9 and 10 s) ...
     let within = with_cookie(&cookie);
     assert!(
-        drained_at.elapsed() < Duration::from_secs(5),
+        drained_at.elapsed() < Duration::from_secs(9),
         "checked within the drain"
     );
     assert_eq!(
@@ -926,7 +926,7 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     let mut moved = None;
     wait_for(
         "the session to move after the drain",
-        Duration::from_secs(10),
+        Duration::from_secs(15),
         || {
             let r = with_cookie(&cookie);
             let ok = r.origin() == "b" && r.header("set-cookie").is_some();
@@ -936,7 +936,7 @@ session_affinity_attributes = {{ drain_duration = 6 }}
     );
     let moved = moved.expect("moved");
     assert!(
-        moved >= Duration::from_secs(5),
+        moved >= Duration::from_secs(9),
         "not before drain_duration (whole seconds): {moved:?}"
     );
     // The other aggregator has it from gossip: its proxy sends new clients to b only.

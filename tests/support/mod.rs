@@ -117,6 +117,14 @@ pub fn free_tcp_and_udp() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// The same on ::1, for a child listening on IPv6 loopback.
+pub fn free_tcp_and_udp_v6() -> SocketAddr {
+    let port = free_port_below_ephemeral("IPv6 TCP and UDP", |p| {
+        TcpListener::bind(("::1", p)).is_ok() && UdpSocket::bind(("::1", p)).is_ok()
+    });
+    SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, port))
+}
+
 /// Whether an origin's listener is open; `Stop` is asked for and `Closed` confirmed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Power {
