@@ -192,24 +192,34 @@ impl PreparedAnswers {
         prepare: impl FnOnce() -> Option<Prepared>,
         answer: impl FnOnce(&Prepared) -> Option<R>,
     ) -> Option<R> {
-        NEAR.with_borrow_mut(|near| {
-            let near = match near {
-                Some(n) if Arc::ptr_eq(&n.set, set) => n,
-                _ => near.insert(NearPlaces {
+        let (mut prepare, mut answer) = (Some(prepare), Some(answer));
+        let near_answer = NEAR.try_with(|cell| {
+            let mut near = cell.try_borrow_mut().ok()?;
+            if !near.as_ref().is_some_and(|n| Arc::ptr_eq(&n.set, set)) {
+                *near = Some(NearPlaces {
                     set: Arc::clone(set),
                     entries: Places::default(),
-                }),
-            };
-            if let Some(found) = near.entries.get(&key) {
-                return found.as_deref().and_then(answer);
+                });
             }
-            let (entry, held) = set.located.get_or_prepare(key, prepare);
+            let near = near.as_mut()?;
+            let answer = answer.take()?;
+            if let Some(found) = near.entries.get(&key) {
+                return Some(found.as_deref().and_then(answer));
+            }
+            let (entry, held) = set.located.get_or_prepare(key, prepare.take()?);
             let answered = entry.as_deref().and_then(answer);
             if held {
                 near.entries.insert(key, entry);
             }
-            answered
-        })
+            Some(answered)
+        });
+        if let Ok(Some(answered)) = near_answer {
+            return answered;
+        }
+        // This thread's copy is in use (an answer made while making another) or gone (the
+        // thread is exiting): the shared table alone.
+        let (entry, _) = set.located.get_or_prepare(key, prepare?);
+        entry.as_deref().and_then(answer?)
     }
 
     pub fn snapshot(&self) -> &Arc<HealthSnapshot> {
@@ -367,5 +377,64 @@ impl super::Responder {
                 .is_some()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lb_core::config::Config;
+    use lb_core::geo::Coordinates;
+    use lb_core::health::Verdict;
+    use lb_core::RegionsTable;
+
+    fn key(lb: usize) -> LocatedKey {
+        let at = ClientLocation {
+            region: Region::Enam,
+            country: None,
+            coordinates: Coordinates {
+                latitude: 40.0,
+                longitude: -74.0,
+            },
+            source: LocationSource::Ecs,
+        };
+        LocatedKey::new(LbId(lb), RecordType::A, at)
+    }
+
+    fn fixed(byte: u8) -> Prepared {
+        Prepared::Fixed {
+            count: 1,
+            records: Box::new([byte]),
+        }
+    }
+
+    /// A located answer looked up while another is being made on the same thread (the
+    /// thread's copy is then in use) takes the shared table instead of panicking.
+    #[test]
+    fn a_nested_lookup_uses_the_shared_table() {
+        let regions = RegionsTable::embedded().expect("regions");
+        let config = Config::parse(
+            "t.toml",
+            "[[monitors]]\nname = \"m\"\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [{ name = \"a\", address = \"192.0.2.1\" }]\n",
+            &regions,
+        )
+        .expect("config");
+        let snapshot = Arc::new(HealthSnapshot::uniform(&config, Verdict::Healthy));
+        let set = Arc::new(PreparedAnswers::new(snapshot, 2, 16));
+        let section = |p: &Prepared| p.section().map(|(_, s)| s.to_vec());
+        let outer = PreparedAnswers::with_located(
+            &set,
+            key(0),
+            || Some(fixed(1)),
+            |p| {
+                let inner = PreparedAnswers::with_located(&set, key(1), || Some(fixed(2)), section);
+                Some((section(p)?, inner?))
+            },
+        );
+        assert_eq!(outer, Some((vec![1], vec![2])));
+        assert_eq!(set.located(), 2);
+        // Both are served again, the outer one from this thread's copy.
+        let again = PreparedAnswers::with_located(&set, key(1), || None, section);
+        assert_eq!(again, Some(vec![2]));
     }
 }
