@@ -4,9 +4,9 @@
 //! query (a custom rule that never matches takes its load balancer off the prepared path), a
 //! 25/75 weighted pair drawn from prepared records, and a geo-steered name located by its EDNS
 //! Client Subnet, prepared per place (two geolocation lookups and a table lookup per query).
-//! Every query carries EDNS; the geo one a /24 subnet. The geo answer once more with one thread
-//! per core answering at once (wall time divided by the thread count), as the UDP threads of
-//! `batch.rs` do.
+//! Every query carries EDNS; the geo one a /24 subnet. The failover and geo answers once more
+//! with one thread per core answering at once (wall time divided by the thread count), as the
+//! UDP threads of `batch.rs` do.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -90,30 +90,30 @@ fn query(name: &str, subnet: Option<&str>) -> Vec<u8> {
     m.to_vec().expect("query")
 }
 
+/// (label, name asked, ECS subnet).
+const CASES: [(&str, &str, Option<&str>); 4] = [
+    ("prepared/failover", "www.example.test.", None),
+    ("per_query/failover", "steered.example.test.", None),
+    ("prepared/weighted", "weighted.example.test.", None),
+    ("prepared/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
+];
+
 fn bench(c: &mut Criterion) {
     let r = responder();
     let src: SocketAddr = "127.0.0.1:5300".parse().expect("addr");
     let mut out = Vec::with_capacity(1232);
     let mut group = c.benchmark_group("dns");
-    for (label, name, subnet) in [
-        ("prepared/failover", "www.example.test.", None),
-        ("per_query/failover", "steered.example.test.", None),
-        ("prepared/weighted", "weighted.example.test.", None),
-        ("prepared/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
-    ] {
+    for (label, name, subnet) in CASES {
         let q = query(name, subnet);
         assert!(r.answer_datagram(&q, src, &mut out), "{label} answers");
         group.bench_function(label, |b| {
             b.iter(|| r.answer_datagram(std::hint::black_box(&q), src, &mut out))
         });
     }
-    // The answer threads share one snapshot's table of places (`prepared.rs`): every thread
-    // answering geo queries at once, the wall time per answer.
+    // The answer threads share one snapshot's prepared answers (`prepared.rs`): the failover
+    // and geo answers with every thread answering at once, the wall time per answer.
     let threads = std::thread::available_parallelism().map_or(2, usize::from);
-    for (label, name, subnet) in [
-        ("prepared/failover", "www.example.test.", None),
-        ("prepared/geo_ecs", "geo.example.test.", Some("10.2.3.0")),
-    ] {
+    for (label, name, subnet) in [CASES[0], CASES[3]] {
         let q = query(name, subnet);
         group.bench_function(format!("{label}_{threads}_threads"), |b| {
             b.iter_custom(|iters| {

@@ -433,7 +433,8 @@ mod tests {
         );
         assert_eq!(outer, Some((vec![1], vec![2])));
         assert_eq!(set.located(), 2);
-        // Both are served again, the outer one from this thread's copy.
+        // The inner one, which this thread's copy did not take, comes from the shared table
+        // without being made again.
         let again = PreparedAnswers::with_located(&set, key(1), || None, section);
         assert_eq!(again, Some(vec![2]));
     }
