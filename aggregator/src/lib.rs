@@ -8,24 +8,23 @@
 //! - [`shared`]: what the loop publishes, grouped by concern; [`service`]: the loop itself.
 //! - [`admin`]: the admin API, one file per resource; [`api`]: its Cloudflare-shaped
 //!   resources (monitors, pools, load balancers) and health views.
-//! - [`control`]: the config primary, its generations, and the nodes that follow it.
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
-//! - [`reload`]: reload requests from the admin API, and the tally loop's adoption of a new
-//!   config generation.
+//! - [`adopt`]: the tally loop's adoption of a new config generation.
+//! - [`node`]: the aggregator node as a library: start it with its settings, get a handle.
 
 pub mod admin;
+pub mod adopt;
 pub mod api;
-pub mod control;
 pub mod drain_state;
 pub mod drains;
 pub mod events;
 pub mod mesh_view;
 pub mod metrics;
+pub mod node;
 pub mod notify;
 pub mod readiness;
-pub mod reload;
 pub mod service;
 pub mod shared;
 pub mod tally;

@@ -2,14 +2,13 @@
 //! endpoint, monitor group member, pool and load-balancer states as one-hot gauges, EWMA RTTs, health changes, the
 //! tally, mesh members and gossip traffic.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use lb_core::config::{Config, EndpointId, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use lb_core::Region;
-use mesh::{Role, TransportStats};
+use mesh::Role;
 use metrics::Gauge;
 
 use crate::mesh_view::Member;
@@ -267,31 +266,9 @@ pub fn record_members(members: &[Member]) {
         .set(members.iter().filter(|m| m.config_drift).count() as f64);
 }
 
-/// Gossip transport counters (both probers and aggregators call this).
 /// 1 once the aggregator's answers can be trusted (`GET /readyz`), 0 while it warms up.
 pub fn record_ready(ready: bool) {
     metrics::gauge!("meshlb_aggregator_ready").set(f64::from(u8::from(ready)));
-}
-
-pub fn record_gossip(stats: &TransportStats) {
-    metrics::counter!("meshlb_gossip_sent_bytes_total")
-        .absolute(stats.bytes_sent.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_received_bytes_total")
-        .absolute(stats.bytes_received.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_sent_datagrams_total")
-        .absolute(stats.datagrams_sent.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_received_datagrams_total")
-        .absolute(stats.datagrams_received.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_rejected_packets_total")
-        .absolute(stats.rejected.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_fragmented_messages_total")
-        .absolute(stats.fragmented.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_replayed_datagrams_total")
-        .absolute(stats.replayed.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_misaddressed_datagrams_total")
-        .absolute(stats.misaddressed.load(Ordering::Relaxed));
-    metrics::counter!("meshlb_gossip_malformed_deltas_total")
-        .absolute(chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed));
 }
 
 /// One constant series per region with its name and representative coordinates, for joins in
@@ -307,4 +284,109 @@ pub fn record_regions(regions: &lb_core::regions_table::RegionsTable) {
         )
         .set(1.0);
     }
+}
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
+    describe_counter!(
+        "meshlb_config_fetches_refused_total",
+        "Config fetches the primary refused: a bad cluster-key signature or a clock off by more than 300 s."
+    );
+
+    describe_counter!(
+        "meshlb_drain_decisions_refused_total",
+        "Drain decisions from other aggregators refused as stamped beyond now plus the clock skew."
+    );
+
+    describe_gauge!(
+        "meshlb_aggregator_ready",
+        "1 once the aggregator's answers can be trusted (GET /readyz): every monitored endpoint has a verdict or the warm-up timeout has passed; 0 while it warms up."
+    );
+
+    describe_gauge!(
+        "meshlb_endpoint_state",
+        "The tally's verdict on an endpoint (one-hot over state)."
+    );
+
+    describe_gauge!(
+        "meshlb_off_roster_probers",
+        "Live probers whose datacenter the regions table does not list for their region: their votes do not count."
+    );
+
+    describe_gauge!(
+        "meshlb_member_state",
+        "A monitor group member's own verdict on an endpoint (one-hot over state); monitoring_only members included."
+    );
+
+    describe_gauge!(
+        "meshlb_pool_state",
+        "Pool state from this PoP (one-hot over state)."
+    );
+
+    describe_gauge!(
+        "meshlb_load_balancer_state",
+        "Load balancer state (one-hot over state); critical: traffic on the fallback pool."
+    );
+
+    describe_gauge!(
+        "meshlb_endpoint_rtt_seconds",
+        Unit::Seconds,
+        "EWMA of probe RTT to an endpoint measured from a region."
+    );
+
+    describe_gauge!(
+        "meshlb_pool_rtt_seconds",
+        Unit::Seconds,
+        "EWMA of probe RTT to a pool measured from a region."
+    );
+
+    describe_counter!(
+        "meshlb_health_changes_total",
+        "Health changes, by kind (endpoint, pool, load_balancer)."
+    );
+
+    describe_gauge!("meshlb_tally_votes", "Votes counted in the last tally.");
+
+    describe_gauge!(
+        "meshlb_fail_static",
+        "1 while the aggregator hears from no prober and serves its last known health."
+    );
+
+    describe_histogram!(
+        "meshlb_tally_duration_seconds",
+        Unit::Seconds,
+        "Time to run one tally."
+    );
+
+    describe_gauge!(
+        "meshlb_mesh_members",
+        "Mesh members seen by the aggregator, by role, region and state (live/dead)."
+    );
+
+    describe_gauge!(
+        "meshlb_config_drift_members",
+        "Members gossiping a config hash other than the aggregator's."
+    );
+
+    describe_gauge!(
+        "meshlb_region_info",
+        "Constant 1 per region, labelled with its name and representative coordinates."
+    );
+
+    describe_counter!(
+        "meshlb_notifications_total",
+        "Notification attempts by channel, kind and result (sent, retried, failed)."
+    );
+
+    describe_gauge!(
+        "meshlb_notifier_sender",
+        "1 on the aggregator that sends notifications (the live one with the smallest node id)."
+    );
+
+    describe_counter!(
+        "meshlb_notifications_dropped_total",
+        "Health changes not queued for notification because the queue was full."
+    );
 }

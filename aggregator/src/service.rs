@@ -13,8 +13,8 @@ use lb_core::clock::unix_ms;
 use mesh::keys::{self, DrainDecision};
 use tokio::sync::mpsc;
 
+use crate::adopt::Adopt;
 use crate::mesh_view::MeshView;
-use crate::reload::Adopt;
 use crate::shared::{InForce, Shared};
 use crate::tally::{tally, TallyState};
 
@@ -240,7 +240,7 @@ impl Loop {
         crate::metrics::record_group_members(&config, outcome.state.check_verdicts());
         crate::metrics::record_members(self.view.members());
         if let Some(g) = &self.gossip {
-            crate::metrics::record_gossip(g);
+            meshlb_node::metrics::record_gossip(g);
         }
         in_force
             .check_verdicts

@@ -123,14 +123,13 @@ pub struct Shared {
     pub events: Mutex<EventLog>,
     pub drains: Drains,
     pub outputs: Outputs,
-    /// Where `POST /-/reload` asks for a reload (the binary's reload task reads it).
-    pub reload_requests: OnceLock<tokio::sync::mpsc::Sender<crate::reload::Request>>,
+    /// Where `POST /-/reload` asks for a reload (the node's config task reads it).
+    pub reload_requests: tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
     /// The live, ready PoPs of the mesh (DNS answers proxied names with them); the loop
     /// updates it from gossip.
     pub pops: Arc<lb_edge::Pops>,
-    /// The control plane: the mesh config's generation, the primary, the API's writes (set
-    /// by the binary at start).
-    pub control: OnceLock<Arc<crate::control::ControlPlane>>,
+    /// The control plane: the mesh config's generation, the primary, the API's writes.
+    pub control: Arc<meshlb_node::control::ControlPlane>,
 }
 
 impl Shared {
@@ -138,7 +137,9 @@ impl Shared {
         in_force: InForce,
         regions: Arc<RegionsTable>,
         settings: TallySettings,
-        metrics: Option<metrics_exporter_prometheus::PrometheusHandle>,
+        outputs: Outputs,
+        control: Arc<meshlb_node::control::ControlPlane>,
+        reload_requests: tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
     ) -> Arc<Shared> {
         let config = Arc::clone(in_force.config());
         Arc::new(Shared {
@@ -156,15 +157,15 @@ impl Shared {
                 }),
                 state_file: OnceLock::new(),
             },
-            outputs: Outputs { metrics },
+            outputs,
             setup: Setup {
                 regions,
                 settings,
                 started: Instant::now(),
             },
-            reload_requests: OnceLock::new(),
+            reload_requests,
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
-            control: OnceLock::new(),
+            control,
         })
     }
 

@@ -6,9 +6,12 @@
 //! - [`threshold`]: the anti-flap state machines (consecutive, window, counter).
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
+//! - [`node`]: the prober node as a library: start it with its settings, get a handle.
 
 pub mod failure;
+pub mod metrics;
 pub mod monitors;
+pub mod node;
 pub mod outcome;
 pub mod publisher;
 pub mod scheduler;

@@ -8,14 +8,12 @@ mod control_args;
 pub mod demo;
 pub mod explain;
 mod mesh_args;
-mod metrics_http;
 pub mod probe;
 pub mod prober;
 pub mod regions;
-mod reload;
+mod serve;
 pub mod simulate;
 pub mod status;
-mod supervise;
 
 use std::path::Path;
 

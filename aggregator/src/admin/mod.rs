@@ -26,7 +26,7 @@
 mod drain;
 mod events;
 mod explain;
-pub mod guard;
+
 mod reload;
 mod reply;
 mod status;
@@ -41,6 +41,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
+use meshlb_node::guard;
 use tokio::net::TcpListener;
 
 pub use crate::api::{Access, BodyLimits, Tokens};
@@ -143,10 +144,7 @@ pub async fn serve(
                     let response = if path == reload::PATH {
                         reload::reload(&shared, tokens.write.as_deref(), &req).await
                     } else if path == MESH_DOCUMENT {
-                        match shared.control.get() {
-                            Some(plane) => crate::api::mesh_document(plane, req.headers()),
-                            None => error(StatusCode::NOT_FOUND, "no control plane here"),
-                        }
+                        crate::api::mesh_document(&shared.control, req.headers())
                     } else if let Some(r) = crate::api::route(path) {
                         crate::api::handle(&shared, &tokens, r, req, body).await
                     } else {

@@ -1,6 +1,6 @@
 //! `POST /-/reload`: re-read the config file, as SIGHUP does (Prometheus's own endpoint has
 //! the same path). It changes what every frontend of this node serves, so it always needs
-//! the bearer token: with none configured it is refused (`guard::mutation_allowed`). The answer says whether the file
+//! the bearer token: with none configured it is refused (`meshlb_node::guard::mutation_allowed`). The answer says whether the file
 //! was taken, and if not, every error in it.
 
 use http::StatusCode;
@@ -22,13 +22,7 @@ pub(super) async fn reload(
     if req.method() != http::Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "/-/reload takes POST");
     }
-    let Some(requests) = shared.reload_requests.get() else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "this aggregator takes no reloads",
-        );
-    };
-    match crate::reload::ask(requests).await {
+    match meshlb_node::reload::ask(&shared.reload_requests, "POST /-/reload").await {
         Ok(outcome) => json(outcome.status(), &outcome),
         Err(e) => error(e.status, e.reason),
     }

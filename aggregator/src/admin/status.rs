@@ -233,7 +233,7 @@ pub(super) fn status(shared: &Shared) -> Status {
         snapshot_version: snapshot.version,
         fail_static: snapshot.fail_static,
         votes_counted: shared.latest.votes_counted.load(Ordering::Relaxed),
-        mesh_config: shared.control.get().map(|p| crate::api::config_state(p)),
+        mesh_config: Some(crate::api::config_state(&shared.control)),
         load_balancers: config
             .load_balancers
             .iter()

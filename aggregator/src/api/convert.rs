@@ -7,7 +7,7 @@
 use serde_json::{Map, Number, Value as Json};
 use toml::{Table, Value as Toml};
 
-use crate::control::writes::FieldError;
+use meshlb_node::control::writes::FieldError;
 
 /// Fields of Cloudflare's answers that a body may carry back and that are not config.
 pub const READ_ONLY: [&str; 3] = ["id", "created_on", "modified_on"];

@@ -43,7 +43,7 @@ fn every_error_code_header_and_metric_is_documented() {
     ] {
         assert!(doc.contains(&format!("| {c} |")), "error code {c}");
     }
-    use crate::control::signing::*;
+    use meshlb_node::control::signing::*;
     for h in [
         NODE_HEADER,
         TIME_HEADER,

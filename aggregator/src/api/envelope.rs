@@ -7,22 +7,11 @@ use http::{Response, StatusCode};
 use http_body_util::Full;
 use serde_json::{json, Value};
 
-use crate::control::writes::{FieldError, Refusal};
+use meshlb_node::control::writes::{FieldError, Refusal};
 
 pub type Reply = Response<Full<Bytes>>;
 
-/// meshlb's error codes in the envelope (docs/api.md#errors).
-pub mod code {
-    pub const UNAVAILABLE: u32 = 1000;
-    pub const NOT_FOUND: u32 = 1001;
-    pub const INVALID: u32 = 1002;
-    pub const CONFLICT: u32 = 1003;
-    pub const NOT_PRIMARY: u32 = 1004;
-    pub const AUTH: u32 = 1005;
-    pub const EXISTS: u32 = 1006;
-    pub const METHOD: u32 = 1007;
-    pub const TOO_LARGE: u32 = 1008;
-}
+pub use meshlb_node::control::writes::code;
 
 fn reply(status: StatusCode, body: &Value, generation: u64) -> Reply {
     let body = serde_json::to_vec_pretty(body).unwrap_or_default();

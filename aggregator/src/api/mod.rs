@@ -27,11 +27,11 @@ use lb_core::config::document::{Document, DocumentError, Kind};
 use lb_core::config::Config;
 use serde_json::{json, Value};
 
-use crate::admin::guard;
-use crate::control::writes::{self, FieldError, Refusal, Written};
-use crate::control::{ControlPlane, Role};
 use crate::shared::Shared;
 use envelope::{code, Reply};
+use meshlb_node::control::writes::{self, FieldError, Refusal, Written};
+use meshlb_node::control::{ControlPlane, Role};
+use meshlb_node::guard;
 pub use path::{route, Route};
 
 /// The name validation errors of an API write give the document.
@@ -229,7 +229,7 @@ async fn write<T>(
     if plane.role != Role::Primary {
         return Err(not_primary(plane));
     }
-    let Some(writes) = plane.writes.get() else {
+    let Some(writes) = plane.writes.as_ref() else {
         return Err(refusal(
             StatusCode::SERVICE_UNAVAILABLE,
             code::UNAVAILABLE,
@@ -239,7 +239,7 @@ async fn write<T>(
     for _ in 0..3 {
         let current = plane.document.load_full();
         if let Some(g) = based_on.filter(|&g| g != current.generation) {
-            return Err(stale(g, current.generation));
+            return Err(Refusal::stale(g, current.generation));
         }
         let mut doc = Document::parse(&current.text).map_err(|e| document_refusal(&e))?;
         let (value, target) = edit(&mut doc)?;
@@ -259,18 +259,9 @@ async fn write<T>(
     ))
 }
 
-/// The refusal of a write based on generation `based_on` when `current` is in force.
-pub fn stale(based_on: u64, current: u64) -> Refusal {
-    refusal(
-        StatusCode::CONFLICT,
-        code::CONFLICT,
-        format!("If-Match: the write is based on generation {based_on}, and {current} is in force: read it again and retry"),
-    )
-}
-
 fn fresh_id() -> String {
     let bytes: [u8; 16] = rand::random();
-    crate::control::signing::hex(&bytes)
+    meshlb_node::control::signing::hex(&bytes)
 }
 
 /// Whether the load balancer `name` is in `zone` (a `[[zones]]` name).
@@ -311,14 +302,7 @@ pub async fn handle(
     req: http::Request<Incoming>,
     limits: BodyLimits,
 ) -> Reply {
-    let Some(plane) = shared.control.get() else {
-        return envelope::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            code::UNAVAILABLE,
-            "the control plane is not running",
-            0,
-        );
-    };
+    let plane = &shared.control;
     let generation = plane.generation();
     match serve(shared, plane, tokens, route, req, limits).await {
         Ok(reply) => reply,
@@ -597,7 +581,7 @@ fn text_reply(text: &str, generation: u64) -> Reply {
 /// `GET /-/config/document`: the primary's document for a node of the mesh, authenticated
 /// with the cluster key (`control::signing`) rather than a bearer token.
 pub fn mesh_document(plane: &ControlPlane, headers: &HeaderMap) -> Reply {
-    use crate::control::signing::{
+    use meshlb_node::control::signing::{
         GENERATION_HEADER, NODE_HEADER, SHA256_HEADER, SIGNATURE_HEADER, TIME_HEADER,
     };
     let get = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");

@@ -7,6 +7,7 @@
 mod batch;
 mod fast;
 mod metrics;
+pub use metrics::describe_metrics;
 mod prepared;
 mod respond;
 mod rrl;

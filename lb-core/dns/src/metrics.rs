@@ -103,3 +103,29 @@ pub(crate) fn timed() -> bool {
         }
     })
 }
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    use ::metrics::{describe_counter, describe_histogram, Unit};
+    describe_counter!(
+        "meshlb_dns_tcp_refused_total",
+        "DNS TCP connections closed at accept because --dns-tcp-max-connections were open."
+    );
+
+    describe_counter!(
+        "meshlb_dns_rrl_total",
+        "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
+    );
+
+    describe_counter!(
+        "meshlb_dns_queries_total",
+        "DNS queries answered, by load balancer, query type and response code."
+    );
+
+    describe_histogram!(
+        "meshlb_dns_answer_duration_seconds",
+        Unit::Seconds,
+        "Time to parse, steer and encode one DNS answer."
+    );
+}

@@ -15,6 +15,7 @@ pub mod frontend;
 pub mod listeners;
 mod live;
 mod metrics;
+pub use metrics::describe_metrics;
 pub mod proxy_header;
 mod tcp;
 mod udp;

@@ -21,6 +21,7 @@ mod headers;
 mod lazy_timer;
 mod live;
 mod metrics;
+pub use metrics::describe_metrics;
 mod origin;
 mod route;
 mod spares;

@@ -9,19 +9,25 @@
 //! - [`store`]: a node's copy on disk with its generation, written atomically.
 //! - [`follower`]: the task that watches gossip and fetches new generations.
 //! - [`writes`]: the API's writes, on their way to the task that owns the config.
+//! - [`protocol`]: that task's side — file reloads, the primary's writes, the follower's
+//!   generations — the same for every node role, over the node's own way of reloading.
+//! - [`gossip`]: what a node says of its generation in gossip.
 
 pub mod announce;
 pub mod follower;
+pub mod gossip;
+pub mod protocol;
 pub mod signing;
 pub mod store;
 pub mod writes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
 use arc_swap::ArcSwap;
 
 pub use announce::{Announcement, Primary};
+pub use protocol::{ConfigProtocol, Reload};
 pub use signing::ControlKey;
 pub use store::{ConfigStore, Side, Versioned};
 
@@ -46,6 +52,18 @@ impl Role {
     }
 }
 
+/// A node's part in the control plane, as it starts.
+#[derive(Clone)]
+pub struct ControlSettings {
+    pub role: Role,
+    /// The cluster-derived key of fetches and documents.
+    pub key: ControlKey,
+    /// The largest config document fetched or written (`--config-max-bytes`).
+    pub max_document_bytes: usize,
+    /// The longest a fetch of the primary's document may take (`--config-fetch-timeout-ms`).
+    pub fetch_timeout: std::time::Duration,
+}
+
 /// Largest config document fetched or written (`--config-max-bytes`).
 pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 32 << 20;
 
@@ -66,8 +84,8 @@ pub struct ControlPlane {
     pub primary: ArcSwap<Option<Primary>>,
     /// The newest generation this node refused, if it refused one since it last applied.
     pub refused: Mutex<Option<Refused>>,
-    /// Where the API's writes go (set on the primary).
-    pub writes: OnceLock<tokio::sync::mpsc::Sender<writes::WriteRequest>>,
+    /// Where the API's writes go (on the primary; its config task holds the other end).
+    pub writes: Option<tokio::sync::mpsc::Sender<writes::WriteRequest>>,
     /// The cluster-derived key of fetches and documents.
     pub key: ControlKey,
     pub max_document_bytes: usize,
@@ -75,24 +93,37 @@ pub struct ControlPlane {
 }
 
 impl ControlPlane {
+    /// The control plane of a node in `role`, starting from `document`; on the primary, with
+    /// the receiving end of the API's writes for its config task.
     pub fn new(
         role: Role,
         document: Versioned,
         key: ControlKey,
         max_document_bytes: usize,
-    ) -> ControlPlane {
+    ) -> (
+        ControlPlane,
+        Option<tokio::sync::mpsc::Receiver<writes::WriteRequest>>,
+    ) {
         let generation = AtomicU64::new(document.generation);
         record_generation(document.generation);
-        ControlPlane {
+        let (writes, written) = match role {
+            Role::Primary => {
+                let (tx, rx) = tokio::sync::mpsc::channel(16);
+                (Some(tx), Some(rx))
+            }
+            Role::Follower | Role::Standalone => (None, None),
+        };
+        let plane = ControlPlane {
             role,
             document: ArcSwap::from_pointee(document),
             primary: ArcSwap::from_pointee(None),
             refused: Mutex::new(None),
-            writes: OnceLock::new(),
+            writes,
             key,
             max_document_bytes,
             generation,
-        }
+        };
+        (plane, written)
     }
 
     /// The generation in force.
@@ -126,4 +157,29 @@ impl ControlPlane {
 
 fn record_generation(generation: u64) {
     metrics::gauge!("meshlb_config_generation").set(generation as f64);
+}
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    use ::metrics::{describe_counter, describe_gauge};
+    describe_gauge!(
+        "meshlb_config_generation",
+        "The mesh config generation this node runs (0: a file of its own, or nothing yet from the primary)."
+    );
+
+    describe_gauge!(
+        "meshlb_config_primary_seen",
+        "1 while a live config primary is announced in gossip, else 0."
+    );
+
+    describe_counter!(
+        "meshlb_config_fetches_total",
+        "Fetches of the config primary's document, by result."
+    );
+
+    describe_counter!(
+        "meshlb_config_documents_refused_total",
+        "Config generations fetched from the primary that did not validate on this node."
+    );
 }

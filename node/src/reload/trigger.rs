@@ -76,20 +76,29 @@ impl ConfigWatch {
     }
 }
 
-/// Waits for the next reload: SIGHUP, or a change of the file when watched.
+/// Waits for the next reload: SIGHUP when listened to, or a change of the file when watched;
+/// never, with neither.
 pub async fn next(
-    hup: &mut tokio::signal::unix::Signal,
+    hup: Option<&mut tokio::signal::unix::Signal>,
     watch: Option<&mut ConfigWatch>,
 ) -> Trigger {
-    match watch {
-        Some(w) => tokio::select! {
-            _ = hup.recv() => Trigger::Hangup,
-            () = w.changed() => Trigger::FileChanged,
-        },
-        None => {
-            hup.recv().await;
-            Trigger::Hangup
+    let hangup = async {
+        match hup {
+            Some(h) => {
+                h.recv().await;
+            }
+            None => std::future::pending::<()>().await,
         }
+    };
+    let changed = async {
+        match watch {
+            Some(w) => w.changed().await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        () = hangup => Trigger::Hangup,
+        () = changed => Trigger::FileChanged,
     }
 }
 
@@ -117,6 +126,28 @@ pub fn started() {
 pub fn count(ok: bool) {
     let result = if ok { "success" } else { "failure" };
     metrics::counter!("meshlb_config_reloads_total", "result" => result).increment(1);
+}
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    use ::metrics::{describe_counter, describe_gauge, Unit};
+
+    describe_gauge!(
+        "meshlb_config_last_reload_successful",
+        "1 if the last configuration reload (or the start) succeeded, 0 if the file was refused."
+    );
+
+    describe_gauge!(
+        "meshlb_config_last_reload_success_timestamp_seconds",
+        Unit::Seconds,
+        "When the configuration in force was loaded (unix seconds)."
+    );
+
+    describe_counter!(
+        "meshlb_config_reloads_total",
+        "Configuration reloads after the start, by result (success, failure)."
+    );
 }
 
 #[cfg(test)]

@@ -1,8 +1,21 @@
-//! The API's writes on their way to the task that owns the config (the binary's main loop on
-//! the primary): one at a time, each naming the generation it was based on, so that of two
+//! The API's writes on their way to the task that owns the config (the primary's config task,
+//! `protocol.rs`): one at a time, each naming the generation it was based on, so that of two
 //! writes based on one generation only the first lands and the second is a conflict.
 
 use tokio::sync::{mpsc, oneshot};
+
+/// meshlb's error codes in the envelope (docs/api.md#errors).
+pub mod code {
+    pub const UNAVAILABLE: u32 = 1000;
+    pub const NOT_FOUND: u32 = 1001;
+    pub const INVALID: u32 = 1002;
+    pub const CONFLICT: u32 = 1003;
+    pub const NOT_PRIMARY: u32 = 1004;
+    pub const AUTH: u32 = 1005;
+    pub const EXISTS: u32 = 1006;
+    pub const METHOD: u32 = 1007;
+    pub const TOO_LARGE: u32 = 1008;
+}
 
 /// Why a write was not taken: an HTTP status, Cloudflare-style error code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +42,16 @@ impl Refusal {
             message: message.into(),
             errors: Vec::new(),
         }
+    }
+
+    /// A write based on a generation that is no longer in force (a lost race, or a stale
+    /// `If-Match`).
+    pub fn stale(based_on: u64, current: u64) -> Refusal {
+        Refusal::new(
+            http::StatusCode::CONFLICT,
+            code::CONFLICT,
+            format!("If-Match: the write is based on generation {based_on}, and {current} is in force: read it again and retry"),
+        )
     }
 }
 

@@ -129,6 +129,30 @@ fn count(result: &'static str) {
 }
 
 /// Watches gossip and fetches; runs until dropped.
+/// Starts the task that watches gossip for the primary (and, on a follower, fetches its
+/// generations into the returned channel, for the config task).
+pub fn spawn(
+    node_id: &str,
+    mesh: &mesh::MeshSettings,
+    fetch_timeout: Duration,
+    handle: &chitchat::ChitchatHandle,
+    plane: &Arc<ControlPlane>,
+) -> (tokio::task::JoinHandle<()>, mpsc::Receiver<Fetched>) {
+    let (fetches, fetched) = mpsc::channel(1);
+    let task = tokio::spawn(run(
+        FollowerSettings {
+            node_id: node_id.to_string(),
+            poll: mesh.gossip_interval.max(Duration::from_millis(50)),
+            fetch_timeout,
+            follow: plane.role == super::Role::Follower,
+        },
+        handle.chitchat(),
+        Arc::clone(plane),
+        fetches,
+    ));
+    (task, fetched)
+}
+
 pub async fn run(
     settings: FollowerSettings,
     chitchat: Arc<Mutex<Chitchat>>,

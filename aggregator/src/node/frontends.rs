@@ -1,27 +1,29 @@
-//! The aggregator's reload: read and validate the file, build the next generation's
-//! frontends (a DNS responder, a proxy, the layer-4 listeners with any new ports bound)
-//! carrying their live state over, have the tally loop
-//! adopt the generation, then swap the frontends in. Anything that fails before the adoption
-//! leaves the running config serving, untouched; the errors go to the log, the reload's HTTP
-//! answer and the metrics (`src/cmd/reload.rs`).
+//! The aggregator's frontends and their reload: validate a config text, build the next
+//! generation's frontends (a DNS responder, a proxy, the layer-4 listeners with any new ports
+//! bound) carrying their live state over, have the tally loop adopt the generation, then swap
+//! the frontends in. Anything that fails before the adoption leaves the running config
+//! serving, untouched; the errors go to the log, the reload's HTTP answer and the metrics
+//! (`meshlb_node::reload`). The config protocol (`meshlb_node::control::protocol`) decides
+//! when.
 //!
-//! Flags are not config: listeners, region, datacenter, keys, the regions table, worker
+//! Settings are not config: listeners, region, datacenter, keys, the regions table, worker
 //! counts and timeouts stay as the node started.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use aggregator::reload::{Adopter, Outcome};
-use aggregator::shared::{InForce, Shared};
 use lb_core::config::Config;
 use lb_core::RegionsTable;
 use lb_edge::{Generation, PopInfo, Serving};
 use mesh::node::config_hash;
+use meshlb_node::reload::{self as report, Outcome};
 
-use crate::cmd::reload as report;
+use super::{Settings, StartError};
+use crate::adopt::Adopter;
+use crate::shared::{InForce, Shared};
 
 /// What a reload rebuilds, and what it needs to.
-pub struct Reloader {
+pub(super) struct Frontends {
     pub path: PathBuf,
     pub regions: RegionsTable,
     pub node_id: String,
@@ -34,7 +36,7 @@ pub struct Reloader {
 }
 
 /// The DNS server's responder and what building the next one takes.
-pub struct DnsFrontend {
+pub(super) struct DnsFrontend {
     pub serving: Arc<Serving<lb_dns::Responder>>,
     regions: Arc<RegionsTable>,
     key: lb_core::affinity::AffinityKey,
@@ -97,37 +99,139 @@ impl DnsFrontend {
 }
 
 /// The SOA serial for a config loaded now, after `previous`.
-pub fn next_serial(previous: u32) -> u32 {
+fn next_serial(previous: u32) -> u32 {
     let now = u32::try_from(lb_core::clock::unix_secs()).unwrap_or(u32::MAX);
     now.max(previous.saturating_add(1)).max(1)
 }
 
-impl Reloader {
-    /// One reload of the file, for `why` (logged); never leaves a half-applied config.
-    pub async fn reload(&mut self, why: &str) -> Outcome {
-        let file = self.path.display().to_string();
-        match std::fs::read_to_string(&self.path) {
-            Ok(text) => self.reload_text(why, &text, || Ok(())).await,
-            Err(e) => {
-                let before = self.shared.in_force.load_full();
-                let outcome = Outcome {
-                    reloaded: false,
-                    generation: before.generation.id(),
-                    config_hash: before.config_hash.clone(),
-                    unchanged: false,
-                    errors: vec![format!("{file}: cannot read the config: {e}")],
-                };
-                report::record(false);
-                report::count(false);
-                eprintln!("config reload ({why}) refused: {}", outcome.errors[0]);
-                outcome
+/// The first generation's frontends, bound and serving.
+pub(super) struct Started {
+    pub frontends: Frontends,
+    pub dns_server: Option<lb_dns::DnsServer>,
+    pub proxies: Vec<lb_proxy::ProxyListener>,
+}
+
+impl Frontends {
+    /// Builds and binds the frontends `settings` ask for, serving `generation`.
+    pub(super) async fn start(
+        settings: &Settings,
+        generation: &Arc<Generation>,
+        shared: &Arc<Shared>,
+        adopter: Adopter,
+    ) -> Result<Started, StartError> {
+        let file = settings.config.display().to_string();
+        let regions = Arc::new(settings.regions.clone());
+        let pop = || PopInfo::new(&settings.regions, settings.region, Some(&settings.dc));
+        let (dns_server, dns) = match &settings.dns {
+            None => (None, None),
+            Some(d) => {
+                let frontend = DnsFrontend::start(
+                    generation,
+                    Arc::clone(&regions),
+                    settings.affinity_key.clone(),
+                    pop(),
+                    Arc::clone(&shared.pops),
+                    d.prepared_places,
+                )
+                .map_err(|e| StartError::frontend("DNS")(format!("{file}: {e}")))?;
+                let server = lb_dns::DnsServer::start(
+                    Arc::clone(&frontend.serving),
+                    &d.addrs,
+                    d.sockets,
+                    d.rrl,
+                    d.tcp,
+                )
+                .await
+                .map_err(|e| StartError::frontend("DNS")(e.to_string()))?;
+                eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
+                (Some(server), Some(frontend))
             }
+        };
+        let mut proxies = Vec::new();
+        let mut proxy = None;
+        if let Some(p) = &settings.proxy {
+            let serving = Arc::new(Serving::new(
+                lb_proxy::Proxy::new(
+                    Arc::clone(generation),
+                    Arc::clone(&regions),
+                    settings.affinity_key.clone(),
+                    pop(),
+                    p.settings.clone(),
+                )
+                .map_err(|e| StartError::frontend("proxy")(format!("{file}: {e}")))?,
+            ));
+            let listen_error = |e: std::io::Error| StartError::frontend("proxy")(e.to_string());
+            for &addr in &p.plain {
+                proxies.push(
+                    lb_proxy::listen(Arc::clone(&serving), addr, None).map_err(listen_error)?,
+                );
+            }
+            if !p.tls.is_empty() {
+                if p.certificates.is_empty() {
+                    return Err(StartError::Settings(
+                        "--proxy-tls needs --tls-cert and --tls-key given in pairs".into(),
+                    ));
+                }
+                let tls = lb_proxy::Certificates::load(&p.certificates)
+                    .and_then(lb_proxy::Certificates::server_config)
+                    .map_err(|e| StartError::frontend("TLS")(e.to_string()))?;
+                for &addr in &p.tls {
+                    proxies.push(
+                        lb_proxy::listen(Arc::clone(&serving), addr, Some(Arc::clone(&tls)))
+                            .map_err(listen_error)?,
+                    );
+                }
+            }
+            for l in &proxies {
+                eprintln!("HTTP proxy on {}", l.addr);
+            }
+            proxy = Some(serving);
         }
+        let l4 = match &settings.l4 {
+            None => None,
+            Some(l4) => {
+                let frontend = lb_l4::Layer4::new(
+                    Arc::clone(generation),
+                    Arc::clone(&regions),
+                    settings.affinity_key.clone(),
+                    pop(),
+                    l4.clone(),
+                )
+                .map_err(|e| StartError::frontend("layer 4")(format!("{file}: {e}")))?;
+                let listeners = lb_l4::Listeners::start(frontend)
+                    .await
+                    .map_err(|e| StartError::frontend("layer 4")(e.to_string()))?;
+                for (t, addr) in listeners.addresses() {
+                    eprintln!("layer-4 {} on {addr}", t.name());
+                }
+                Some(listeners)
+            }
+        };
+        let frontends = Frontends {
+            path: settings.config.clone(),
+            regions: settings.regions.clone(),
+            node_id: settings.node_id.clone(),
+            shared: Arc::clone(shared),
+            adopter,
+            dns,
+            proxy,
+            l4,
+        };
+        Ok(Started {
+            frontends,
+            dns_server,
+            proxies,
+        })
+    }
+
+    /// The layer-4 listeners' end, to watch with the vital tasks (once).
+    pub(super) fn l4_ended(&mut self) -> Option<tokio::sync::mpsc::UnboundedReceiver<String>> {
+        self.l4.as_mut().and_then(lb_l4::Listeners::take_ended)
     }
 
     /// One reload with `text` as the config; `persist` runs once the next generation is
     /// built and before it serves (a failure there leaves the running config serving).
-    pub async fn reload_text(
+    async fn rebuild(
         &mut self,
         why: &str,
         text: &str,
@@ -196,9 +300,8 @@ impl Reloader {
         let config = Arc::new(config);
         let id = before.generation.id() + 1;
         let generation = Arc::new(Generation::unknown(id, Arc::clone(&config)));
-        let notifier =
-            aggregator::notify::Notifier::start(Arc::clone(&config), self.node_id.clone())
-                .map_err(|e| vec![format!("{file}: notifications: {e}")])?;
+        let notifier = crate::notify::Notifier::start(Arc::clone(&config), self.node_id.clone())
+            .map_err(|e| vec![format!("{file}: notifications: {e}")])?;
         let responder = match &self.dns {
             None => None,
             Some(dns) => Some(
@@ -231,7 +334,7 @@ impl Reloader {
             }
         };
         let now = lb_core::clock::unix_secs();
-        let config_drains = aggregator::drains::from_config(
+        let config_drains = crate::drains::from_config(
             &config,
             Some((before.config(), &before.config_drains)),
             now,
@@ -281,4 +384,26 @@ struct Next {
     responder: Option<(lb_dns::Responder, u32)>,
     proxy: Option<lb_proxy::Proxy>,
     l4: Option<lb_l4::Plan>,
+}
+
+impl meshlb_node::control::Reload for Frontends {
+    fn refused(&self, errors: Vec<String>) -> Outcome {
+        let in_force = self.shared.in_force.load();
+        Outcome {
+            reloaded: false,
+            generation: in_force.generation.id(),
+            config_hash: in_force.config_hash.clone(),
+            unchanged: false,
+            errors,
+        }
+    }
+
+    fn reload_text(
+        &mut self,
+        why: &str,
+        text: &str,
+        persist: impl FnOnce() -> Result<(), String> + Send,
+    ) -> impl std::future::Future<Output = Outcome> + Send {
+        self.rebuild(why, text, persist)
+    }
 }

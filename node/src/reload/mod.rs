@@ -1,13 +1,24 @@
-//! Reloads as the aggregator's tasks see them: a request from the admin API
-//! (`POST /-/reload`) to the binary's reload task, which reads and validates the file and
-//! builds the next generation's frontends; and the adoption of that generation by the tally
-//! loop (`service.rs`), which carries the tally's state over by identity before anything
-//! serves the new config.
+//! Reloads as every node sees them: what triggers one (SIGHUP, the file changing, a request
+//! over HTTP or from the library's caller), its outcome as `POST /-/reload` answers it, and
+//! its metrics. The reload itself is the node's own (`aggregator::node`, `prober::node`),
+//! driven by the config protocol (`crate::control::protocol`).
+
+mod trigger;
+
+pub(crate) use trigger::describe_metrics;
+pub use trigger::{count, next, record, started, ConfigWatch, Trigger};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::shared::InForce;
+/// What makes a node reload besides `POST /-/reload` and its handle's `reload`.
+#[derive(Debug, Clone, Copy)]
+pub struct ReloadSettings {
+    /// Reload on SIGHUP (a process-wide signal: one node per process should).
+    pub on_hangup: bool,
+    /// Reload when the file's content changes, looking this often (`--watch-config`).
+    pub watch: Option<std::time::Duration>,
+}
 
 /// What a reload came to, as `POST /-/reload` answers it.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -36,9 +47,11 @@ impl Outcome {
     }
 }
 
-/// A reload asked for through the admin API.
+/// A reload asked for over HTTP (`POST /-/reload`) or by the library's caller.
 #[derive(Debug)]
 pub struct Request {
+    /// Why, as the log names it: `POST /-/reload`, `SIGHUP`.
+    pub why: String,
     pub reply: oneshot::Sender<Outcome>,
 }
 
@@ -55,13 +68,20 @@ pub struct NoOutcome {
 
 /// Asks the reload task for a reload and waits (at most 30 s) for its outcome; what the
 /// aggregator's admin API and a prober's metrics listener both answer `POST /-/reload` with.
-pub async fn ask(requests: &mpsc::Sender<Request>) -> Result<Outcome, NoOutcome> {
+pub async fn ask(requests: &mpsc::Sender<Request>, why: &str) -> Result<Outcome, NoOutcome> {
     let unavailable = |reason| NoOutcome {
         status: http::StatusCode::SERVICE_UNAVAILABLE,
         reason,
     };
     let (reply, answer) = oneshot::channel();
-    if requests.send(Request { reply }).await.is_err() {
+    if requests
+        .send(Request {
+            why: why.to_string(),
+            reply,
+        })
+        .await
+        .is_err()
+    {
         return Err(unavailable("the reload task is not running"));
     }
     match tokio::time::timeout(WAIT, answer).await {
@@ -71,41 +91,5 @@ pub async fn ask(requests: &mpsc::Sender<Request>) -> Result<Outcome, NoOutcome>
             status: http::StatusCode::GATEWAY_TIMEOUT,
             reason: "the reload did not finish in 30 s; see the log",
         }),
-    }
-}
-
-/// The next generation, handed to the tally loop; it answers once the generation is in force
-/// (tallied, published and visible in `Shared::in_force`).
-pub struct Adopt {
-    pub next: InForce,
-    pub done: oneshot::Sender<()>,
-}
-
-/// The way to the tally loop.
-#[derive(Clone)]
-pub struct Adopter {
-    tx: mpsc::Sender<Adopt>,
-}
-
-/// The tally loop stopped: nothing can adopt a generation.
-#[derive(Debug, thiserror::Error)]
-#[error("the tally loop is not running")]
-pub struct LoopGone;
-
-impl Adopter {
-    /// An adopter and the receiving end for `service::run`.
-    pub fn channel() -> (Adopter, mpsc::Receiver<Adopt>) {
-        let (tx, rx) = mpsc::channel(1);
-        (Adopter { tx }, rx)
-    }
-
-    /// Hands `next` to the tally loop and waits until it is in force.
-    pub async fn adopt(&self, next: InForce) -> Result<(), LoopGone> {
-        let (done, wait) = oneshot::channel();
-        self.tx
-            .send(Adopt { next, done })
-            .await
-            .map_err(|_| LoopGone)?;
-        wait.await.map_err(|_| LoopGone)
     }
 }

@@ -76,7 +76,7 @@ impl ControlKey {
     fn any(&self, parts: &[&str], given: &str) -> bool {
         self.keys
             .iter()
-            .any(|k| crate::admin::guard::same_token(&mac(k, parts), given))
+            .any(|k| crate::guard::same_token(&mac(k, parts), given))
     }
 
     /// A fetch's `Authorization` value.

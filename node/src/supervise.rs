@@ -94,15 +94,18 @@ impl Vital {
     }
 
     /// Resolves when the first watched task ends: its name and how it ended. Never resolves
-    /// when nothing is watched. Call it again only after it resolved... never: the node exits.
-    pub async fn ended(&mut self) -> (&'static str, String) {
+    /// when nothing is watched. Not to be called again once it resolved: the node stops.
+    pub async fn ended(&mut self) -> VitalEnded {
         if self.watches.is_empty() {
             return std::future::pending().await;
         }
         let (why, i, rest) =
             futures::future::select_all(self.watches.iter_mut().map(|(_, w)| w.as_mut())).await;
         drop(rest);
-        (self.watches[i].0, why)
+        VitalEnded {
+            name: self.watches[i].0,
+            why,
+        }
     }
 }
 
@@ -114,9 +117,12 @@ impl Drop for Vital {
     }
 }
 
-/// The error a node exits with when a vital task ended.
-pub fn exit_error(name: &str, why: &str) -> anyhow::Error {
-    anyhow::anyhow!("the {name} {why}; exiting so that the service manager restarts this node")
+/// A vital task ended: the node stops, and its process exits non-zero with this.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the {name} {why}; exiting so that the service manager restarts this node")]
+pub struct VitalEnded {
+    pub name: &'static str,
+    pub why: String,
 }
 
 #[cfg(test)]
@@ -134,10 +140,10 @@ mod tests {
                 panic!("assertion failed: node_delta.max_version >= self.max_version")
             }) as JoinHandle<()>,
         );
-        let (name, why) = vital.ended().await;
-        assert_eq!(name, "gossip");
+        let ended = vital.ended().await;
+        assert_eq!(ended.name, "gossip");
         assert_eq!(
-            why,
+            ended.why,
             "panicked: assertion failed: node_delta.max_version >= self.max_version"
         );
     }
@@ -157,10 +163,10 @@ mod tests {
         );
         assert_eq!(
             vital.ended().await,
-            (
-                "metrics listener",
-                "failed: cannot listen on 127.0.0.1:1".into()
-            )
+            VitalEnded {
+                name: "metrics listener",
+                why: "failed: cannot listen on 127.0.0.1:1".into()
+            }
         );
         drop(vital);
         assert!(rx.await.is_err(), "the remaining task was aborted");
@@ -197,7 +203,7 @@ mod tests {
         }
     }
 
-    /// The gossip task watched as the aggregator and the prober watch it (its termination
+    /// The gossip task watched as the aggregator and the prober watch it (`aggregator/src/node`, `prober/src/node`) (its termination
     /// watcher): a panic inside chitchat's task ends the node, named.
     #[tokio::test]
     async fn a_panic_inside_the_gossip_task_ends_the_node() {
@@ -223,11 +229,11 @@ mod tests {
             let ended = handle.termination_watcher();
             async move { Ending::describe(ended.await) }
         });
-        let (name, why) = tokio::time::timeout(std::time::Duration::from_secs(10), vital.ended())
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(10), vital.ended())
             .await
             .expect("the panic was noticed");
-        assert_eq!(name, "gossip task");
-        assert!(why.contains("panicked"), "{why}");
+        assert_eq!(ended.name, "gossip task");
+        assert!(ended.why.contains("panicked"), "{}", ended.why);
     }
 
     #[tokio::test]

@@ -177,6 +177,22 @@ pub fn exposed_without_token(addr: SocketAddr, token: Option<&str>) -> bool {
     token.is_none() && !addr.ip().is_loopback()
 }
 
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    use ::metrics::describe_counter;
+
+    describe_counter!(
+        "meshlb_admin_accept_errors_total",
+        "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
+    );
+
+    describe_counter!(
+        "meshlb_admin_connections_refused_total",
+        "Connections to an admin or metrics listener closed at accept because --admin-max-connections were open."
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

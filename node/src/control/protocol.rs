@@ -1,0 +1,259 @@
+//! The config task's side of the control plane, the same for every node role: a reload of the
+//! file (SIGHUP, `--watch-config`, `POST /-/reload`), an API write on the primary, and a
+//! generation fetched by a follower each become one call of the node's own [`Reload`], and
+//! each is persisted, put in force or refused here, in one place (docs/api.md#one-config-for-the-mesh).
+//!
+//! - On the primary, a changed file or an accepted write is the next generation, recorded
+//!   beside the file (`store.rs`) and announced in gossip.
+//! - A follower's file is the mesh's: a reload by hand is refused (change it through the
+//!   primary), and a fetched generation is validated, persisted and served, or refused with
+//!   its errors gossiped (`gossip.rs`).
+//! - A standalone node reloads its own file.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use super::follower::Fetched;
+use super::writes::{code, FieldError, Refusal, WriteRequest, Written};
+use super::{Announcement, ConfigStore, ControlKey, ControlPlane, Refused, Role, Side, Versioned};
+use crate::reload::{self, Outcome};
+
+/// Why a node running the mesh's config refuses a reload of its file by hand.
+pub const FOLLOWER_REFUSES_FILE: &str = "this node runs the mesh's config (--config-from-mesh): change it through the config primary's API";
+
+/// A node's own way of putting a config text in force: the aggregator rebuilds its
+/// frontends and has the tally adopt the generation, the prober replaces its probe targets.
+pub trait Reload {
+    /// What is in force now, as the outcome of a reload refused for `errors` before it was
+    /// tried.
+    fn refused(&self, errors: Vec<String>) -> Outcome;
+
+    /// Validates `text` and builds everything that serves it; then runs `persist`, and only
+    /// if that succeeds puts the new config in force. Anything that fails leaves the running
+    /// config in force, untouched, and the outcome says why. Logs and counts the outcome.
+    fn reload_text(
+        &mut self,
+        why: &str,
+        text: &str,
+        persist: impl FnOnce() -> Result<(), String> + Send,
+    ) -> impl Future<Output = Outcome> + Send;
+}
+
+/// The node's config could not be opened at start.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error(transparent)]
+    Store(#[from] super::store::StoreError),
+    #[error("cannot read {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+}
+
+/// The config task's state: the node's copy on disk and the control plane.
+pub struct ConfigProtocol {
+    pub store: ConfigStore,
+    pub plane: Arc<ControlPlane>,
+    /// The admin API URL a primary announces for fetches (none on other roles).
+    announce_url: Option<String>,
+}
+
+impl ConfigProtocol {
+    /// Opens the node's config at `path` for `role`: the document it starts with, and on the
+    /// primary the receiving end of the API's writes.
+    pub fn open(
+        path: &std::path::Path,
+        role: Role,
+        key: ControlKey,
+        max_document_bytes: usize,
+    ) -> Result<
+        (
+            ConfigProtocol,
+            Option<tokio::sync::mpsc::Receiver<WriteRequest>>,
+        ),
+        OpenError,
+    > {
+        let store = ConfigStore::new(path);
+        let document = match role {
+            Role::Primary => store.open(Side::Primary)?,
+            Role::Follower => store.open(Side::Follower)?,
+            Role::Standalone => {
+                let text = std::fs::read_to_string(path).map_err(|error| OpenError::Read {
+                    path: path.display().to_string(),
+                    error,
+                })?;
+                let opened = store.open(Side::Follower).ok();
+                match opened.filter(|o| *o.text == *text) {
+                    Some(o) => o,
+                    None => Versioned::new(0, &text),
+                }
+            }
+        };
+        let (plane, writes) = ControlPlane::new(role, document, key, max_document_bytes.max(1));
+        let protocol = ConfigProtocol {
+            store,
+            plane: Arc::new(plane),
+            announce_url: None,
+        };
+        Ok((protocol, writes))
+    }
+
+    /// Announces `url` for fetches of the document, on the primary (known once the admin
+    /// listener is bound).
+    pub fn announcing(self, url: String) -> ConfigProtocol {
+        let announce_url = (self.plane.role == Role::Primary).then_some(url);
+        ConfigProtocol {
+            announce_url,
+            ..self
+        }
+    }
+
+    /// The text of the document in force.
+    pub fn text(&self) -> String {
+        self.plane.document.load().text.to_string()
+    }
+
+    /// The primary's announcement of the generation in force (none on other roles).
+    pub fn announcement(&self) -> Option<String> {
+        let url = self.announce_url.as_ref()?;
+        let d = self.plane.document.load();
+        Some(
+            Announcement {
+                generation: d.generation,
+                sha256: d.sha256.clone(),
+                size: d.text.len() as u64,
+                url: url.clone(),
+            }
+            .to_string(),
+        )
+    }
+
+    /// Says in gossip which generation this node runs (and, on the primary, announces it).
+    pub async fn publish(&self, handle: &chitchat::ChitchatHandle) {
+        super::gossip::publish(handle, &self.plane, self.announcement()).await;
+    }
+
+    /// A reload of the file: on the primary, a changed file is the next generation; a
+    /// follower's file is the mesh's and is not reloaded by hand.
+    pub async fn file_reload(&self, node: &mut impl Reload, why: &str) -> Outcome {
+        let plane = &self.plane;
+        let path = self.store.path();
+        let text = match std::fs::read_to_string(path) {
+            Ok(text) => text,
+            Err(e) => {
+                let file = path.display();
+                return refuse(node, why, format!("{file}: cannot read the config: {e}"));
+            }
+        };
+        if plane.role == Role::Follower && *text != *plane.document.load().text {
+            return refuse(node, why, FOLLOWER_REFUSES_FILE.to_string());
+        }
+        let outcome = node.reload_text(why, &text, || Ok(())).await;
+        if outcome.reloaded {
+            let next = Versioned::new(plane.generation() + 1, &text);
+            let next = match plane.role {
+                Role::Primary => {
+                    if let Err(e) = self.store.record(next.generation, &next.sha256) {
+                        tracing::error!(error = %e, "recording the config generation");
+                    }
+                    next
+                }
+                Role::Follower | Role::Standalone => Versioned {
+                    generation: 0,
+                    ..next
+                },
+            };
+            plane.applied(next);
+        }
+        outcome
+    }
+
+    /// An API write on the primary: the next generation, persisted, then served. Answers the
+    /// writer.
+    pub async fn write(&self, node: &mut impl Reload, write: WriteRequest) {
+        let result = self
+            .primary_write(node, &write.why, write.base, &write.text)
+            .await;
+        let _ = write.reply.send(result);
+    }
+
+    async fn primary_write(
+        &self,
+        node: &mut impl Reload,
+        why: &str,
+        base: u64,
+        text: &str,
+    ) -> Result<Written, Refusal> {
+        let plane = &self.plane;
+        let current = plane.generation();
+        if base != current {
+            return Err(Refusal::stale(base, current));
+        }
+        let next = Versioned::new(current + 1, text);
+        if next.sha256 == plane.document.load().sha256 {
+            return Ok(Written {
+                generation: current,
+                changed: false,
+            });
+        }
+        let outcome = node
+            .reload_text(why, text, || {
+                self.store.commit(&next, true).map_err(|e| e.to_string())
+            })
+            .await;
+        if outcome.reloaded || outcome.unchanged {
+            plane.applied(next.clone());
+            eprintln!("config generation {} ({why})", next.generation);
+            return Ok(Written {
+                generation: next.generation,
+                changed: true,
+            });
+        }
+        Err(Refusal {
+            errors: outcome
+                .errors
+                .iter()
+                .map(|e| FieldError {
+                    path: String::new(),
+                    reason: e.clone(),
+                })
+                .collect(),
+            ..Refusal::new(
+                http::StatusCode::UNPROCESSABLE_ENTITY,
+                code::INVALID,
+                "the primary could not build the generation: nothing was changed",
+            )
+        })
+    }
+
+    /// A generation fetched from the primary: validated, persisted, served — or refused here,
+    /// and the refusal kept for gossip. Tells the follower task once done.
+    pub async fn follow(&self, node: &mut impl Reload, fetched: Fetched) {
+        let plane = &self.plane;
+        let doc = fetched.document;
+        if doc.generation > plane.generation() {
+            let why = format!("generation {} from {}", doc.generation, fetched.primary);
+            let outcome = node
+                .reload_text(&why, &doc.text, || {
+                    self.store.commit(&doc, false).map_err(|e| e.to_string())
+                })
+                .await;
+            if outcome.reloaded || outcome.unchanged {
+                plane.applied(doc);
+            } else {
+                plane.refuse(Refused {
+                    generation: doc.generation,
+                    sha256: doc.sha256.clone(),
+                    errors: outcome.errors,
+                });
+            }
+        }
+        let _ = fetched.done.send(());
+    }
+}
+
+/// A reload refused before it was tried: logged, counted, answered.
+fn refuse(node: &impl Reload, why: &str, error: String) -> Outcome {
+    eprintln!("config reload ({why}) refused: {error}");
+    reload::record(false);
+    reload::count(false);
+    node.refused(vec![error])
+}

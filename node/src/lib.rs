@@ -1,0 +1,18 @@
+//! What every meshlb node shares, prober and aggregator alike (docs/design.md#the-parts):
+//!
+//! - [`supervise`]: the vital tasks of a node; the first to end stops the node, named.
+//! - [`reload`]: what triggers a reload and how its outcome is answered and counted.
+//! - [`guard`]: the HTTP guard of a node's listeners: connection caps, head timeouts, tokens
+//!   compared in constant time, cross-site refusals.
+//! - [`control`]: the control plane: the config store, the primary's announcement, the
+//!   follower, the API's writes and the config task's protocol over them.
+//! - [`handle`]: the handle of a running node: reload, stop, wait for its end.
+//! - [`metrics`]: the Prometheus recorder, gossip's counters and a prober's `/metrics`
+//!   listener.
+
+pub mod control;
+pub mod guard;
+pub mod handle;
+pub mod metrics;
+pub mod reload;
+pub mod supervise;

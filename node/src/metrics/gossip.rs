@@ -1,0 +1,81 @@
+//! The gossip transport's counters, copied into the recorder once a second by every node.
+
+use std::sync::atomic::Ordering;
+
+use mesh::TransportStats;
+
+/// Copies the transport's counters (and vendored chitchat's malformed-delta count) into the
+/// recorder.
+pub fn record_gossip(stats: &TransportStats) {
+    metrics::counter!("meshlb_gossip_sent_bytes_total")
+        .absolute(stats.bytes_sent.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_received_bytes_total")
+        .absolute(stats.bytes_received.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_sent_datagrams_total")
+        .absolute(stats.datagrams_sent.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_received_datagrams_total")
+        .absolute(stats.datagrams_received.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_rejected_packets_total")
+        .absolute(stats.rejected.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_fragmented_messages_total")
+        .absolute(stats.fragmented.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_replayed_datagrams_total")
+        .absolute(stats.replayed.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_misaddressed_datagrams_total")
+        .absolute(stats.misaddressed.load(Ordering::Relaxed));
+    metrics::counter!("meshlb_gossip_malformed_deltas_total")
+        .absolute(chitchat::MALFORMED_DELTAS.load(Ordering::Relaxed));
+}
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub(super) fn describe_metrics() {
+    use ::metrics::{describe_counter, Unit};
+
+    describe_counter!(
+        "meshlb_gossip_replayed_datagrams_total",
+        "Authentic gossip datagrams refused because they were seen before (replays); also counted as rejected."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_misaddressed_datagrams_total",
+        "Authentic gossip datagrams refused because they were sent to another node's address (a replay, or a seed address this node lacks as --advertise-alias); also counted as rejected."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_malformed_deltas_total",
+        "Gossip deltas refused as malformed (a key version above the delta's max_version; vendor/chitchat/PATCHES.md)."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_sent_bytes_total",
+        Unit::Bytes,
+        "Gossip bytes sent."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_received_bytes_total",
+        Unit::Bytes,
+        "Gossip bytes received."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_sent_datagrams_total",
+        "Gossip datagrams sent."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_received_datagrams_total",
+        "Gossip datagrams received."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_rejected_packets_total",
+        "Gossip packets that failed authentication or parsing."
+    );
+
+    describe_counter!(
+        "meshlb_gossip_fragmented_messages_total",
+        "Gossip messages that needed two datagrams."
+    );
+}

@@ -1,0 +1,205 @@
+//! A prober node as a library: [`start`] checks its place on the regions table's roster,
+//! joins the mesh, starts probing this region's targets and publishing the results, and
+//! returns a [`RunningNode`] with a handle to reload and stop it. `meshlb prober` maps its
+//! flags onto the [`Settings`] and waits on the node.
+
+mod config_task;
+mod probing;
+mod settings;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use lb_core::config::Config;
+use mesh::node::config_hash;
+use mesh::NodeIdentity;
+use meshlb_node::control::ConfigProtocol;
+use meshlb_node::handle::NodeHandle;
+use meshlb_node::supervise::{Ending, Vital};
+
+pub use settings::{MetricsListener, Settings};
+
+use crate::{GossipPublisher, Scheduler, SchedulerSettings};
+use config_task::ConfigTask;
+use probing::Probing;
+
+/// A started prober and its handle.
+pub struct RunningNode {
+    /// The gossip address.
+    pub gossip: SocketAddr,
+    /// Reload, stop, or wait for the node's end.
+    pub handle: NodeHandle,
+}
+
+/// Why a prober node did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Aggregators count votes only from the datacenters the regions table lists per region.
+    #[error("--dc {dc}: not a datacenter of {region} in the regions table ({listed}); aggregators would not count this prober's votes")]
+    OffRoster {
+        dc: String,
+        region: &'static str,
+        listed: String,
+    },
+    #[error(transparent)]
+    Open(#[from] meshlb_node::control::protocol::OpenError),
+    /// The config did not validate: every error, each naming file, field path and reason.
+    #[error("{0}")]
+    Config(lb_core::ConfigErrors),
+    #[error(transparent)]
+    Mesh(#[from] mesh::StartError),
+}
+
+/// Starts a prober node with `settings`, on the current tokio runtime.
+pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
+    let regions = &settings.regions;
+    if !regions.on_roster(settings.region, &settings.dc) {
+        let listed: Vec<&str> = regions
+            .region(settings.region)
+            .datacenters
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect();
+        return Err(StartError::OffRoster {
+            dc: settings.dc.clone(),
+            region: settings.region.code(),
+            listed: listed.join(", "),
+        });
+    }
+    let control = &settings.control;
+    let (protocol, _) = ConfigProtocol::open(
+        &settings.config,
+        control.role,
+        control.key.clone(),
+        control.max_document_bytes,
+    )?;
+    let text = protocol.text();
+    let file = settings.config.display().to_string();
+    let config = Config::parse(&file, &text, regions).map_err(StartError::Config)?;
+    let hash = config_hash(&text);
+    let identity = NodeIdentity {
+        node_id: settings.node_id.clone(),
+        role: mesh::Role::Prober,
+        region: settings.region.code().to_string(),
+        datacenter: settings.dc.clone(),
+        config_hash: hash.clone(),
+        config_loaded_at: lb_core::clock::unix_secs(),
+    };
+    let node = mesh::start(&identity, &settings.mesh).await?;
+    let (reloads, stop, ends) = NodeHandle::channels();
+    let mut vital = Vital::new();
+    vital.future("gossip task", {
+        let ended = node.handle.termination_watcher();
+        async move { Ending::describe(ended.await) }
+    });
+    if let Some(listener) = &settings.metrics {
+        serve_metrics(&settings, listener, &reloads, &node, &mut vital);
+    }
+    protocol.publish(&node.handle).await;
+    let (follower, fetched) = meshlb_node::control::follower::spawn(
+        &identity.node_id,
+        &settings.mesh,
+        control.fetch_timeout,
+        &node.handle,
+        &protocol.plane,
+    );
+    vital.task("config follower", follower);
+    let targets = crate::targets(&config, Some(settings.region));
+    let round = config
+        .monitors
+        .iter()
+        .map(|m| m.interval)
+        .min()
+        .unwrap_or(std::time::Duration::from_secs(60));
+    let (publisher, publishing) = GossipPublisher::start(&node.handle, round);
+    vital.task("gossip publisher", publishing);
+    eprintln!(
+        "meshlb prober {} ({}/{}) gossiping on {}: {} targets",
+        identity.node_id,
+        identity.region,
+        identity.datacenter,
+        settings.mesh.listen,
+        targets.len()
+    );
+    let scheduler = Scheduler::start(
+        targets,
+        SchedulerSettings {
+            concurrency: settings.concurrency,
+            ..SchedulerSettings::default()
+        },
+        Arc::clone(&publisher) as _,
+    );
+    let probing = Probing {
+        path: settings.config.clone(),
+        regions: settings.regions.clone(),
+        region: settings.region,
+        scheduler,
+        publisher,
+        gossip: node.handle.chitchat(),
+        hash,
+        loads: 1,
+    };
+    let task = ConfigTask {
+        protocol,
+        probing,
+        mesh: node,
+        vital,
+        requested: ends.requested,
+        fetched,
+        watch: settings
+            .reloads
+            .watch
+            .map(|every| meshlb_node::reload::ConfigWatch::new(&settings.config, every, &text)),
+        on_hangup: settings.reloads.on_hangup,
+    };
+    let task = tokio::spawn(task.run(ends.stop));
+    Ok(RunningNode {
+        gossip: settings.mesh.listen,
+        handle: NodeHandle::new(reloads, stop, task),
+    })
+}
+
+/// The `/metrics` listener (with `POST /-/reload`), and gossip's counters copied into the
+/// recorder every second.
+fn serve_metrics(
+    settings: &Settings,
+    listener: &MetricsListener,
+    reloads: &tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
+    node: &mesh::MeshNode,
+    vital: &mut Vital,
+) {
+    let Some(handle) = meshlb_node::metrics::install(&[
+        ("node_role", "prober"),
+        ("node_region", settings.region.code()),
+        ("node_dc", &settings.dc),
+    ]) else {
+        tracing::warn!("a metrics recorder is installed already: /metrics serves none");
+        return;
+    };
+    meshlb_node::metrics::describe_metrics();
+    crate::metrics::describe_metrics();
+    let endpoint = meshlb_node::metrics::ReloadEndpoint {
+        token: listener.token.clone(),
+        requests: reloads.clone(),
+    };
+    vital.task(
+        "metrics listener",
+        tokio::spawn(meshlb_node::metrics::serve(
+            listener.addr,
+            handle,
+            Some(endpoint),
+            listener.limits,
+        )),
+    );
+    let stats = Arc::clone(&node.stats);
+    vital.task(
+        "gossip counters",
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+            loop {
+                tick.tick().await;
+                meshlb_node::metrics::record_gossip(&stats);
+            }
+        }) as tokio::task::JoinHandle<()>,
+    );
+}
