@@ -26,7 +26,7 @@ pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Why a state-changing call is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refusal {
+pub struct Denial {
     pub status: StatusCode,
     pub reason: &'static str,
 }
@@ -77,13 +77,9 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
 
 /// Whether a state-changing call may run: `Err` says why not. `who` names the node for the
 /// message ("aggregator", "prober").
-pub fn mutation_allowed(
-    token: Option<&str>,
-    headers: &HeaderMap,
-    who: Node,
-) -> Result<(), Refusal> {
+pub fn mutation_allowed(token: Option<&str>, headers: &HeaderMap, who: Node) -> Result<(), Denial> {
     let Some(token) = token else {
-        return Err(Refusal {
+        return Err(Denial {
             status: StatusCode::FORBIDDEN,
             reason: match who {
                 Node::Aggregator => "state-changing admin calls need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
@@ -92,13 +88,13 @@ pub fn mutation_allowed(
         });
     };
     if cross_site(headers) {
-        return Err(Refusal {
+        return Err(Denial {
             status: StatusCode::FORBIDDEN,
             reason: "a browser's cross-site request (Origin, Sec-Fetch-Site or a form content type) cannot change state",
         });
     }
     if !has_token(token, headers) {
-        return Err(Refusal {
+        return Err(Denial {
             status: StatusCode::UNAUTHORIZED,
             reason: "missing or wrong bearer token",
         });

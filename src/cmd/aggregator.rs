@@ -8,7 +8,7 @@ use std::time::Duration;
 use aggregator::node::{AdminSettings, DnsSettings, ProxyListeners, Settings};
 use anyhow::Context;
 use lb_core::{Region, RegionsTable};
-use meshlb_node::control::Role;
+use meshlb_node::control::ConfigRole;
 
 use super::mesh_args::MeshArgs;
 
@@ -206,11 +206,11 @@ impl Args {
     /// The node's settings from the flags.
     fn settings(&self, regions: &RegionsTable) -> anyhow::Result<Settings> {
         let role = if self.config_primary {
-            Role::Primary
+            ConfigRole::Primary
         } else if self.control.config_from_mesh {
-            Role::Follower
+            ConfigRole::Follower
         } else {
-            Role::Standalone
+            ConfigRole::Standalone
         };
         let tokens = aggregator::admin::Tokens {
             write: read_token(self.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use meshlb_node::control::{ControlKey, ControlSettings, Role};
+use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings};
 
 use super::mesh_args::MeshArgs;
 
@@ -23,7 +23,7 @@ pub struct ControlArgs {
 
 impl ControlArgs {
     /// The control-plane settings of a node in `role`, keyed from the cluster key.
-    pub fn settings(&self, role: Role, mesh: &MeshArgs) -> anyhow::Result<ControlSettings> {
+    pub fn settings(&self, role: ConfigRole, mesh: &MeshArgs) -> anyhow::Result<ControlSettings> {
         let (current, previous) = mesh.key_texts()?;
         Ok(ControlSettings {
             role,

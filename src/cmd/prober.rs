@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use lb_core::{Region, RegionsTable};
-use meshlb_node::control::Role;
+use meshlb_node::control::ConfigRole;
 use prober::node::{MetricsListener, Settings};
 
 use super::mesh_args::MeshArgs;
@@ -53,9 +53,9 @@ pub struct Args {
 
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let role = if args.control.config_from_mesh {
-        Role::Follower
+        ConfigRole::Follower
     } else {
-        Role::Standalone
+        ConfigRole::Standalone
     };
     let token =
         super::aggregator::read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;

@@ -57,7 +57,7 @@ impl DnsFrontend {
         pop: PopInfo,
         pops: Arc<lb_edge::Pops>,
         prepared_places: usize,
-    ) -> Result<DnsFrontend, lb_dns::SetupError> {
+    ) -> Result<DnsFrontend, lb_dns::DnsConfigError> {
         let serial = next_serial(0);
         let first = lb_dns::Responder::new(
             Arc::clone(generation),
@@ -83,7 +83,7 @@ impl DnsFrontend {
     fn responder(
         &self,
         generation: &Arc<Generation>,
-    ) -> Result<(lb_dns::Responder, u32), lb_dns::SetupError> {
+    ) -> Result<(lb_dns::Responder, u32), lb_dns::DnsConfigError> {
         let serial = next_serial(self.serial);
         let r = lb_dns::Responder::new(
             Arc::clone(generation),

@@ -19,7 +19,7 @@ pub use respond::{Responder, DEFAULT_PREPARED_PLACES, EDNS_PAYLOAD};
 pub use rrl::{Limit, Rrl, RrlSettings};
 pub use server::DnsServer;
 pub use tcp::TcpSettings;
-pub use zones::SetupError;
+pub use zones::DnsConfigError;
 
 #[cfg(test)]
 mod test_responder;

@@ -18,7 +18,7 @@ use arc_swap::ArcSwap;
 use super::fast::FastNames;
 use super::metrics::{qtype_index, DnsMetrics};
 use super::prepared::PreparedAnswers;
-use super::zones::{name, Place, SetupError, ZoneSet};
+use super::zones::{name, DnsConfigError, Place, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::clock::unix_secs;
 use lb_core::config::{
@@ -165,7 +165,7 @@ impl Responder {
         pop: PopInfo,
         pops: Arc<Pops>,
         serial: u32,
-    ) -> Result<Responder, SetupError> {
+    ) -> Result<Responder, DnsConfigError> {
         let config = Arc::clone(generation.config());
         let zones = ZoneSet::build(&config, serial)?;
         let geo = Geolocator::new(&config.geolocation)?;
@@ -181,13 +181,13 @@ impl Responder {
                         .iter()
                         .map(|e| {
                             endpoint_record(&owner, lb.settings.ttl, &e.address).ok_or_else(|| {
-                                SetupError::Endpoint {
+                                DnsConfigError::Endpoint {
                                     pool: p.name.clone(),
                                     endpoint: e.name.clone(),
                                 }
                             })
                         })
-                        .collect::<Result<Vec<_>, SetupError>>()?
+                        .collect::<Result<Vec<_>, DnsConfigError>>()?
                         .into_boxed_slice(),
                 );
             }

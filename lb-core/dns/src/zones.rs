@@ -43,7 +43,7 @@ pub(crate) struct ZoneSet {
 
 /// Why the DNS frontend cannot serve a configuration.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum DnsConfigError {
     #[error("`{text}` is not a DNS name: {reason}")]
     Name { text: String, reason: String },
     #[error("pool {pool}: endpoint {endpoint}")]
@@ -52,13 +52,13 @@ pub enum SetupError {
     Geolocation(#[from] lb_core::geolocation::GeolocationError),
 }
 
-pub(crate) fn name(text: &str) -> Result<Name, SetupError> {
+pub(crate) fn name(text: &str) -> Result<Name, DnsConfigError> {
     let fqdn = if text.ends_with('.') {
         text.to_string()
     } else {
         format!("{text}.")
     };
-    Name::from_ascii(&fqdn).map_err(|e| SetupError::Name {
+    Name::from_ascii(&fqdn).map_err(|e| DnsConfigError::Name {
         text: text.to_string(),
         reason: e.to_string(),
     })
@@ -66,7 +66,7 @@ pub(crate) fn name(text: &str) -> Result<Name, SetupError> {
 
 impl ZoneSet {
     /// `default_serial` is used by zones that do not set one.
-    pub fn build(config: &Config, default_serial: u32) -> Result<ZoneSet, SetupError> {
+    pub fn build(config: &Config, default_serial: u32) -> Result<ZoneSet, DnsConfigError> {
         let zones: Vec<Zone> = if config.zones.is_empty() {
             config
                 .load_balancers
@@ -99,7 +99,7 @@ impl ZoneSet {
                         RData::NS(NS(name(n)?)),
                     ))
                 })
-                .collect::<Result<Vec<_>, SetupError>>()?;
+                .collect::<Result<Vec<_>, DnsConfigError>>()?;
             let soa = Record::from_rdata(apex.clone(), z.ttl, RData::SOA(soa));
             let mut negative_soa = soa.clone();
             negative_soa.set_ttl(z.ttl.min(z.negative_ttl));

@@ -30,4 +30,4 @@ pub use body::ProxyBody;
 pub use client::listener::{listen, ProxyListener};
 pub use client::tls::{CertificateError, Certificates};
 pub use origin::pool::{ConnectFailure, Origin, Upstream, UpstreamError};
-pub use route::{Peer, Proxy, ProxySettings, SetupError};
+pub use route::{Peer, Proxy, ProxyConfigError, ProxySettings};

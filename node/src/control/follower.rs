@@ -144,7 +144,7 @@ pub fn spawn(
             node_id: node_id.to_string(),
             poll: mesh.gossip_interval.max(Duration::from_millis(50)),
             fetch_timeout,
-            follow: plane.role == super::Role::Follower,
+            follow: plane.role == super::ConfigRole::Follower,
         },
         handle.chitchat(),
         Arc::clone(plane),

@@ -31,9 +31,10 @@ pub use protocol::{ConfigProtocol, Reload};
 pub use signing::ControlKey;
 pub use store::{ConfigStore, Side, Versioned};
 
-/// Which part this node plays.
+/// Which part this node plays in the control plane (its mesh role, prober or aggregator, is
+/// `mesh::Role`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
+pub enum ConfigRole {
     /// `--config-primary`: takes the API's writes and serves the document to the mesh.
     Primary,
     /// `--config-from-mesh`: runs the primary's document.
@@ -42,12 +43,12 @@ pub enum Role {
     Standalone,
 }
 
-impl Role {
+impl ConfigRole {
     pub fn name(self) -> &'static str {
         match self {
-            Role::Primary => "primary",
-            Role::Follower => "follower",
-            Role::Standalone => "standalone",
+            ConfigRole::Primary => "primary",
+            ConfigRole::Follower => "follower",
+            ConfigRole::Standalone => "standalone",
         }
     }
 }
@@ -55,7 +56,7 @@ impl Role {
 /// A node's part in the control plane, as it starts.
 #[derive(Clone)]
 pub struct ControlSettings {
-    pub role: Role,
+    pub role: ConfigRole,
     /// The cluster-derived key of fetches and documents.
     pub key: ControlKey,
     /// The largest config document fetched or written (`--config-max-bytes`).
@@ -77,7 +78,7 @@ pub struct Refused {
 
 /// The control plane as a node's tasks share it.
 pub struct ControlPlane {
-    pub role: Role,
+    pub role: ConfigRole,
     /// The document in force, with its generation.
     pub document: ArcSwap<Versioned>,
     /// The primary seen in gossip (none: no live node announces one).
@@ -96,7 +97,7 @@ impl ControlPlane {
     /// The control plane of a node in `role`, starting from `document`; on the primary, with
     /// the receiving end of the API's writes for its config task.
     pub fn new(
-        role: Role,
+        role: ConfigRole,
         document: Versioned,
         key: ControlKey,
         max_document_bytes: usize,
@@ -107,11 +108,11 @@ impl ControlPlane {
         let generation = AtomicU64::new(document.generation);
         record_generation(document.generation);
         let (writes, written) = match role {
-            Role::Primary => {
+            ConfigRole::Primary => {
                 let (tx, rx) = tokio::sync::mpsc::channel(16);
                 (Some(tx), Some(rx))
             }
-            Role::Follower | Role::Standalone => (None, None),
+            ConfigRole::Follower | ConfigRole::Standalone => (None, None),
         };
         let plane = ControlPlane {
             role,

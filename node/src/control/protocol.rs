@@ -15,7 +15,9 @@ use std::sync::Arc;
 
 use super::follower::Fetched;
 use super::writes::{code, FieldError, Refusal, WriteRequest, Written};
-use super::{Announcement, ConfigStore, ControlKey, ControlPlane, Refused, Role, Side, Versioned};
+use super::{
+    Announcement, ConfigRole, ConfigStore, ControlKey, ControlPlane, Refused, Side, Versioned,
+};
 use crate::reload::{self, Outcome};
 
 /// Why a node running the mesh's config refuses a reload of its file by hand.
@@ -61,7 +63,7 @@ impl ConfigProtocol {
     /// primary the receiving end of the API's writes.
     pub fn open(
         path: &std::path::Path,
-        role: Role,
+        role: ConfigRole,
         key: ControlKey,
         max_document_bytes: usize,
     ) -> Result<
@@ -73,9 +75,9 @@ impl ConfigProtocol {
     > {
         let store = ConfigStore::new(path);
         let document = match role {
-            Role::Primary => store.open(Side::Primary)?,
-            Role::Follower => store.open(Side::Follower)?,
-            Role::Standalone => {
+            ConfigRole::Primary => store.open(Side::Primary)?,
+            ConfigRole::Follower => store.open(Side::Follower)?,
+            ConfigRole::Standalone => {
                 let text = std::fs::read_to_string(path).map_err(|error| OpenError::Read {
                     path: path.display().to_string(),
                     error,
@@ -99,7 +101,7 @@ impl ConfigProtocol {
     /// Announces `url` for fetches of the document, on the primary (known once the admin
     /// listener is bound).
     pub fn announcing(self, url: String) -> ConfigProtocol {
-        let announce_url = (self.plane.role == Role::Primary).then_some(url);
+        let announce_url = (self.plane.role == ConfigRole::Primary).then_some(url);
         ConfigProtocol {
             announce_url,
             ..self
@@ -143,20 +145,20 @@ impl ConfigProtocol {
                 return refuse(node, why, format!("{file}: cannot read the config: {e}"));
             }
         };
-        if plane.role == Role::Follower && *text != *plane.document.load().text {
+        if plane.role == ConfigRole::Follower && *text != *plane.document.load().text {
             return refuse(node, why, FOLLOWER_REFUSES_FILE.to_string());
         }
         let outcome = node.reload_text(why, &text, || Ok(())).await;
         if outcome.reloaded {
             let next = Versioned::new(plane.generation() + 1, &text);
             let next = match plane.role {
-                Role::Primary => {
+                ConfigRole::Primary => {
                     if let Err(e) = self.store.record(next.generation, &next.sha256) {
                         tracing::error!(error = %e, "recording the config generation");
                     }
                     next
                 }
-                Role::Follower | Role::Standalone => Versioned {
+                ConfigRole::Follower | ConfigRole::Standalone => Versioned {
                     generation: 0,
                     ..next
                 },

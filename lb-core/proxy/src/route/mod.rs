@@ -13,4 +13,4 @@ mod proxy;
 pub mod sessions;
 
 pub use prepare::Peer;
-pub use proxy::{Begun, Proxy, ProxySettings, SetupError};
+pub use proxy::{Begun, Proxy, ProxyConfigError, ProxySettings};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lb_core::config::{Config, OriginTls};
 
-use super::proxy::SetupError;
+use super::proxy::ProxyConfigError;
 
 /// One load balancer's TLS towards its origins, with what it was built from.
 pub(crate) struct OriginTlsConfig {
@@ -25,7 +25,7 @@ pub(crate) struct OriginTlsConfig {
 pub(super) fn for_load_balancers(
     config: &Config,
     before: Option<(&Config, &[Option<OriginTlsConfig>])>,
-) -> Result<Vec<Option<OriginTlsConfig>>, SetupError> {
+) -> Result<Vec<Option<OriginTlsConfig>>, ProxyConfigError> {
     let mut out = Vec::with_capacity(config.load_balancers.len());
     for lb in &config.load_balancers {
         if lb.origin_tls == OriginTls::Off {
@@ -52,7 +52,7 @@ pub(super) fn for_load_balancers(
                 None => match lb.origin_tls {
                     OriginTls::Full => lb_tls::client_config(true, None)?,
                     _ => lb_tls::client_config(false, lb.origin_ca_file.as_deref()).map_err(
-                        |error| SetupError::OriginCa {
+                        |error| ProxyConfigError::OriginCa {
                             load_balancer: lb.name.clone(),
                             error,
                         },

@@ -31,7 +31,7 @@ use crate::client::listener::ConnectionSlot;
 
 /// Why the proxy cannot serve a configuration.
 #[derive(Debug, thiserror::Error)]
-pub enum SetupError {
+pub enum ProxyConfigError {
     #[error(transparent)]
     Geolocation(#[from] lb_core::geolocation::GeolocationError),
     #[error(transparent)]
@@ -169,7 +169,7 @@ impl Proxy {
         key: AffinityKey,
         pop: PopInfo,
         settings: ProxySettings,
-    ) -> Result<Proxy, SetupError> {
+    ) -> Result<Proxy, ProxyConfigError> {
         let live = Arc::new(LiveLoad::new(generation.config()));
         let origin_tls = origin_tls::for_load_balancers(generation.config(), None)?;
         let sessions = Arc::new(HeaderSessions::new(settings.max_header_sessions));
@@ -187,7 +187,7 @@ impl Proxy {
     /// origin carried over (`lb_core::config::Renumbering`), so least-outstanding and
     /// least-connections steering and header sessions do not start from nothing. Requests in
     /// flight on this proxy finish on it.
-    pub fn reloaded(&self, generation: Arc<Generation>) -> Result<Proxy, SetupError> {
+    pub fn reloaded(&self, generation: Arc<Generation>) -> Result<Proxy, ProxyConfigError> {
         let (old, new) = (&*self.config, &**generation.config());
         let origin_tls = origin_tls::for_load_balancers(new, Some((old, &self.origin_tls)))?;
         let live = Arc::new(LiveLoad::carried(new, Some((old, &self.live))));
@@ -219,7 +219,7 @@ impl Proxy {
         live: Arc<LiveLoad>,
         sessions: Arc<HeaderSessions>,
         origin_tls: Vec<Option<OriginTlsConfig>>,
-    ) -> Result<Proxy, SetupError> {
+    ) -> Result<Proxy, ProxyConfigError> {
         let config = Arc::clone(generation.config());
         let geo = Geolocator::new(&config.geolocation)?;
         let metrics = ProxyMetrics::new(&config);
