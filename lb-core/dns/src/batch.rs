@@ -15,7 +15,7 @@ use nix::sys::socket::{
     recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
 };
 
-use super::respond::Responder;
+use super::responder::Responder;
 use super::rrl::{Limit, Rrl};
 use lb_edge::Serving;
 

@@ -2,7 +2,7 @@
 //! IN, no other records but an optional OPT (EDNS version 0, at most one option, and that one
 //! Client Subnet), header flags a stub resolver sets. `parse` reads that shape in one bounded
 //! pass over the bytes and refuses everything else, which then takes hickory's full path
-//! (`server.rs`). `encode` writes a reply made only of A and AAAA records byte for byte as
+//! (`answer.rs`). `encode` writes a reply made only of A and AAAA records byte for byte as
 //! hickory's `MessageResponse` would (`tests_fast.rs` compares the two on random queries and
 //! random snapshots); any other reply, or one that does not fit, is left to hickory too.
 //!
@@ -16,7 +16,7 @@ use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::{LowerName, Name, RData, Record, RecordType};
 use hickory_proto::serialize::binary::BinEncodable;
 
-use super::respond::{Reply, EDNS_PAYLOAD};
+use super::reply::{Reply, EDNS_PAYLOAD};
 use super::zones::{Place, ZoneSet};
 use lb_core::config::LbId;
 
@@ -207,7 +207,7 @@ fn parse_opt(bytes: &[u8], at: usize) -> Option<(FastEdns, usize)> {
 
 /// Writes `reply` to `query` into `out` (cleared first) if every answer is an A or AAAA
 /// record and the whole fits in `max` bytes; `false` leaves it to hickory. Every answer the
-/// steering gives a load balancer is owned by its name (`respond.rs`), of which `owner` is the
+/// steering gives a load balancer is owned by its name (`responder.rs`), of which `owner` is the
 /// wire form.
 pub(crate) fn encode(
     query: &FastQuery<'_>,

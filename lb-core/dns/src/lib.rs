@@ -1,6 +1,6 @@
 //! meshlb's authoritative DNS frontend (docs/dns.md): SOA and NS at each zone's apex,
 //! load-balanced names answered by the steering engine over the current health snapshot
-//! (`respond.rs` builds every answer), NXDOMAIN/NODATA with the SOA, REFUSED outside our
+//! (`answer.rs` turns a query into its answer, `responder.rs` steers and builds it), NXDOMAIN/NODATA with the SOA, REFUSED outside our
 //! zones; EDNS Client Subnet per `location_strategy`; UDP (batched, `batch.rs`) and TCP with
 //! bounded connections (`tcp.rs`), both started by `server.rs`.
 
@@ -8,14 +8,17 @@ mod batch;
 mod fast;
 mod metrics;
 pub use metrics::describe_metrics;
+mod answer;
 mod prepared;
-mod respond;
+mod reply;
+mod responder;
 mod rrl;
 mod server;
 mod tcp;
 mod zones;
 
-pub use respond::{Responder, DEFAULT_PREPARED_PLACES, EDNS_PAYLOAD};
+pub use reply::EDNS_PAYLOAD;
+pub use responder::{Responder, DEFAULT_PREPARED_PLACES};
 pub use rrl::{Limit, Rrl, RrlSettings};
 pub use server::DnsServer;
 pub use tcp::TcpSettings;

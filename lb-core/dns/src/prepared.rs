@@ -5,7 +5,7 @@
 //! snapshot (per place, for the location-steered); each query then costs a header, its own
 //! question, a copy and, for a draw, one draw from the thread's RNG, the one the engine would
 //! have drawn from. A new snapshot starts an empty set; what cannot be planned takes the
-//! per-query path (`server.rs`), which gives the same bytes (`tests_fast.rs`).
+//! per-query path (`answer.rs`), which gives the same bytes (`tests_fast.rs`).
 //!
 //! Memory: at most two entries (A, AAAA) per load balancer of the configuration, and at most
 //! `Responder::with_prepared_places` entries for the location-steered ones per snapshot
@@ -17,26 +17,19 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
-use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::RecordType;
-use lb_core::config::{EndpointId, LbId};
+use lb_core::config::LbId;
 use lb_core::health::HealthSnapshot;
 use lb_core::regions_table::CountryCode;
-use lb_core::request::RequestContext;
-use lb_core::steering::{
-    locate, ClientLocation, DnsAnswerPlan, DnsPlan, LocationSource, PlanScope,
-};
+use lb_core::steering::{ClientLocation, DnsPlan, LocationSource};
 use lb_core::Region;
-
-use super::fast;
 
 /// One place a location-steered answer holds for: `ClientLocation` with its coordinates as
 /// bits, so that it can key a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct LocatedKey {
+pub(crate) struct LocatedKey {
     lb: usize,
     aaaa: bool,
     region: Region,
@@ -47,7 +40,7 @@ struct LocatedKey {
 }
 
 impl LocatedKey {
-    fn new(lb: LbId, qtype: RecordType, at: ClientLocation) -> LocatedKey {
+    pub(crate) fn new(lb: LbId, qtype: RecordType, at: ClientLocation) -> LocatedKey {
         LocatedKey {
             lb: lb.0,
             aaaa: qtype == RecordType::AAAA,
@@ -186,7 +179,7 @@ impl PreparedAnswers {
 
     /// What `answer` makes of the location-steered entry of `set` for `key`, made by
     /// `prepare` the first time; `None` when there is none (no plan, or no room).
-    fn with_located<R>(
+    pub(crate) fn with_located<R>(
         set: &Arc<PreparedAnswers>,
         key: LocatedKey,
         prepare: impl FnOnce() -> Option<Prepared>,
@@ -242,141 +235,6 @@ impl PreparedAnswers {
             .get(2 * lb.0 + family)?
             .get_or_init(prepare)
             .as_ref()
-    }
-}
-
-impl super::Responder {
-    /// The answer section `lb`'s plan gives `qtype` on `snapshot`, encoded for a question
-    /// that names the load balancer (`fast::first_owner_at`); `None` without a plan, for an
-    /// empty answer (NODATA carries the SOA), or for records the fast encoder does not write.
-    pub(crate) fn prepare(
-        &self,
-        lb: LbId,
-        qtype: RecordType,
-        snapshot: &HealthSnapshot,
-        ctx: &RequestContext<'_>,
-    ) -> Option<Prepared> {
-        let plan = self.plan(lb, snapshot, ctx)?;
-        let owner = self.fast_names.owner(lb);
-        let first_owner = fast::first_owner_at(owner);
-        // The records of `endpoints` of `pool`, as `Responder::steer` answers them, if all are
-        // of type `qtype` (the engine filtered them so; a CNAME is left to the per-query path).
-        let encode = |pool, endpoints: &mut dyn Iterator<Item = EndpointId>| {
-            let records: Vec<_> = endpoints
-                .filter_map(|e| self.record(lb, pool, e.0, plan.ttl))
-                .collect();
-            let mut bytes = Vec::new();
-            let count = u16::try_from(records.len()).ok()?;
-            (count > 0
-                && records.iter().all(|r| r.record_type() == qtype)
-                && fast::write_answers(
-                    records.iter().map(|r| &**r),
-                    owner,
-                    first_owner,
-                    &mut bytes,
-                )
-                && bytes.len() <= usize::from(u16::MAX))
-            .then(|| (count, bytes.into_boxed_slice()))
-        };
-        match plan.answer {
-            DnsAnswerPlan::Nothing => None,
-            DnsAnswerPlan::Fixed { pool, endpoints } => {
-                let (count, records) = encode(pool, &mut endpoints.into_iter())?;
-                Some(Prepared::Fixed { count, records })
-            }
-            DnsAnswerPlan::Draw { pool, choices } => {
-                let mut records = Vec::with_capacity(choices.len());
-                let mut weights = Vec::with_capacity(choices.len());
-                for (i, (endpoint, weight)) in choices.into_iter().enumerate() {
-                    // Every choice must be a record of its own: a CNAME or an endpoint of the
-                    // other family would make the draw's answer differ from `steer`'s.
-                    let (1, record) = encode(pool, &mut std::iter::once(endpoint))? else {
-                        return None;
-                    };
-                    records.push(record);
-                    weights.push((i, weight));
-                }
-                Some(Prepared::Draw {
-                    weights: weights.into_boxed_slice(),
-                    records: records.into_boxed_slice(),
-                })
-            }
-        }
-    }
-}
-
-impl super::Responder {
-    /// Writes the answer to `query` (for load balancer `lb`, from `src`, with `subnet`) from
-    /// the current snapshot's prepared answers into `out`, when `lb` has a plan for it and the
-    /// reply fits in `max` bytes; `false` leaves the query to the per-query path.
-    pub(crate) fn answer_prepared(
-        &self,
-        query: &fast::FastQuery<'_>,
-        lb: LbId,
-        subnet: Option<ClientSubnet>,
-        src: SocketAddr,
-        max: usize,
-        out: &mut Vec<u8>,
-    ) -> bool {
-        let Some(scope) = self.plan_scope(lb) else {
-            return false;
-        };
-        let owner = self.fast_names.owner(lb);
-        // The pre-encoded pointers assume a question as long as the load balancer's name.
-        if 12 + query.question.len() != fast::first_owner_at(owner) {
-            return false;
-        }
-        let current = self.generation.snapshot();
-        let loaded = self.prepared.load();
-        let fresh;
-        let prepared: &Arc<PreparedAnswers> = if Arc::ptr_eq(loaded.snapshot(), &current) {
-            &loaded
-        } else {
-            // A new snapshot: a new, empty set (threads racing here each make one; the last
-            // stored stays, the others serve their own query and are dropped).
-            fresh = Arc::new(self.prepared_for(Arc::clone(&current)));
-            self.prepared.store(Arc::clone(&fresh));
-            &fresh
-        };
-        let lbc = self.load_balancer(lb);
-        let qtype = query.qtype;
-        // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
-        // again on the per-query path: the same distribution, another draw.
-        let mut encode = |entry: &Prepared, ecs| {
-            let (count, section) = entry.section()?;
-            fast::encode_prepared(query, count, section, ecs, max, out).then_some(())
-        };
-        match scope {
-            PlanScope::Everywhere => {
-                let Some(entry) = prepared.get_or_prepare(lb, qtype, || {
-                    let (ctx, _) = self.query_context(lbc, qtype, None, src.ip());
-                    self.prepare(lb, qtype, prepared.snapshot(), &ctx)
-                }) else {
-                    return false;
-                };
-                // The answer does not depend on the subnet: scope 0 (RFC 7871 section 7.2.1).
-                let ecs = subnet.map(|s| ClientSubnet::new(s.addr(), s.source_prefix(), 0));
-                encode(entry, ecs).is_some()
-            }
-            PlanScope::Location => {
-                let (ctx, ecs) = self.query_context(lbc, qtype, subnet, src.ip());
-                let settings = &lbc.settings;
-                let here = locate(
-                    settings.location_strategy,
-                    settings.steering_policy,
-                    &ctx,
-                    self.regions(),
-                );
-                let key = LocatedKey::new(lb, qtype, here);
-                PreparedAnswers::with_located(
-                    prepared,
-                    key,
-                    || self.prepare(lb, qtype, prepared.snapshot(), &ctx),
-                    |entry| encode(entry, ecs),
-                )
-                .is_some()
-            }
-        }
     }
 }
 

@@ -1,5 +1,5 @@
 //! DNS over TCP (RFC 7766): each connection carries queries framed by a two-byte length,
-//! answered in order through the same path as UDP datagrams (`server.rs`), without UDP's
+//! answered in order through the same path as UDP datagrams (`answer.rs`), without UDP's
 //! size limit. Bounded as a hostile client needs: at most `max_connections` connections per
 //! server (more are closed at accept and counted in `meshlb_dns_tcp_refused_total`), and a
 //! connection that waits longer than `idle_timeout` for a query, for the rest of one, or for
@@ -15,7 +15,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
-use super::respond::Responder;
+use super::responder::Responder;
 use lb_edge::Serving;
 
 /// The TCP listeners' limits.

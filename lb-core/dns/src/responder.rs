@@ -18,6 +18,8 @@ use arc_swap::ArcSwap;
 use super::fast::FastNames;
 use super::metrics::{qtype_index, DnsMetrics};
 use super::prepared::PreparedAnswers;
+use super::reply::Reply;
+use super::reply::EDNS_PAYLOAD;
 use super::zones::{name, DnsConfigError, Place, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::clock::unix_secs;
@@ -30,9 +32,6 @@ use lb_core::regions_table::RegionsTable;
 use lb_core::request::{DnsQuestion, Mode, RequestContext};
 use lb_core::steering::{DnsPlan, Engine, Outcome, PlanScope};
 use lb_edge::{decide_live, Generation, PopInfo, Pops};
-
-/// Our EDNS UDP payload size (the DNS flag day 2020 value: no fragmentation).
-pub const EDNS_PAYLOAD: u16 = 1232;
 
 /// The default of `Responder::with_prepared_places` (`--dns-prepared-places`).
 pub const DEFAULT_PREPARED_PLACES: usize = 4096;
@@ -73,63 +72,6 @@ impl std::fmt::Debug for Responder {
             .field("pop", &self.pop)
             .field("zones", &self.zones)
             .finish_non_exhaustive()
-    }
-}
-
-/// One reply, borrowing the pre-built records.
-#[derive(Debug)]
-pub(crate) struct Reply<'a> {
-    pub rcode: ResponseCode,
-    pub authoritative: bool,
-    pub answers: Vec<Cow<'a, Record>>,
-    pub ns: &'a [Record],
-    pub soa: Option<&'a Record>,
-    /// The ECS option to echo, with its scope (RFC 7871 section 7.2.1).
-    pub ecs: Option<ClientSubnet>,
-    pub lb: Option<LbId>,
-    pub qtype: usize,
-    pub truncated: bool,
-}
-
-impl<'a> Reply<'a> {
-    fn new(rcode: ResponseCode) -> Self {
-        Reply {
-            rcode,
-            authoritative: false,
-            answers: Vec::new(),
-            ns: &[],
-            soa: None,
-            ecs: None,
-            lb: None,
-            qtype: qtype_index(RecordType::Unknown(0)),
-            truncated: false,
-        }
-    }
-}
-
-impl Reply<'_> {
-    /// The same reply with no records and TC set: what fits when the full one does not.
-    /// The answer to a query over the rate limit that slips (`rrl.rs`): empty, truncated, so
-    /// that a real resolver asks again over TCP.
-    pub(crate) fn slipped() -> Reply<'static> {
-        Reply {
-            truncated: true,
-            ..Reply::new(ResponseCode::NoError)
-        }
-    }
-
-    pub(crate) fn truncated<'b>(full: &Reply<'_>) -> Reply<'b> {
-        Reply {
-            rcode: full.rcode,
-            authoritative: full.authoritative,
-            answers: Vec::new(),
-            ns: &[],
-            soa: None,
-            ecs: full.ecs,
-            lb: full.lb,
-            qtype: full.qtype,
-            truncated: true,
-        }
     }
 }
 
@@ -328,7 +270,7 @@ impl Responder {
 
     /// The reply to an A, AAAA or CNAME query for load balancer `lb` (in zone `zone`) from
     /// `src` (the resolver) whose query carried `subnet`: the steering engine's answer, or
-    /// NODATA with the zone's SOA. The fast path (`server.rs`) and `reply` both come here.
+    /// NODATA with the zone's SOA. The fast path (`answer.rs`) and `reply` both come here.
     pub(crate) fn steered_reply(
         &self,
         lb: LbId,
