@@ -62,6 +62,8 @@ type Watch = Pin<Box<dyn Future<Output = String> + Send>>;
 pub struct Vital {
     watches: Vec<(&'static str, Watch)>,
     owned: Vec<AbortHandle>,
+    /// Which of `watches` watch an owned task (and end once it is aborted).
+    tasks: Vec<usize>,
 }
 
 impl Vital {
@@ -72,6 +74,7 @@ impl Vital {
     /// Watches a spawned task (aborted when this is dropped).
     pub fn task<T: Ending + Send + 'static>(&mut self, name: &'static str, handle: JoinHandle<T>) {
         self.owned.push(handle.abort_handle());
+        self.tasks.push(self.watches.len());
         self.watches
             .push((name, Box::pin(async move { joined(handle.await) })));
     }
@@ -102,9 +105,27 @@ impl Vital {
         let (why, i, rest) =
             futures::future::select_all(self.watches.iter_mut().map(|(_, w)| w.as_mut())).await;
         drop(rest);
+        // Ended: `stop` must not wait on it again.
+        self.tasks.retain(|&t| t != i);
         VitalEnded {
             name: self.watches[i].0,
             why,
+        }
+    }
+}
+
+impl Vital {
+    /// Aborts the tasks it owns and waits until each has ended (their sockets closed), as a
+    /// node stops.
+    pub async fn stop(mut self) {
+        for h in &self.owned {
+            h.abort();
+        }
+        let tasks = std::mem::take(&mut self.tasks);
+        let mut watches = std::mem::take(&mut self.watches);
+        for i in tasks {
+            let (_, watch) = &mut watches[i];
+            watch.as_mut().await;
         }
     }
 }
@@ -234,6 +255,28 @@ mod tests {
             .expect("the panic was noticed");
         assert_eq!(ended.name, "gossip task");
         assert!(ended.why.contains("panicked"), "{}", ended.why);
+    }
+
+    #[tokio::test]
+    async fn stopping_waits_until_every_owned_task_has_ended() {
+        let mut vital = Vital::new();
+        let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+        vital.task(
+            "admin API",
+            tokio::spawn(async move {
+                let _tx = tx;
+                std::future::pending::<()>().await
+            }),
+        );
+        vital.task("tally loop", tokio::spawn(async {}));
+        let ended = vital.ended().await;
+        assert_eq!(ended.name, "tally loop");
+        vital.stop().await;
+        assert_eq!(
+            rx.try_recv(),
+            Err(tokio::sync::oneshot::error::TryRecvError::Closed),
+            "the aborted task dropped what it held before stop returned"
+        );
     }
 
     #[tokio::test]

@@ -92,7 +92,7 @@ impl ConfigTask {
         if let Some(dns) = self.dns_server {
             dns.shutdown().await;
         }
-        drop(self.vital); // aborts the admin API and the tally loop
+        self.vital.stop().await; // the admin API and the tally loop
         drop(self.frontends);
         let _ = self.mesh.handle.shutdown().await;
     }

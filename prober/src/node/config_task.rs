@@ -51,7 +51,7 @@ impl ConfigTask {
             self.protocol.publish(&self.mesh.handle).await;
         };
         self.probing.scheduler.shutdown().await;
-        drop(self.vital);
+        self.vital.stop().await;
         let _ = self.mesh.handle.shutdown().await;
         match ended {
             None => Ok(()),

@@ -27,6 +27,8 @@ use probing::Probing;
 pub struct RunningNode {
     /// The gossip address.
     pub gossip: SocketAddr,
+    /// The control plane: the generation this prober runs, or the one it refused.
+    pub control: Arc<meshlb_node::control::ControlPlane>,
     /// Reload, stop, or wait for the node's end.
     pub handle: NodeHandle,
 }
@@ -139,6 +141,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         hash,
         loads: 1,
     };
+    let control = Arc::clone(&protocol.plane);
     let task = ConfigTask {
         protocol,
         probing,
@@ -155,6 +158,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let task = tokio::spawn(task.run(ends.stop));
     Ok(RunningNode {
         gossip: settings.mesh.listen,
+        control,
         handle: NodeHandle::new(reloads, stop, task),
     })
 }
