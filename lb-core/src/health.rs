@@ -209,7 +209,7 @@ impl HealthSnapshot {
     }
 
     /// The pool's state as shown in `/status`, metrics and events: `NoHealth` for a pool that
-    /// serves only as a fallback pool, whose state is never consulted (seed 001), else
+    /// serves only as a fallback pool, whose state is never consulted (Cloudflare; docs/design.md#the-fallback-pool), else
     /// [`HealthSnapshot::pool_state`].
     pub fn shown_pool_state(&self, config: &Config, pool: PoolId, pop: Region) -> PoolState {
         if config.fallback_only(pool) {

@@ -1,6 +1,6 @@
 //! meshlb's own edge as DNS answers it: the PoPs (aggregators serving the proxy) that clients
 //! of a proxied load balancer are sent to, nearest first. A proxied load balancer hides its
-//! origins (seed 000: proxied hides the endpoints, DNS-only exposes them), so its name is
+//! origins (Cloudflare: proxied hides the endpoints, DNS-only exposes them), so its name is
 //! answered with the addresses of live, ready PoPs — what Cloudflare does with anycast, done
 //! with DNS. Pure: the aggregator gathers the PoPs from gossip, the DNS frontend asks here.
 

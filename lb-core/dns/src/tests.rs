@@ -259,7 +259,7 @@ fn responder_once() -> &'static Responder {
     R.get_or_init(responder)
 }
 
-/// Seed 000: a proxied load balancer hides its origins. Its name is answered with meshlb's own
+/// Cloudflare: a proxied load balancer hides its origins (docs/design.md#dns-answers). Its name is answered with meshlb's own
 /// PoPs, nearest to the client first; with none, NODATA with the SOA.
 #[test]
 fn a_proxied_name_is_answered_with_the_pops_never_the_origins() {

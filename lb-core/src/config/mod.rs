@@ -135,7 +135,8 @@ impl Config {
     }
 
     /// Whether the pool serves only as a fallback pool: its state is never consulted, and it
-    /// is shown as `no_health` (seed 001: "No health: reserved for the Fallback Pool").
+    /// is shown as `no_health` (Cloudflare's dashboard: "No health: reserved for the Fallback Pool";
+    /// docs/design.md#the-fallback-pool).
     pub fn fallback_only(&self, pool: PoolId) -> bool {
         self.fallback_only.get(pool.0).copied().unwrap_or(false)
     }

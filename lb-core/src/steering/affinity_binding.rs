@@ -76,7 +76,8 @@ fn follows(engine: &Engine<'_>, s: &Step<'_, '_>, pool: PoolId, endpoint: Endpoi
     };
     let health = s.endpoints.health;
     if !health.endpoint_healthy(p, pool, endpoint, s.ctx.pop.region) {
-        // The fallback pool as the last resort ignores health (seed 001): a session bound to
+        // The fallback pool as the last resort ignores health (Cloudflare;
+        // docs/design.md#the-fallback-pool): a session bound to
         // it is followed while no other pool of the load balancer can take the request.
         let last_resort = Some(pool) == s.settings.fallback_pool
             && !s

@@ -305,7 +305,8 @@ impl<'a> Engine<'a> {
         // A cookie is never extended (Cloudflare's rule), except by a custom rule that sets
         // the session affinity of the requests it matches: the session is reset with the
         // rule's attributes, its TTL among them ("the session affinity TTL can be reset based
-        // on a request to a specific URL path", seed 000).
+        // on a request to a specific URL path", as Cloudflare's rules do;
+        // docs/design.md#custom-rules).
         let reset_by_rule = matches!(affinity.kind, AffinityKind::Cookie | AffinityKind::IpCookie)
             && *affinity != s.lb.settings.session_affinity;
         let update = match s.header_key {

@@ -50,7 +50,7 @@ pub(crate) enum Admit {
     /// Enabled and healthy: every pool, as steering reaches it.
     Healthy,
     /// Enabled, whatever their health: the fallback pool as the last resort, whose "state is
-    /// not considered when routing" (seed 001; docs/design.md#the-fallback-pool).
+    /// not considered when routing" (Cloudflare; docs/design.md#the-fallback-pool).
     Enabled,
 }
 
@@ -134,7 +134,8 @@ pub(crate) fn weighted_choices(
             }
         };
         match (policy, view.mode) {
-            // Seed 000: without the proxy's counts LORS is plain weighted random.
+            // Cloudflare: without the proxy's counts LORS is plain weighted random
+            // (docs/design.md#endpoint-steering).
             (_, Mode::Dns) => 0,
             (OriginPolicy::LeastOutstandingRequests, _) => live().0,
             (OriginPolicy::LeastConnections, _) => live().1,

@@ -357,7 +357,7 @@ fn a_shed_session_with_nowhere_to_go_stays() {
     );
 }
 
-/// Seed 000: "the session affinity TTL can be reset based on a request to a specific URL
+/// Cloudflare (docs/design.md#custom-rules): "the session affinity TTL can be reset based on a request to a specific URL
 /// path, so that the client has time to finish the transaction". A rule that sets the session
 /// affinity for /checkout issues the cookie again, with its TTL, and the session then holds
 /// for that TTL on every path.

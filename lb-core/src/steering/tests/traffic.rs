@@ -58,14 +58,15 @@ fn cloudflare_lors_example() {
     near(&shares, "a", 0.1429, 0.01);
     near(&shares, "b", 0.8571, 0.01);
     assert!(!shares.contains_key("c"), "weight 0 takes no traffic");
-    // Seed 000: without the proxy's counts (DNS) LORS is plain weighted random.
+    // Cloudflare: without the proxy's counts (DNS) LORS is plain weighted random
+    // (docs/design.md#endpoint-steering).
     let ctx = w.ctx(Mode::Dns, Region::Weu);
     let shares = w.shares("lb.test", &ctx, 60_000, false);
     near(&shares, "a", 0.4, 0.01);
     near(&shares, "b", 0.6, 0.01);
 }
 
-/// Seed 003's example: pool A primary, pool B the fallback (a maintenance page), both
+/// Cloudflare's example (docs/design.md#the-fallback-pool): pool A primary, pool B the fallback (a maintenance page), both
 /// monitored, plus the mode under test.
 fn fallback_world(policy: &str, extra: &str) -> World {
     World::new(&format!(
@@ -129,7 +130,8 @@ fn fallback_table_dynamic() {
     // Unhealthy, it does not take part while A is usable.
     w.set("b/b1", Verdict::Unhealthy);
     assert_eq!(w.one("lb.test", &ctx), "a/a1");
-    // Everything down: the fallback as the last resort, its health not considered (seed 001).
+    // Everything down: the fallback as the last resort, its health not considered
+    // (Cloudflare; docs/design.md#the-fallback-pool).
     w.set("a/a1", Verdict::Unhealthy);
     assert_eq!(w.one("lb.test", &ctx), "b/b1");
 }
@@ -163,8 +165,8 @@ fn fallback_is_the_last_resort_for_every_policy() {
         for mode in [Mode::Proxy, Mode::Dns] {
             let ctx = w.ctx(mode, Region::Weu);
             assert_eq!(w.one("lb.test", &ctx), "b/b1", "{policy}");
-            // Seed 001: the fallback's "state is not considered when routing"; seed 000: "it
-            // does not depend on health monitor data". Unhealthy or never voted on, it serves.
+            // Cloudflare: the fallback's "state is not considered when routing", "it does not
+            // depend on health monitor data" (docs/design.md#the-fallback-pool). Unhealthy or never voted on, it serves.
             for verdict in [Verdict::Unhealthy, Verdict::Unknown] {
                 w.set("b/b1", verdict);
                 assert_eq!(w.one("lb.test", &ctx), "b/b1", "{policy} {verdict:?}");

@@ -74,7 +74,7 @@ pub(crate) fn candidates(
         .copied()
         .filter(|&p| view.usable(p))
         .collect();
-    // Seed 003: dynamic and geo (and, by our choice, proximity and the least-* policies) let
+    // Cloudflare (docs/design.md#the-fallback-pool): dynamic and geo (and, by our choice, proximity and the least-* policies) let
     // the fallback pool take part when it is healthy; random always puts it in the draw;
     // off uses it only when every other pool is critical.
     let with_healthy_fallback = |mut pools: PoolList| {
