@@ -6,12 +6,14 @@
 //! - [`threshold`]: the anti-flap state machines (consecutive, window, counter).
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
+//! - [`once`]: targets probed once, now (`meshlb probe`).
 //! - [`node`]: the prober node as a library: start it with its settings, get a handle.
 
 pub mod failure;
 pub mod metrics;
 pub mod monitors;
 pub mod node;
+pub mod once;
 pub mod outcome;
 pub mod publisher;
 pub mod scheduler;
