@@ -7,7 +7,7 @@
 use meshlb_node::control::follower::Fetched;
 use meshlb_node::control::writes::WriteRequest;
 use meshlb_node::control::ConfigProtocol;
-use meshlb_node::reload::{self, ConfigWatch, Request};
+use meshlb_node::reload::{self, Request, Triggers};
 use meshlb_node::supervise::{Vital, VitalEnded};
 use tokio::sync::{mpsc, oneshot};
 
@@ -24,18 +24,12 @@ pub(super) struct ConfigTask {
     /// The API's writes (on the primary).
     pub writes: Option<mpsc::Receiver<WriteRequest>>,
     pub fetched: mpsc::Receiver<Fetched>,
-    pub watch: Option<ConfigWatch>,
-    pub on_hangup: bool,
+    pub triggers: Triggers,
 }
 
 impl ConfigTask {
     /// Serves until `stop` fires (or its sender is dropped) or a vital task ends.
     pub async fn run(mut self, stop: oneshot::Receiver<()>) -> Result<(), VitalEnded> {
-        let mut hup = if self.on_hangup {
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
-        } else {
-            None
-        };
         self.watch_threads();
         reload::started();
         tokio::pin!(stop);
@@ -49,7 +43,7 @@ impl ConfigTask {
             tokio::select! {
                 _ = &mut stop => break None,
                 ended = self.vital.ended() => break Some(ended),
-                trigger = reload::next(hup.as_mut(), self.watch.as_mut()) => {
+                trigger = self.triggers.next() => {
                     let _ = self.protocol.file_reload(&mut self.frontends, trigger.name()).await;
                 }
                 Some(request) = self.requested.recv() => {

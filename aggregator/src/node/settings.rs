@@ -10,7 +10,7 @@ use lb_core::config::Config;
 use lb_core::{Region, RegionsTable};
 use meshlb_node::control::ControlSettings;
 use meshlb_node::guard;
-use meshlb_node::reload::{ConfigWatch, ReloadSettings};
+use meshlb_node::reload::ReloadSettings;
 
 use super::StartError;
 use crate::api::{BodyLimits, Tokens};
@@ -117,12 +117,5 @@ impl Settings {
             );
         }
         Ok(())
-    }
-
-    /// The watch of the config file, when asked for, starting from `text`.
-    pub(super) fn watch(&self, text: &str) -> Option<ConfigWatch> {
-        self.reloads
-            .watch
-            .map(|every| ConfigWatch::new(&self.config, every.max(Duration::from_millis(10)), text))
     }
 }

@@ -9,6 +9,7 @@ use mesh::node::config_hash;
 use mesh::NodeIdentity;
 use meshlb_node::control::ConfigProtocol;
 use meshlb_node::handle::NodeHandle;
+use meshlb_node::reload::Triggers;
 use meshlb_node::supervise::{Ending, Vital};
 
 use super::config_task::ConfigTask;
@@ -170,8 +171,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         requested: ends.requested,
         writes,
         fetched,
-        watch: settings.watch(&text),
-        on_hangup: settings.reloads.on_hangup,
+        triggers: Triggers::new(settings.reloads, &settings.config, &text),
     };
     let task = tokio::spawn(task.run(ends.stop));
     Ok(RunningNode {

@@ -6,7 +6,7 @@
 mod trigger;
 
 pub(crate) use trigger::describe_metrics;
-pub use trigger::{count, next, record, started, ConfigWatch, Trigger};
+pub use trigger::{count, record, started, ConfigWatch, Trigger, Triggers};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};

@@ -76,29 +76,47 @@ impl ConfigWatch {
     }
 }
 
-/// Waits for the next reload: SIGHUP when listened to, or a change of the file when watched;
-/// never, with neither.
-pub async fn next(
-    hup: Option<&mut tokio::signal::unix::Signal>,
-    watch: Option<&mut ConfigWatch>,
-) -> Trigger {
-    let hangup = async {
-        match hup {
-            Some(h) => {
-                h.recv().await;
+/// What makes a node reload by itself: SIGHUP when listened to, the file's content when
+/// watched.
+#[derive(Debug)]
+pub struct Triggers {
+    hangup: Option<tokio::signal::unix::Signal>,
+    watch: Option<ConfigWatch>,
+}
+
+impl Triggers {
+    /// The triggers `settings` ask for, watching `path` from `text` (the content in force).
+    pub fn new(settings: super::ReloadSettings, path: &Path, text: &str) -> Triggers {
+        let hangup = settings
+            .on_hangup
+            .then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok())
+            .flatten();
+        let watch = settings
+            .watch
+            .map(|every| ConfigWatch::new(path, every.max(Duration::from_millis(10)), text));
+        Triggers { hangup, watch }
+    }
+
+    /// Waits for the next reload; never, with neither trigger.
+    pub async fn next(&mut self) -> Trigger {
+        let hangup = async {
+            match self.hangup.as_mut() {
+                Some(h) => {
+                    h.recv().await;
+                }
+                None => std::future::pending::<()>().await,
             }
-            None => std::future::pending::<()>().await,
+        };
+        let changed = async {
+            match self.watch.as_mut() {
+                Some(w) => w.changed().await,
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = hangup => Trigger::Hangup,
+            () = changed => Trigger::FileChanged,
         }
-    };
-    let changed = async {
-        match watch {
-            Some(w) => w.changed().await,
-            None => std::future::pending::<()>().await,
-        }
-    };
-    tokio::select! {
-        () = hangup => Trigger::Hangup,
-        () = changed => Trigger::FileChanged,
     }
 }
 

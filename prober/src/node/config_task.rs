@@ -5,7 +5,7 @@
 
 use meshlb_node::control::follower::Fetched;
 use meshlb_node::control::ConfigProtocol;
-use meshlb_node::reload::{self, ConfigWatch, Request};
+use meshlb_node::reload::{self, Request, Triggers};
 use meshlb_node::supervise::{Vital, VitalEnded};
 use tokio::sync::{mpsc, oneshot};
 
@@ -18,18 +18,12 @@ pub(super) struct ConfigTask {
     pub vital: Vital,
     pub requested: mpsc::Receiver<Request>,
     pub fetched: mpsc::Receiver<Fetched>,
-    pub watch: Option<ConfigWatch>,
-    pub on_hangup: bool,
+    pub triggers: Triggers,
 }
 
 impl ConfigTask {
     /// Serves until `stop` fires (or its sender is dropped) or a vital task ends.
     pub async fn run(mut self, stop: oneshot::Receiver<()>) -> Result<(), VitalEnded> {
-        let mut hup = if self.on_hangup {
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok()
-        } else {
-            None
-        };
         reload::started();
         tokio::pin!(stop);
         let ended = loop {
@@ -37,7 +31,7 @@ impl ConfigTask {
                 _ = &mut stop => break None,
                 ended = self.vital.ended() => break Some(ended),
                 why = self.probing.scheduler.ended() => break Some(VitalEnded { name: "scheduler", why }),
-                trigger = reload::next(hup.as_mut(), self.watch.as_mut()) => {
+                trigger = self.triggers.next() => {
                     let _ = self.protocol.file_reload(&mut self.probing, trigger.name()).await;
                 }
                 Some(request) = self.requested.recv() => {

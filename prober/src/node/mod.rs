@@ -149,11 +149,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         vital,
         requested: ends.requested,
         fetched,
-        watch: settings
-            .reloads
-            .watch
-            .map(|every| meshlb_node::reload::ConfigWatch::new(&settings.config, every, &text)),
-        on_hangup: settings.reloads.on_hangup,
+        triggers: meshlb_node::reload::Triggers::new(settings.reloads, &settings.config, &text),
     };
     let task = tokio::spawn(task.run(ends.stop));
     Ok(RunningNode {
