@@ -1,12 +1,12 @@
-//! The one client of the aggregator's admin API, for `meshlb status`, `meshlb explain` and the
-//! demo's live view.
+//! The one client of the aggregator's admin API, for `meshlb status`, `meshlb explain`, the
+//! resource commands and the demo's live view: reqwest's blocking client.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Read;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
+use anyhow::{bail, Context};
 use serde_json::Value;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -39,7 +39,7 @@ impl AdminArgs {
             ),
             None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
         };
-        Ok(AdminClient::new(self.admin, token))
+        AdminClient::new(self.admin, token)
     }
 
     /// GET `path`, returning the JSON body; API errors become readable messages.
@@ -49,34 +49,38 @@ impl AdminArgs {
 }
 
 /// Largest answer read from the admin API.
-const MAX_REPLY: u64 = 64 << 20;
+const MAX_REPLY: usize = 64 << 20;
 
-/// A blocking client of one aggregator's admin API, for `status`, `explain` and `demo`.
+/// A blocking client of one aggregator's admin API.
 #[derive(Debug, Clone)]
 pub struct AdminClient {
     addr: SocketAddr,
     token: Option<String>,
-    connect_timeout: Duration,
-    read_timeout: Duration,
+    http: reqwest::blocking::Client,
 }
 
 impl AdminClient {
-    pub fn new(addr: SocketAddr, token: Option<String>) -> AdminClient {
-        AdminClient {
-            addr,
-            token,
-            connect_timeout: Duration::from_secs(3),
-            read_timeout: Duration::from_secs(10),
-        }
+    pub fn new(addr: SocketAddr, token: Option<String>) -> anyhow::Result<AdminClient> {
+        AdminClient::with_timeouts(addr, token, Duration::from_secs(3), Duration::from_secs(10))
     }
 
-    /// Shorter waits, for a caller that polls (the demo's live view).
-    pub fn with_timeouts(self, connect: Duration, read: Duration) -> AdminClient {
-        AdminClient {
-            connect_timeout: connect,
-            read_timeout: read,
-            ..self
-        }
+    /// With its own waits: to connect, and for the whole answer (the demo's live view polls
+    /// with shorter ones).
+    pub fn with_timeouts(
+        addr: SocketAddr,
+        token: Option<String>,
+        connect: Duration,
+        answer: Duration,
+    ) -> anyhow::Result<AdminClient> {
+        // https:// addresses trust what a webhook's do (`lb-tls`).
+        let tls = lb_tls::client_config(false, None).context("TLS settings")?;
+        let http = reqwest::blocking::Client::builder()
+            .use_preconfigured_tls((*tls).clone())
+            .connect_timeout(connect)
+            .timeout(answer)
+            .build()
+            .context("the admin API's HTTP client")?;
+        Ok(AdminClient { addr, token, http })
     }
 
     /// One request: (status, the `ETag`, the body). `headers` are added as given.
@@ -88,40 +92,37 @@ impl AdminClient {
         headers: &[(&str, String)],
     ) -> anyhow::Result<(u16, Option<String>, String)> {
         let addr = self.addr;
-        let mut s = TcpStream::connect_timeout(&addr, self.connect_timeout).with_context(|| {
+        let method = reqwest::Method::from_bytes(method.as_bytes())?;
+        let mut request = self.http.request(method, format!("http://{addr}{path}"));
+        if let Some(t) = &self.token {
+            request = request.bearer_auth(t);
+        }
+        for (k, v) in headers {
+            request = request.header(*k, v);
+        }
+        if let Some(body) = body {
+            request = request.body(body.to_vec());
+        }
+        let reply = request.send().with_context(|| {
             format!(
                 "cannot reach the admin API at {addr} (is `meshlb aggregator --admin {addr}` running?)"
             )
         })?;
-        s.set_read_timeout(Some(self.read_timeout))?;
-        let mut head = format!("{method} {path} HTTP/1.0\r\nHost: {addr}\r\n");
-        if let Some(t) = &self.token {
-            head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+        let status = reply.status().as_u16();
+        let etag = reply
+            .headers()
+            .get(reqwest::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.trim().trim_matches('"').to_string());
+        let mut bytes = Vec::new();
+        reply
+            .take(MAX_REPLY as u64 + 1)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("the answer of {addr}"))?;
+        if bytes.len() > MAX_REPLY {
+            bail!("{addr} answered more than {MAX_REPLY} bytes");
         }
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        let body = body.unwrap_or_default();
-        head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-        s.write_all(head.as_bytes())?;
-        s.write_all(body)?;
-        let mut raw = Vec::new();
-        s.take(MAX_REPLY).read_to_end(&mut raw)?;
-        let text = String::from_utf8_lossy(&raw);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| anyhow!("malformed reply from {addr}"))?;
-        let status: u16 = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let etag = head.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("etag")
-                .then(|| v.trim().trim_matches('"').to_string())
-        });
-        Ok((status, etag, body.to_string()))
+        Ok((status, etag, String::from_utf8_lossy(&bytes).into_owned()))
     }
 
     /// GET `path`, returning the JSON body; API errors become readable messages.

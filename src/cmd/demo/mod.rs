@@ -111,12 +111,16 @@ fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
         .with_context(|| format!("cannot start {}", exe.display()))
 }
 
-/// GET `path` from the admin API (blocking; the demo's API has no token).
+/// GET `path` from the admin API (blocking; the demo's API has no token), with one client
+/// for the demo's life.
 fn admin_get(admin: SocketAddr, path: &str) -> Option<Value> {
-    super::admin_client::AdminClient::new(admin, None)
-        .with_timeouts(Duration::from_millis(500), Duration::from_secs(2))
-        .get(path)
-        .ok()
+    use super::admin_client::AdminClient;
+    static CLIENT: std::sync::OnceLock<Option<AdminClient>> = std::sync::OnceLock::new();
+    let client = CLIENT.get_or_init(|| {
+        let (connect, answer) = (Duration::from_millis(500), Duration::from_secs(2));
+        AdminClient::with_timeouts(admin, None, connect, answer).ok()
+    });
+    client.as_ref()?.get(path).ok()
 }
 
 fn all_healthy(status: &Value) -> bool {
