@@ -1,0 +1,213 @@
+//! The DNS world: a mesh (one aggregator serving DNS on 127.0.0.1 and ::1, three probers) over
+//! nine origins, one per pool endpoint, plus one behind a host name.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::support::*;
+use crate::{addresses, one};
+
+/// The origins' addresses, one origin each.
+pub const ORIGINS: [&str; 9] = [
+    "127.0.0.11",
+    "127.0.0.12",
+    "127.0.0.21",
+    "127.0.0.31",
+    "127.0.0.41",
+    "127.0.0.42",
+    "127.0.0.51",
+    "127.0.0.52",
+    "::1",
+];
+
+pub struct World {
+    pub origins: BTreeMap<&'static str, Origin>,
+    pub admin: SocketAddr,
+    pub dns4: SocketAddr,
+    pub dns6: SocketAddr,
+    pub config: PathBuf,
+    pub aggregator: nix::unistd::Pid,
+    _alias: Origin,
+    _procs: Procs,
+    _scratch: tempfile::TempDir,
+}
+
+fn config(port: impl Fn(&str) -> u16, alias_port: u16) -> String {
+    format!(
+        r#"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+retries = 0
+consecutive_down = 2
+
+[[pools]]
+name = "primary"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [
+  {{ name = "p1", address = "127.0.0.11", port = {} }},
+  {{ name = "p2", address = "127.0.0.12", port = {} }},
+]
+[[pools]]
+name = "secondary"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "s1", address = "127.0.0.21", port = {} }}]
+[[pools]]
+name = "last"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "f1", address = "127.0.0.31", port = {} }}]
+[[pools]]
+name = "weighted"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [
+  {{ name = "w1", address = "127.0.0.41", port = {}, weight = 0.25 }},
+  {{ name = "w2", address = "127.0.0.42", port = {}, weight = 0.75 }},
+]
+[[pools]]
+name = "eu"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "eu1", address = "127.0.0.51", port = {} }}]
+[[pools]]
+name = "us"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "us1", address = "127.0.0.52", port = {} }}]
+[[pools]]
+name = "six"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "v6", address = "::1", port = {} }}]
+[[pools]]
+name = "alias"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{{ name = "cdn", address = "localhost", port = {alias_port} }}]
+
+[[zones]]
+name = "example.test"
+nameservers = ["ns1.example.test", "ns2.example.test"]
+negative_ttl = 30
+
+[geolocation]
+networks = [
+  {{ cidr = "10.1.0.0/16", country = "DE" }},
+  {{ cidr = "10.2.0.0/16", region = "ENAM" }},
+]
+
+[[load_balancers]]
+name = "www.example.test"
+default_pools = ["primary", "secondary"]
+fallback_pool = "last"
+ttl = 20
+[[load_balancers]]
+name = "weighted.example.test"
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "geo.example.test"
+default_pools = ["eu"]
+region_pools = {{ WEU = ["eu"], ENAM = ["us"] }}
+location_strategy = {{ prefer_ecs = "always" }}
+[[load_balancers]]
+name = "six.example.test"
+default_pools = ["six"]
+[[load_balancers]]
+name = "cdn.example.test"
+default_pools = ["alias"]
+"#,
+        port("127.0.0.11"),
+        port("127.0.0.12"),
+        port("127.0.0.21"),
+        port("127.0.0.31"),
+        port("127.0.0.41"),
+        port("127.0.0.42"),
+        port("127.0.0.51"),
+        port("127.0.0.52"),
+        port("::1"),
+    )
+}
+
+impl World {
+    /// Starts the origins and the mesh; returns once the primary pool is answered whole.
+    pub fn start() -> World {
+        let (scratch, key) = scratch_dir_with_key("dns");
+        let origins: BTreeMap<&str, Origin> =
+            ORIGINS.into_iter().map(|ip| (ip, origin_on(ip))).collect();
+        let alias = origin();
+        let config_file = scratch.path().join("meshlb.toml");
+        let text = config(|ip| origins[ip].port, alias.port);
+        std::fs::write(&config_file, text).expect("config");
+        let admin = free_tcp();
+        let dns4 = free_tcp_and_udp();
+        let dns6 = free_tcp_and_udp_v6();
+        let extra: Vec<String> = ["--dns", &dns4.to_string(), "--dns", &dns6.to_string()]
+            .iter()
+            .map(|a| a.to_string())
+            .chain(["--dns-sockets".to_string(), "2".to_string()])
+            .collect();
+        let procs = start_mesh(&config_file, &key, admin, &extra);
+        let pid = i32::try_from(procs.0[0].id()).expect("pid");
+        let all_up = wait_for("the primary pool answered", Duration::from_secs(30), || {
+            addresses(&one(dns4, &["www.example.test", "A"])) == ["127.0.0.11", "127.0.0.12"]
+        });
+        eprintln!("first full answer after {all_up:?}");
+        World {
+            origins,
+            admin,
+            dns4,
+            dns6,
+            config: config_file,
+            aggregator: nix::unistd::Pid::from_raw(pid),
+            _alias: alias,
+            _procs: procs,
+            _scratch: scratch,
+        }
+    }
+
+    /// The verdict of every endpoint of every pool in `/status`, by pool.
+    fn verdicts(&self) -> Vec<(String, Vec<String>)> {
+        let Some(status) = get(self.admin, "/status") else {
+            return Vec::new();
+        };
+        let pools = status["pools"].as_array().cloned().unwrap_or_default();
+        pools
+            .iter()
+            .map(|p| {
+                let endpoints = p["endpoints"].as_array().cloned().unwrap_or_default();
+                let verdicts = endpoints
+                    .iter()
+                    .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
+                    .collect();
+                (p["name"].as_str().unwrap_or("").to_string(), verdicts)
+            })
+            .collect()
+    }
+
+    /// Waits until every endpoint of every pool is voted healthy: the state each trial starts
+    /// from, whatever origins the trial before it stopped.
+    pub fn wait_all_healthy(&self) {
+        wait_for("every endpoint healthy", Duration::from_secs(20), || {
+            let v = self.verdicts();
+            !v.is_empty() && v.iter().all(|(_, e)| e.iter().all(|e| e == "healthy"))
+        });
+    }
+
+    /// Whether `/status` has the only endpoint of `pool` voted `verdict`.
+    pub fn pool_voted(&self, pool: &str, verdict: &str) -> bool {
+        self.verdicts()
+            .iter()
+            .any(|(name, e)| name == pool && e.first().is_some_and(|v| v == verdict))
+    }
+
+    /// Sends the aggregator SIGHUP (reload its config file).
+    pub fn reload(&self) {
+        nix::sys::signal::kill(self.aggregator, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    }
+}

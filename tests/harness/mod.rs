@@ -1,0 +1,161 @@
+//! A harness of named trials over expensive worlds (libtest-mimic): a world starts on the
+//! first trial that needs it, the trials that use it take it one at a time (each puts it back
+//! as it found it, or waits for the state it needs, so they may run in any order), and it is
+//! dropped after the last of them, which kills the processes it spawned. A world dropped
+//! because of a failed trial is dropped during a panic, so that `Procs` prints the end of each
+//! node's log.
+#![allow(dead_code)]
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use libtest_mimic::{Arguments, Trial};
+
+enum Slot<W> {
+    NotStarted,
+    Running(W),
+    Done,
+}
+
+/// A world started by the first trial that needs it, shared by the trials of one test binary
+/// one at a time, and dropped (its processes killed) after the last of them.
+pub struct Shared<W> {
+    world: Mutex<Slot<W>>,
+    start: fn() -> W,
+    /// Trials made with `trial` that have not run yet.
+    remaining: AtomicUsize,
+}
+
+impl<W: Send + 'static> Shared<W> {
+    pub fn new(start: fn() -> W) -> Arc<Self> {
+        Arc::new(Shared {
+            world: Mutex::new(Slot::NotStarted),
+            start,
+            remaining: AtomicUsize::new(0),
+        })
+    }
+
+    /// A trial named `name` running `check` on the world, alone (the world is locked for it).
+    /// A trial that failed does not stop the next from taking the world.
+    pub fn trial(self: &Arc<Self>, name: &str, check: fn(&mut W)) -> Trial {
+        self.remaining.fetch_add(1, Ordering::SeqCst);
+        let shared = Arc::clone(self);
+        let name = name.to_string();
+        Trial::test(name.clone(), move || {
+            let start = std::time::Instant::now();
+            shared.run(check);
+            report_time(&name, start);
+            Ok(())
+        })
+    }
+
+    fn run(&self, check: fn(&mut W)) {
+        let mut slot = self.world.lock().unwrap_or_else(PoisonError::into_inner);
+        if matches!(*slot, Slot::NotStarted) {
+            *slot = Slot::Running((self.start)());
+        }
+        let Slot::Running(world) = &mut *slot else {
+            panic!("the world is gone: every trial that needed it ran");
+        };
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| check(world)));
+        let last = self.remaining.fetch_sub(1, Ordering::SeqCst) == 1;
+        // Taken out after the last trial; dropped at the end of this scope, during the
+        // unwinding when the trial failed (`Procs` then prints the nodes' logs).
+        let _world = last.then(|| std::mem::replace(&mut *slot, Slot::Done));
+        drop(slot);
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+/// A trial that needs no shared world.
+pub fn alone(name: &str, check: fn()) -> Trial {
+    let name = name.to_string();
+    Trial::test(name.clone(), move || {
+        let start = std::time::Instant::now();
+        check();
+        report_time(&name, start);
+        Ok(())
+    })
+}
+
+/// With `MESHLB_TRIAL_TIMES` set, how long each trial took (its wait for the world included).
+fn report_time(name: &str, start: std::time::Instant) {
+    if std::env::var_os("MESHLB_TRIAL_TIMES").is_some() {
+        eprintln!("{name} took {:.1?}", start.elapsed());
+    }
+}
+
+/// A shared world as `main` sees it: whether it is still up.
+pub trait World: Send + Sync {
+    fn is_running(&self) -> bool;
+}
+
+impl<W: Send + 'static> World for Shared<W> {
+    fn is_running(&self) -> bool {
+        matches!(
+            *self.world.lock().unwrap_or_else(PoisonError::into_inner),
+            Slot::Running(_)
+        )
+    }
+}
+
+/// Runs `trials` as the test binary's harness, drops `worlds` still up (trials filtered out
+/// left them), then exits with the trials' outcome.
+pub fn run(trials: Vec<Trial>, worlds: Vec<Arc<dyn World>>) -> ! {
+    let mut args = Arguments::from_args();
+    // One thread per world (and one for the trials without): each world's trials run one
+    // after another, the worlds side by side, and a thread waiting for a world takes no CPU.
+    if args.test_threads.is_none() {
+        args.test_threads = Some(worlds.len() + 1);
+    }
+    let conclusion = libtest_mimic::run(&args, trials);
+    if conclusion.has_failed() && worlds.iter().any(|w| w.is_running()) {
+        // Dropped while panicking: `Procs` prints each node's last log lines.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(move || {
+            let _worlds = worlds;
+            panic!("a trial failed: the logs of the nodes still up follow");
+        }));
+    } else {
+        drop(worlds);
+    }
+    conclusion.exit()
+}
+
+/// Stops origins for the length of a check and starts them again when dropped, even when the
+/// check fails, so the next trial finds them serving.
+pub struct Stopped<'a>(pub Vec<&'a crate::support::Origin>);
+
+impl<'a> Stopped<'a> {
+    pub fn new(origins: impl IntoIterator<Item = &'a crate::support::Origin>) -> Self {
+        let origins: Vec<_> = origins.into_iter().collect();
+        for o in &origins {
+            o.stop();
+        }
+        Stopped(origins)
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        for o in &self.0 {
+            o.start();
+        }
+    }
+}
+
+/// The trials of several worlds in turns (one of each, then the next of each...), so that the
+/// harness's threads run two worlds' trials side by side rather than wait on one world.
+pub fn interleave(groups: Vec<Vec<Trial>>) -> Vec<Trial> {
+    let mut iters: Vec<_> = groups.into_iter().map(Vec::into_iter).collect();
+    let mut out = Vec::new();
+    loop {
+        let before = out.len();
+        out.extend(iters.iter_mut().filter_map(Iterator::next));
+        if out.len() == before {
+            return out;
+        }
+    }
+}

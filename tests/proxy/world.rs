@@ -1,0 +1,275 @@
+//! The proxy's world: a mesh (one aggregator with a plain and a TLS proxy listener, three
+//! probers) over twelve named origins, and the load balancers every steering, affinity,
+//! tunnelling and failover trial uses.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::curl;
+use crate::support::*;
+
+/// The origins by name and address. Only `slow` holds `/hold` requests open (for `HOLD`).
+pub const ORIGINS: [(&str, &str); 12] = [
+    ("w1", "127.0.1.1"),
+    ("w2", "127.0.1.2"),
+    ("slow", "127.0.1.3"),
+    ("fast", "127.0.1.4"),
+    ("h1", "127.0.1.5"),
+    ("h2", "127.0.1.6"),
+    ("h3", "127.0.1.7"),
+    ("z1", "127.0.1.8"),
+    ("z2", "127.0.1.9"),
+    ("down", "127.0.1.10"),
+    ("x1", "127.0.1.11"),
+    ("x2", "127.0.1.12"),
+];
+
+pub const HOLD: Duration = Duration::from_secs(5);
+
+/// The names TLS termination has a certificate for, in the order of `World::certs`.
+pub const TLS_NAMES: [&str; 2] = ["tls.example.test", "other.example.test"];
+
+pub struct World {
+    pub origins: BTreeMap<&'static str, Origin>,
+    /// (certificate, key) files for each of `TLS_NAMES`.
+    pub certs: Vec<(PathBuf, PathBuf)>,
+    pub admin: SocketAddr,
+    pub proxy: SocketAddr,
+    pub proxy_tls: SocketAddr,
+    /// `http://{proxy}/`.
+    pub url: String,
+    pub dir: PathBuf,
+    _procs: Procs,
+    _scratch: tempfile::TempDir,
+}
+
+/// The pools and load balancers; `origin(name)` renders one origin's inline table.
+fn config(origin: impl Fn(&str) -> String) -> String {
+    format!(
+        r#"
+[[monitors]]
+name = "http"
+interval = 1
+timeout = 1
+retries = 0
+consecutive_down = 2
+
+[[pools]]
+name = "weighted"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{w1_weight}, {w2}]
+[[pools]]
+name = "lors"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{slow}, {fast}]
+origin_steering = {{ policy = "least_outstanding_requests" }}
+[[pools]]
+name = "three"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{h1}, {h2_override}, {h3}]
+[[pools]]
+name = "hashed"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{h1}, {h2}, {h3}]
+origin_steering = {{ policy = "hash" }}
+[[pools]]
+name = "zdt"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{z1}, {z2}]
+[[pools]]
+name = "dead"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{down}]
+
+[[pools]]
+name = "solo"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{x1}]
+[[pools]]
+name = "spare"
+monitor = "http"
+check_regions = ["WEU"]
+origins = [{x2}]
+
+[[load_balancers]]
+name = "weighted.example.test"
+proxied = true
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "lors.example.test"
+proxied = true
+default_pools = ["lors"]
+[[load_balancers]]
+name = "sticky.example.test"
+proxied = true
+default_pools = ["three"]
+session_affinity = "cookie"
+session_affinity_ttl = 1800
+[[load_balancers.rules]]
+name = "checkout gets time"
+condition = 'http.request.uri.path == "/checkout"'
+overrides = {{ session_affinity_ttl = 7200 }}
+[[load_balancers]]
+name = "ipcookie.example.test"
+proxied = true
+default_pools = ["three"]
+session_affinity = "ip_cookie"
+[[load_balancers]]
+name = "hash.example.test"
+proxied = true
+default_pools = ["hashed"]
+[[load_balancers]]
+name = "zdt.example.test"
+proxied = true
+default_pools = ["zdt"]
+session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
+[[load_balancers]]
+name = "nozdt.example.test"
+proxied = true
+default_pools = ["zdt"]
+[[load_balancers]]
+name = "across.example.test"
+proxied = true
+default_pools = ["solo", "spare"]
+session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
+adaptive_routing = {{ failover_across_pools = true }}
+[[load_balancers]]
+name = "dead.example.test"
+proxied = true
+default_pools = ["dead"]
+[[load_balancers]]
+name = "tls.example.test"
+proxied = true
+default_pools = ["weighted"]
+[[load_balancers]]
+name = "other.example.test"
+proxied = true
+default_pools = ["weighted"]
+"#,
+        w1_weight = origin("w1").replace(" }", ", weight = 0.25 }"),
+        w2 = origin("w2").replace(" }", ", weight = 0.75 }"),
+        slow = origin("slow"),
+        fast = origin("fast"),
+        h1 = origin("h1"),
+        h2 = origin("h2"),
+        h2_override = origin("h2").replace(" }", ", header = { Host = [\"override.example\"] } }"),
+        h3 = origin("h3"),
+        z1 = origin("z1"),
+        z2 = origin("z2"),
+        down = origin("down"),
+        x1 = origin("x1"),
+        x2 = origin("x2"),
+    )
+}
+
+/// Two self-signed certificates (one per name of `TLS_NAMES`) written to `dir`.
+fn certificates(dir: &std::path::Path) -> Vec<(PathBuf, PathBuf)> {
+    TLS_NAMES
+        .iter()
+        .map(|name| {
+            let c = rcgen::generate_simple_self_signed(vec![name.to_string()]).expect("cert");
+            let (cert, key) = (
+                dir.join(format!("{name}.pem")),
+                dir.join(format!("{name}.key")),
+            );
+            std::fs::write(&cert, c.cert.pem()).expect("cert");
+            std::fs::write(&key, c.signing_key.serialize_pem()).expect("key");
+            (cert, key)
+        })
+        .collect()
+}
+
+impl World {
+    /// Starts the origins and the mesh, and returns once the mesh voted: every endpoint of
+    /// `three` answers, `dead` (its origin stopped) answers 530, and the aggregator is ready.
+    pub fn start() -> World {
+        let (scratch, key) = scratch_dir_with_key("proxy");
+        let dir = scratch.path().to_path_buf();
+        let origins: BTreeMap<&str, Origin> = ORIGINS
+            .iter()
+            .map(|&(name, ip)| {
+                let wait = if name == "slow" { HOLD } else { Duration::ZERO };
+                (name, named_origin(ip, name, wait))
+            })
+            .collect();
+        let origin = |name: &str| -> String {
+            let ip = ORIGINS.iter().find(|(n, _)| *n == name).unwrap().1;
+            let port = origins[name].port;
+            format!("{{ name = \"{name}\", address = \"{ip}\", port = {port} }}")
+        };
+        let config_file = dir.join("meshlb.toml");
+        std::fs::write(&config_file, config(origin)).expect("config");
+        let certs = certificates(&dir);
+        let (admin, proxy, proxy_tls) = (free_tcp(), free_tcp(), free_tcp());
+        let mut extra: Vec<String> = vec![
+            "--proxy".into(),
+            proxy.to_string(),
+            "--proxy-tls".into(),
+            proxy_tls.to_string(),
+        ];
+        for (c, k) in &certs {
+            extra.extend(["--tls-cert".into(), c.display().to_string()]);
+            extra.extend(["--tls-key".into(), k.display().to_string()]);
+        }
+        let procs = start_mesh(&config_file, &key, admin, &extra);
+        let world = World {
+            origins,
+            certs,
+            admin,
+            proxy,
+            proxy_tls,
+            url: format!("http://{proxy}/"),
+            dir,
+            _procs: procs,
+            _scratch: scratch,
+        };
+        world.origins["down"].stop();
+        wait_for("the mesh voted", Duration::from_secs(30), || {
+            world.endpoints_answering("sticky.example.test", 30) == 3
+                && curl(&world.url, "dead.example.test", &[]).status == 530
+        });
+        // Every other pool has its verdicts too (until then it is Unknown and takes nothing).
+        wait_for("the aggregator ready", Duration::from_secs(30), || {
+            get(admin, "/readyz").is_some_and(|r| r["ready"] == true)
+        });
+        world
+    }
+
+    /// How many endpoints answered `n` requests for `host`.
+    pub fn endpoints_answering(&self, host: &str, n: usize) -> usize {
+        (0..n)
+            .map(|_| curl(&self.url, host, &[]).origin().to_string())
+            .collect::<BTreeSet<String>>()
+            .len()
+    }
+
+    /// Waits until every endpoint of the pools behind `host` (`count` of them) takes requests
+    /// again: the state each trial starts from, whatever the trial before it stopped.
+    pub fn wait_serving(&self, host: &str, count: usize) {
+        wait_for(
+            &format!("all {count} endpoints of {host} serving"),
+            Duration::from_secs(20),
+            || self.endpoints_answering(host, 10 * count) == count,
+        );
+    }
+
+    /// A number in the aggregator's Prometheus text: the value of the series `series` (its
+    /// name and labels exactly as printed); 0 when it is absent.
+    pub fn metric(&self, series: &str) -> f64 {
+        let prefix = format!("{series} ");
+        scrape(self.admin)
+            .lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
