@@ -17,9 +17,8 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 mod shared_world;
-mod support;
 use shared_world::{Guard, Shared};
-use support::*;
+use test_support::*;
 
 /// One API call: (status, ETag, JSON body or the text as a string).
 fn call(

@@ -11,9 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod shared_world;
-mod support;
 use shared_world::Shared;
-use support::*;
+use test_support::*;
 
 /// A base port with itself and the 39 above it free for UDP on 127.0.0.1, below Linux's
 /// ephemeral range (32768 and up): a port there that is free now can be handed to any process's
@@ -46,7 +45,7 @@ fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
 /// server) and forwards the client's EDNS Client Subnet to it; every other name is refused, so
 /// nothing leaves loopback.
 fn unbound(dir: &std::path::Path, listen: SocketAddr, stub: SocketAddr) -> std::process::Child {
-    support::unbound(
+    test_support::unbound(
         dir,
         listen,
         &format!(

@@ -13,9 +13,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod shared_world;
-mod support;
 use shared_world::Shared;
-use support::*;
+use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
+use test_support::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -252,51 +252,28 @@ struct World {
 }
 
 fn deploy_config(port: u16, l4: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-port = {port}
-interval = 1
-timeout = 1
-[[monitors]]
-name = "tcp"
-type = "tcp"
-port = {port}
-interval = 1
-timeout = 1
-[[monitor_groups]]
-name = "both"
-members = [{{ monitor = "http" }}, {{ monitor = "tcp", monitoring_only = true }}]
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
-[[pools]]
-name = "grouped"
-monitor_group = "both"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
-[[load_balancers]]
-name = "www.example.test"
-proxied = true
-default_pools = ["web"]
-[[load_balancers]]
-name = "dns.example.test"
-default_pools = ["web"]
-[[load_balancers]]
-name = "tcp.example.test"
-protocol = "tcp"
-listen = [{l4}]
-origin_port = {port}
-default_pools = ["web"]
-[notifications]
-[[notifications.webhooks]]
-name = "hook"
-url = "http://127.0.0.1:9/nowhere"
-"#
-    )
+    let on_origin = |name: &str| {
+        Pool::new(name)
+            .regions(&["WEU"])
+            .origin("a", ("127.0.0.1", port))
+    };
+    Config::new()
+        .monitor(Monitor::http("http").port(port).interval(1).timeout(1))
+        .monitor(Monitor::tcp("tcp").port(port).interval(1).timeout(1))
+        .monitor_group(MonitorGroup::new("both").member("http").monitoring_only("tcp"))
+        .pool(on_origin("web").monitor("http"))
+        .pool(on_origin("grouped").monitor_group("both"))
+        .load_balancer(Lb::new("www.example.test").proxied().pools(&["web"]))
+        .load_balancer(Lb::new("dns.example.test").pools(&["web"]))
+        .load_balancer(
+            Lb::new("tcp.example.test")
+                .protocol("tcp")
+                .listen(&[l4])
+                .origin_port(port)
+                .pools(&["web"]),
+        )
+        .extra("[notifications]\n[[notifications.webhooks]]\nname = \"hook\"\nurl = \"http://127.0.0.1:9/nowhere\"")
+        .render()
 }
 
 /// A query, a request through the proxy and a connection through the layer-4 load balancer,

@@ -8,7 +8,6 @@
 //! state.
 
 mod shared_world;
-mod support;
 
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
@@ -16,7 +15,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use shared_world::Shared;
-use support::*;
+use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
+use test_support::*;
 
 /// A TCP listener on `ip:port` that accepts and drops connections (a TCP monitor's origin).
 fn tcp_listener(ip: &str, port: u16) {
@@ -101,48 +101,26 @@ struct World {
 const WWW: &str = "www.groups.test";
 
 fn groups_config(tcp_port: u16, closed: u16, pa: u16, pb: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-retries = 0
-[[monitors]]
-name = "tcp"
-type = "tcp"
-port = {tcp_port}
-interval = 1
-timeout = 1
-retries = 0
-[[monitors]]
-name = "side"
-type = "tcp"
-port = {closed}
-interval = 1
-timeout = 1
-retries = 0
-[[monitor_groups]]
-name = "web-and-port"
-members = [
-  {{ monitor = "http", must_be_healthy = true }},
-  {{ monitor = "tcp" }},
-  {{ monitor = "side", monitoring_only = true }},
-]
-[[pools]]
-name = "web"
-monitor_group = "web-and-port"
-check_regions = ["WEU"]
-origins = [
-  {{ name = "a", address = "127.0.0.1", port = {pa} }},
-  {{ name = "b", address = "127.0.0.2", port = {pb} }},
-]
-[[load_balancers]]
-name = "www.groups.test"
-default_pools = ["web"]
-ttl = 5
-"#
-    )
+    let every_second = |m: Monitor| m.interval(1).timeout(1).retries(0);
+    Config::new()
+        .monitor(every_second(Monitor::http("http")))
+        .monitor(every_second(Monitor::tcp("tcp").port(tcp_port)))
+        .monitor(every_second(Monitor::tcp("side").port(closed)))
+        .monitor_group(
+            MonitorGroup::new("web-and-port")
+                .must_be_healthy("http")
+                .member("tcp")
+                .monitoring_only("side"),
+        )
+        .pool(
+            Pool::new("web")
+                .monitor_group("web-and-port")
+                .regions(&["WEU"])
+                .origin("a", ("127.0.0.1", pa))
+                .origin("b", ("127.0.0.2", pb)),
+        )
+        .load_balancer(Lb::new(WWW).pools(&["web"]).ttl(5))
+        .render()
 }
 
 fn start_world() -> World {

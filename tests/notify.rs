@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod shared_world;
-mod support;
 use shared_world::Shared;
-use support::*;
+use test_support::config::{quote, Config, Lb, Monitor, Pool};
+use test_support::*;
 
 /// OpenSMTPD in the foreground on `port`, delivering every message to the local user's mbox;
 /// `starttls` and `smtps` are TLS fronts for it (see `tls_front`).
@@ -257,68 +257,44 @@ fn notify_config(
     dead_smtp: u16,
     hook: SocketAddr,
 ) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-port = {port}
-interval = 1
-timeout = 1
-consecutive_down = 1
-consecutive_up = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "{endpoint}", address = "127.0.0.1", port = {port} }}]
-notification_filter = {{ pool = {{ disable = true }} }}
-[[load_balancers]]
-name = "www.example.test"
-default_pools = ["web"]
-[notifications]
-batch_seconds = 1
-max_attempts = 3
-[[notifications.email]]
-name = "ops"
-from = "meshlb <meshlb@localhost>"
-to = ["root@localhost"]
-smtp_host = "127.0.0.1"
-smtp_port = {smtp}
-smtp_tls = "none"
-[[notifications.email]]
-name = "starttls"
-from = "meshlb@localhost"
-to = ["root+starttls@localhost"]
-smtp_host = "127.0.0.1"
-smtp_port = {starttls}
-smtp_tls = "starttls"
-ca_file = "{ca}"
-[[notifications.email]]
-name = "smtps"
-from = "meshlb@localhost"
-to = ["root+smtps@localhost"]
-smtp_host = "127.0.0.1"
-smtp_port = {smtps}
-smtp_tls = "implicit"
-ca_file = "{ca}"
-[[notifications.email]]
-name = "dead"
-from = "meshlb@localhost"
-to = ["root@localhost"]
-smtp_host = "127.0.0.1"
-smtp_port = {dead_smtp}
-smtp_tls = "none"
-[[notifications.webhooks]]
-name = "hook"
-url = "http://{hook}/meshlb"
-secret_file = "{secret}"
-"#,
-        smtp = smtpd.port,
-        starttls = smtpd.starttls,
-        smtps = smtpd.smtps,
-        ca = dir.join("ca.pem").display(),
-        secret = dir.join("hook-secret").display(),
-    )
+    let email = |name: &str, from: &str, to: &str, port: u16, tls: &str| {
+        let ca = if tls == "none" {
+            String::new()
+        } else {
+            format!(
+                "ca_file = {}\n",
+                quote(&dir.join("ca.pem").display().to_string())
+            )
+        };
+        format!(
+            "[[notifications.email]]\nname = {}\nfrom = {}\nto = [{}]\nsmtp_host = \"127.0.0.1\"\n\
+             smtp_port = {port}\nsmtp_tls = {}\n{ca}",
+            quote(name),
+            quote(from),
+            quote(to),
+            quote(tls)
+        )
+    };
+    let secret = quote(&dir.join("hook-secret").display().to_string());
+    Config::new()
+        .monitor(Monitor::http("http").port(port).interval(1).timeout(1).consecutive(1, 1))
+        .pool(
+            Pool::new("web")
+                .monitor("http")
+                .regions(&["WEU"])
+                .origin(endpoint, ("127.0.0.1", port))
+                .set("notification_filter", "{ pool = { disable = true } }"),
+        )
+        .load_balancer(Lb::new("www.example.test").pools(&["web"]))
+        .extra("[notifications]\nbatch_seconds = 1\nmax_attempts = 3")
+        .extra(email("ops", "meshlb <meshlb@localhost>", "root@localhost", smtpd.port, "none"))
+        .extra(email("starttls", "meshlb@localhost", "root+starttls@localhost", smtpd.starttls, "starttls"))
+        .extra(email("smtps", "meshlb@localhost", "root+smtps@localhost", smtpd.smtps, "implicit"))
+        .extra(email("dead", "meshlb@localhost", "root@localhost", dead_smtp, "none"))
+        .extra(format!(
+            "[[notifications.webhooks]]\nname = \"hook\"\nurl = \"http://{hook}/meshlb\"\nsecret_file = {secret}"
+        ))
+        .render()
 }
 
 /// Whether `/metrics` at `admin` says this aggregator sends (`1`) or not (`0`).

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod shared_world;
-mod support;
 use shared_world::Shared;
-use support::*;
+use test_support::config::{Config, Endpoint, Lb, Monitor, Pool};
+use test_support::*;
 
 /// The value of an unlabelled-but-for-node-labels metric line `name{...} value`, matching
 /// `needle` in its labels.
@@ -39,15 +39,13 @@ fn publish(dir: &Path, version: u32, text: &str) {
 }
 
 fn config(endpoints: usize) -> String {
-    let origins: Vec<String> = (0..endpoints)
-        .map(|i| format!("{{ name = \"e{i}\", address = \"127.0.0.1\", port = 9 }}"))
-        .collect();
-    format!(
-        "[[monitors]]\nname = \"tcp\"\ntype = \"tcp\"\ninterval = 5\ntimeout = 1\n\
-         [[pools]]\nname = \"web\"\nmonitor = \"tcp\"\ncheck_regions = [\"WEU\"]\n\
-         origins = [{}]\n",
-        origins.join(", ")
-    )
+    let pool = (0..endpoints).fold(Pool::new("web").monitor("tcp").regions(&["WEU"]), |p, i| {
+        p.origin(&format!("e{i}"), ("127.0.0.1", 9))
+    });
+    Config::new()
+        .monitor(Monitor::tcp("tcp").interval(5).timeout(1))
+        .pool(pool)
+        .render()
 }
 
 fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
@@ -278,78 +276,66 @@ fn dig_answers(dns: std::net::SocketAddr, name: &str) -> bool {
 /// `c` added, the pool `spare`'s monitor changes its kind (a new identity there), and the
 /// monitor of `web` changes its cadence (the same identity).
 fn aggregator_config(second: bool, ports: &[u16; 4]) -> String {
+    aggregator(second, ports, false).render()
+}
+
+/// `aggregator_config`, or (`broken`) the first config with an unknown field in monitor `tcp`
+/// and `www.reload.test` naming a pool that does not exist.
+fn aggregator(second: bool, ports: &[u16; 4], broken: bool) -> Config {
     let [a, b, c, s] = *ports;
     let (interval, weight, other, spare_monitor) = if second {
-        (
-            2,
-            0.5,
-            format!("{{ name = \"c\", address = \"127.0.0.1\", port = {c} }}"),
-            "tcp",
-        )
+        (2, 0.5, Endpoint::new("c", ("127.0.0.1", c)), "tcp")
     } else {
-        (
-            1,
-            1.0,
-            format!("{{ name = \"b\", address = \"127.0.0.1\", port = {b} }}"),
-            "http",
-        )
+        (1, 1.0, Endpoint::new("b", ("127.0.0.1", b)), "http")
     };
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = {interval}
-timeout = 1
-[[monitors]]
-name = "tcp"
-type = "tcp"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a}, weight = {weight} }}, {other}]
-[[pools]]
-name = "spare"
-monitor = "{spare_monitor}"
-check_regions = ["WEU"]
-origins = [{{ name = "s", address = "127.0.0.1", port = {s} }}]
-[[load_balancers]]
-name = "www.reload.test"
-proxied = true
-default_pools = ["web", "spare"]
-[[load_balancers]]
-name = "dns.reload.test"
-default_pools = ["web", "spare"]
-ttl = 30
-"#
-    )
+    let tcp = Monitor::tcp("tcp").interval(1).timeout(1);
+    let (tcp, www_pools): (Monitor, &[&str]) = if broken {
+        (tcp.set("surprise", "true"), &["nowhere"])
+    } else {
+        (tcp, &["web", "spare"])
+    };
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .path("/")
+                .interval(interval)
+                .timeout(1),
+        )
+        .monitor(tcp)
+        .pool(
+            Pool::new("web")
+                .monitor("http")
+                .regions(&["WEU"])
+                .endpoint(Endpoint::new("a", ("127.0.0.1", a)).weight(weight))
+                .endpoint(other),
+        )
+        .pool(
+            Pool::new("spare")
+                .monitor(spare_monitor)
+                .regions(&["WEU"])
+                .origin("s", ("127.0.0.1", s)),
+        )
+        .load_balancer(Lb::new("www.reload.test").proxied().pools(www_pools))
+        .load_balancer(Lb::new("dns.reload.test").pools(&["web", "spare"]).ttl(30))
 }
 
 /// What the probers run: every endpoint of both.
 fn probers_config(ports: &[u16; 4]) -> String {
     let [a, b, c, s] = *ports;
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}, {{ name = "b", address = "127.0.0.1", port = {b} }}, {{ name = "c", address = "127.0.0.1", port = {c} }}]
-[[pools]]
-name = "spare"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "s", address = "127.0.0.1", port = {s} }}]
-"#
-    )
+    let web = ["a", "b", "c"].iter().zip([a, b, c]).fold(
+        Pool::new("web").monitor("http").regions(&["WEU"]),
+        |p, (n, port)| p.origin(n, ("127.0.0.1", port)),
+    );
+    Config::new()
+        .monitor(Monitor::http("http").path("/").interval(1).timeout(1))
+        .pool(web)
+        .pool(
+            Pool::new("spare")
+                .monitor("http")
+                .regions(&["WEU"])
+                .origin("s", ("127.0.0.1", s)),
+        )
+        .render()
 }
 
 /// The events the aggregator logged for endpoint `endpoint` of `web` (not initial ones).
@@ -538,7 +524,7 @@ fn start_fifty() -> Fifty {
         .chain(["--proxy-workers", "2"])
         .map(String::from)
         .collect();
-    let (mesh, _) = support::start_mesh_split(&agg, &probers, &key, admin, &extra);
+    let (mesh, _) = start_mesh_split(&agg, &probers, &key, admin, &extra);
     wait_for("a verdict for a and b", Duration::from_secs(40), || {
         answered_by(proxy).is_some()
             && get(admin, "/status").is_some_and(|s| {
@@ -773,12 +759,7 @@ fn an_aggregator_refuses_a_broken_reload_and_keeps_serving() {
     );
 
     // An unknown field and a pool reference to nothing: both reported, nothing changed.
-    let broken = good
-        .replacen("[[pools]]", "surprise = true\n[[pools]]", 1)
-        .replace(
-            "default_pools = [\"web\", \"spare\"]\n[[load_balancers]]\nname = \"dns.reload.test\"",
-            "default_pools = [\"nowhere\"]\n[[load_balancers]]\nname = \"dns.reload.test\"",
-        );
+    let broken = aggregator(false, &ports, true).render();
     std::fs::write(&agg, &broken).expect("broken");
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 422, "{answer}");
@@ -850,27 +831,27 @@ fn an_aggregator_refuses_a_broken_reload_and_keeps_serving() {
 
 /// A config with cookie affinity over `a` and `b` (`b_enabled` or not), `drain_duration = 10`:
 /// long enough for the checks made within it on a loaded machine.
-fn drain_config(b_enabled: bool, a: u16, b: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}, {{ name = "b", address = "127.0.0.1", port = {b}, enabled = {b_enabled} }}]
-[[load_balancers]]
-name = "www.reload.test"
-proxied = true
-default_pools = ["web"]
-session_affinity = "cookie"
-session_affinity_attributes = {{ drain_duration = 10 }}
-"#
-    )
+fn drain_config(b_enabled: bool, a: u16, b: u16) -> Config {
+    let web = Pool::new("web")
+        .monitor("http")
+        .regions(&["WEU"])
+        .origin("a", ("127.0.0.1", a))
+        .endpoint(Endpoint::new("b", ("127.0.0.1", b)).enabled(b_enabled));
+    drain_config_with(web)
+}
+
+/// `drain_config` with pool `web` as given.
+fn drain_config_with(web: Pool) -> Config {
+    Config::new()
+        .monitor(Monitor::http("http").path("/").interval(1).timeout(1))
+        .pool(web)
+        .load_balancer(
+            Lb::new("www.reload.test")
+                .proxied()
+                .pools(&["web"])
+                .affinity("cookie")
+                .drain_duration(10),
+        )
 }
 
 /// Who answered, and the affinity cookie it set (name=value), when it set one.
@@ -904,8 +885,8 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     let (dir, key) = scratch_dir_with_key("live-config-drain");
     let agg = dir.path().join("aggregator.toml");
     let probers = dir.path().join("probers.toml");
-    std::fs::write(&agg, drain_config(true, a.port, b.port)).expect("config");
-    std::fs::write(&probers, drain_config(true, a.port, b.port)).expect("config");
+    drain_config(true, a.port, b.port).write(&agg);
+    drain_config(true, a.port, b.port).write(&probers);
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("token");
     let (admin, proxy) = (free_tcp(), free_tcp());
@@ -919,7 +900,7 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     ]
     .map(String::from)
     .to_vec();
-    let (_mesh, _) = support::start_mesh_split(&agg, &probers, &key, admin, &extra);
+    let (_mesh, _) = start_mesh_split(&agg, &probers, &key, admin, &extra);
     wait_for("both endpoints healthy", Duration::from_secs(40), || {
         get(admin, "/status").is_some_and(|s| {
             s["pools"][0]["endpoints"]
@@ -944,7 +925,7 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     assert_eq!(with_cookie(proxy, Some(&cookie)).expect("answer").0, "b");
 
     // b disabled by a reload: its session stays for drain_duration; no new client lands there.
-    std::fs::write(&agg, drain_config(false, a.port, b.port)).expect("config");
+    drain_config(false, a.port, b.port).write(&agg);
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 200, "{answer}");
     let disabled = std::time::Instant::now();
@@ -979,12 +960,13 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0));
-    let critical = drain_config(false, a.port, b.port).replacen(
-        "check_regions = [\"WEU\"]",
-        "check_regions = [\"WEU\"]\nminimum_origins = 2",
-        1,
-    );
-    std::fs::write(&agg, critical).expect("config");
+    let web = Pool::new("web")
+        .monitor("http")
+        .regions(&["WEU"])
+        .minimum_origins(2)
+        .origin("a", ("127.0.0.1", a.port))
+        .endpoint(Endpoint::new("b", ("127.0.0.1", b.port)).enabled(false));
+    drain_config_with(web).write(&agg);
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 200, "{answer}");
     let mut event = None;
