@@ -14,7 +14,6 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
 mod harness;
-mod support;
 
 mod dns {
     pub mod answers;

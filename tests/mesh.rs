@@ -16,7 +16,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 mod harness;
-mod support;
 
 mod mesh {
     pub mod admin;

@@ -16,7 +16,6 @@ use std::process::Command;
 use std::time::Duration;
 
 mod harness;
-mod support;
 
 mod proxy {
     pub mod affinity;

@@ -5,8 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::world::World;
-use crate::support::wait_for;
 use crate::{addresses, dig, one};
+use test_support::wait_for;
 
 const PRIMARY: [&str; 2] = ["127.0.0.11", "127.0.0.12"];
 
@@ -150,10 +150,10 @@ pub fn dns_queries_are_counted_by_load_balancer_type_and_rcode(w: &mut World) {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0.0)
     };
-    let before = refused(&crate::support::scrape(w.admin));
+    let before = refused(&test_support::scrape(w.admin));
     assert_eq!(one(w.dns4, &["www.example.org", "A"]).status, "REFUSED");
     assert_eq!(addresses(&one(w.dns4, &["www.example.test", "A"])), PRIMARY);
-    let metrics = crate::support::scrape(w.admin);
+    let metrics = test_support::scrape(w.admin);
     for needle in [
         "meshlb_dns_queries_total{node_role=\"aggregator\",node_region=\"WEU\",load_balancer=\"www.example.test\",qtype=\"A\",rcode=\"NOERROR\"}",
         "meshlb_dns_answer_duration_seconds",

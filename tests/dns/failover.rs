@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::world::World;
 use crate::harness::Stopped;
-use crate::support::wait_for;
 use crate::{addresses, one};
+use test_support::wait_for;
 
 fn www(w: &World) -> Vec<String> {
     addresses(&one(w.dns4, &["www.example.test", "A"]))
@@ -73,11 +73,11 @@ pub fn the_fallback_pool_answers_whatever_its_health(w: &mut World) {
 }
 
 /// Writes the config back and reloads when dropped.
-struct Restore<'w>(&'w World, String);
+struct Restore<'w>(&'w World);
 
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
-        std::fs::write(&self.0.config, &self.1).expect("config");
+        std::fs::write(&self.0.config, &self.0.text).expect("config");
         self.0.reload();
     }
 }
@@ -92,11 +92,8 @@ pub fn with_the_fallback_disabled_nothing_left_is_nodata_with_the_soa(w: &mut Wo
     wait_for("the fallback pool", Duration::from_secs(15), || {
         www(w) == ["127.0.0.31"]
     });
-    let text = std::fs::read_to_string(&w.config).expect("config");
-    let disabled = text.replacen("name = \"last\"\n", "name = \"last\"\nenabled = false\n", 1);
-    assert_ne!(text, disabled);
-    let restore = Restore(w, text);
-    std::fs::write(&w.config, &disabled).expect("config");
+    let restore = Restore(w);
+    std::fs::write(&w.config, &w.fallback_disabled).expect("config");
     w.reload();
     wait_for("NODATA", Duration::from_secs(15), || {
         let d = one(w.dns4, &["www.example.test", "A"]);

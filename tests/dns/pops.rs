@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use crate::support::*;
 use crate::{addresses, one, Dig};
+use test_support::config::{Config, Lb, Pool, Zone};
+use test_support::*;
 
 /// The answer's addresses in the order they came.
 fn in_order(d: &Dig) -> Vec<String> {
@@ -27,26 +28,24 @@ pub struct PopsWorld {
     _scratch: tempfile::TempDir,
 }
 
-const CONFIG: &str = r#"
-[[pools]]
-name = "web"
-origins = [{ name = "o", address = "192.0.2.1" }]
-[[zones]]
-name = "example.test"
-[geolocation]
-networks = [{ cidr = "10.2.0.0/16", region = "ENAM" }]
-[[load_balancers]]
-name = "www.example.test"
-proxied = true
-default_pools = ["web"]
-location_strategy = { prefer_ecs = "always" }
-"#;
+fn pops_config() -> Config {
+    Config::new()
+        .pool(Pool::new("web").origin("o", "192.0.2.1"))
+        .zone(Zone::new("example.test"))
+        .network_in_region("10.2.0.0/16", "ENAM")
+        .load_balancer(
+            Lb::new("www.example.test")
+                .pools(&["web"])
+                .proxied()
+                .prefer_ecs("always"),
+        )
+}
 
 impl PopsWorld {
     pub fn start() -> PopsWorld {
         let (scratch, key) = scratch_dir_with_key("dns-pops");
         let config = scratch.path().join("meshlb.toml");
-        std::fs::write(&config, CONFIG).expect("config");
+        pops_config().write(&config);
         let mut w = PopsWorld {
             admin_a: free_tcp(),
             dns: free_tcp_and_udp(),

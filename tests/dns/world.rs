@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::support::*;
 use crate::{addresses, one};
+use test_support::config::{Config, Endpoint, Lb, Monitor, Pool, Zone};
+use test_support::*;
 
 /// The origins' addresses, one origin each.
 pub const ORIGINS: [&str; 9] = [
@@ -28,110 +29,72 @@ pub struct World {
     pub dns4: SocketAddr,
     pub dns6: SocketAddr,
     pub config: PathBuf,
+    /// The config file's text, and the same with the fallback pool disabled.
+    pub text: String,
+    pub fallback_disabled: String,
     pub aggregator: nix::unistd::Pid,
     _alias: Origin,
     _procs: Procs,
     _scratch: tempfile::TempDir,
 }
 
-fn config(port: impl Fn(&str) -> u16, alias_port: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-retries = 0
-consecutive_down = 2
-
-[[pools]]
-name = "primary"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [
-  {{ name = "p1", address = "127.0.0.11", port = {} }},
-  {{ name = "p2", address = "127.0.0.12", port = {} }},
-]
-[[pools]]
-name = "secondary"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "s1", address = "127.0.0.21", port = {} }}]
-[[pools]]
-name = "last"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "f1", address = "127.0.0.31", port = {} }}]
-[[pools]]
-name = "weighted"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [
-  {{ name = "w1", address = "127.0.0.41", port = {}, weight = 0.25 }},
-  {{ name = "w2", address = "127.0.0.42", port = {}, weight = 0.75 }},
-]
-[[pools]]
-name = "eu"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "eu1", address = "127.0.0.51", port = {} }}]
-[[pools]]
-name = "us"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "us1", address = "127.0.0.52", port = {} }}]
-[[pools]]
-name = "six"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "v6", address = "::1", port = {} }}]
-[[pools]]
-name = "alias"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "cdn", address = "localhost", port = {alias_port} }}]
-
-[[zones]]
-name = "example.test"
-nameservers = ["ns1.example.test", "ns2.example.test"]
-negative_ttl = 30
-
-[geolocation]
-networks = [
-  {{ cidr = "10.1.0.0/16", country = "DE" }},
-  {{ cidr = "10.2.0.0/16", region = "ENAM" }},
-]
-
-[[load_balancers]]
-name = "www.example.test"
-default_pools = ["primary", "secondary"]
-fallback_pool = "last"
-ttl = 20
-[[load_balancers]]
-name = "weighted.example.test"
-default_pools = ["weighted"]
-[[load_balancers]]
-name = "geo.example.test"
-default_pools = ["eu"]
-region_pools = {{ WEU = ["eu"], ENAM = ["us"] }}
-location_strategy = {{ prefer_ecs = "always" }}
-[[load_balancers]]
-name = "six.example.test"
-default_pools = ["six"]
-[[load_balancers]]
-name = "cdn.example.test"
-default_pools = ["alias"]
-"#,
-        port("127.0.0.11"),
-        port("127.0.0.12"),
-        port("127.0.0.21"),
-        port("127.0.0.31"),
-        port("127.0.0.41"),
-        port("127.0.0.42"),
-        port("127.0.0.51"),
-        port("127.0.0.52"),
-        port("::1"),
-    )
+/// The config; with `fallback_disabled`, the fallback pool `last` is disabled.
+fn config(port: impl Fn(&str) -> u16, alias_port: u16, fallback_disabled: bool) -> String {
+    let pool = |name: &str| Pool::new(name).monitor("http").regions(&["WEU"]);
+    let one =
+        |name: &str, endpoint: &str, ip: &'static str| pool(name).origin(endpoint, (ip, port(ip)));
+    let last = one("last", "f1", "127.0.0.31");
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .interval(1)
+                .timeout(1)
+                .retries(0)
+                .consecutive_down(2),
+        )
+        .pool(
+            pool("primary")
+                .origin("p1", ("127.0.0.11", port("127.0.0.11")))
+                .origin("p2", ("127.0.0.12", port("127.0.0.12"))),
+        )
+        .pool(one("secondary", "s1", "127.0.0.21"))
+        .pool(if fallback_disabled {
+            last.enabled(false)
+        } else {
+            last
+        })
+        .pool(
+            pool("weighted")
+                .endpoint(Endpoint::new("w1", ("127.0.0.41", port("127.0.0.41"))).weight(0.25))
+                .endpoint(Endpoint::new("w2", ("127.0.0.42", port("127.0.0.42"))).weight(0.75)),
+        )
+        .pool(one("eu", "eu1", "127.0.0.51"))
+        .pool(one("us", "us1", "127.0.0.52"))
+        .pool(one("six", "v6", "::1"))
+        .pool(pool("alias").origin("cdn", ("localhost", alias_port)))
+        .zone(
+            Zone::new("example.test")
+                .nameservers(&["ns1.example.test", "ns2.example.test"])
+                .negative_ttl(30),
+        )
+        .network_in_country("10.1.0.0/16", "DE")
+        .network_in_region("10.2.0.0/16", "ENAM")
+        .load_balancer(
+            Lb::new("www.example.test")
+                .pools(&["primary", "secondary"])
+                .fallback("last")
+                .ttl(20),
+        )
+        .load_balancer(Lb::new("weighted.example.test").pools(&["weighted"]))
+        .load_balancer(
+            Lb::new("geo.example.test")
+                .pools(&["eu"])
+                .region_pools(&[("WEU", &["eu"]), ("ENAM", &["us"])])
+                .prefer_ecs("always"),
+        )
+        .load_balancer(Lb::new("six.example.test").pools(&["six"]))
+        .load_balancer(Lb::new("cdn.example.test").pools(&["alias"]))
+        .render()
 }
 
 impl World {
@@ -142,8 +105,12 @@ impl World {
             ORIGINS.into_iter().map(|ip| (ip, origin_on(ip))).collect();
         let alias = origin();
         let config_file = scratch.path().join("meshlb.toml");
-        let text = config(|ip| origins[ip].port, alias.port);
-        std::fs::write(&config_file, text).expect("config");
+        let port = |ip: &str| origins[ip].port;
+        let (text, disabled) = (
+            config(port, alias.port, false),
+            config(port, alias.port, true),
+        );
+        std::fs::write(&config_file, &text).expect("config");
         let admin = free_tcp();
         let dns4 = free_tcp_and_udp();
         let dns6 = free_tcp_and_udp_v6();
@@ -164,6 +131,8 @@ impl World {
             dns4,
             dns6,
             config: config_file,
+            text,
+            fallback_disabled: disabled,
             aggregator: nix::unistd::Pid::from_raw(pid),
             _alias: alias,
             _procs: procs,

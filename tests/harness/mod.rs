@@ -126,10 +126,10 @@ pub fn run(trials: Vec<Trial>, worlds: Vec<Arc<dyn World>>) -> ! {
 
 /// Stops origins for the length of a check and starts them again when dropped, even when the
 /// check fails, so the next trial finds them serving.
-pub struct Stopped<'a>(pub Vec<&'a crate::support::Origin>);
+pub struct Stopped<'a>(pub Vec<&'a test_support::Origin>);
 
 impl<'a> Stopped<'a> {
-    pub fn new(origins: impl IntoIterator<Item = &'a crate::support::Origin>) -> Self {
+    pub fn new(origins: impl IntoIterator<Item = &'a test_support::Origin>) -> Self {
         let origins: Vec<_> = origins.into_iter().collect();
         for o in &origins {
             o.stop();

@@ -5,7 +5,8 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::readyz;
-use crate::support::*;
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
 
 /// An aggregator that hears no prober has no verdict for its monitored endpoints: `/readyz`
 /// answers 503 (nothing should route clients to it: its pools are Unknown) until the warm-up
@@ -17,21 +18,16 @@ pub fn an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout() 
     let (scratch, key) = scratch_dir_with_key("readyz");
     let dir = scratch.path();
     let config = dir.join("meshlb.toml");
-    std::fs::write(
-        &config,
-        r#"
-[[monitors]]
-name = "http"
-[[pools]]
-name = "web"
-monitor = "http"
-origins = [{ name = "a", address = "127.0.0.1", port = 9 }, { name = "b", address = "127.0.0.2", port = 9 }]
-[[load_balancers]]
-name = "ready.example.test"
-default_pools = ["web"]
-"#,
-    )
-    .expect("config");
+    Config::new()
+        .monitor(Monitor::http("http"))
+        .pool(
+            Pool::new("web")
+                .monitor("http")
+                .origin("a", ("127.0.0.1", 9))
+                .origin("b", ("127.0.0.2", 9)),
+        )
+        .load_balancer(Lb::new("ready.example.test").pools(&["web"]))
+        .write(&config);
     let admin = free_tcp();
     let _aggregator = Procs(vec![start_aggregator(
         &config,
@@ -96,26 +92,15 @@ pub fn explain_uses_the_regions_table_of_the_aggregator() {
     let regions = dir.path().join("regions.toml");
     std::fs::write(&regions, moved).expect("regions file");
     let config = dir.path().join("meshlb.toml");
-    std::fs::write(
-        &config,
-        r#"
-[[pools]]
-name = "fra"
-latitude = 50.1
-longitude = 8.7
-origins = [{ name = "f", address = "192.0.2.1" }]
-[[pools]]
-name = "nyc"
-latitude = 40.7
-longitude = -74.0
-origins = [{ name = "n", address = "192.0.2.2" }]
-[[load_balancers]]
-name = "near.example.test"
-default_pools = ["nyc", "fra"]
-steering_policy = "proximity"
-"#,
-    )
-    .expect("config");
+    Config::new()
+        .pool(Pool::new("fra").at(50.1, 8.7).origin("f", "192.0.2.1"))
+        .pool(Pool::new("nyc").at(40.7, -74.0).origin("n", "192.0.2.2"))
+        .load_balancer(
+            Lb::new("near.example.test")
+                .pools(&["nyc", "fra"])
+                .steering("proximity"),
+        )
+        .write(&config);
     let admin = free_tcp();
     let _procs = Procs(vec![Command::new(env!("CARGO_BIN_EXE_meshlb"))
         .arg("--regions")

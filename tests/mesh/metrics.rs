@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::world::World;
 use crate::harness::Stopped;
-use crate::support::*;
+use test_support::*;
 
 pub fn the_aggregator_exports_states_as_one_hot_gauges(w: &mut World) {
     w.wait_whole();

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::world::{node_id, World};
 use crate::harness::Stopped;
-use crate::support::*;
 use crate::{endpoint_verdict, readyz, REGIONS};
+use test_support::*;
 
 fn now_ms() -> u128 {
     std::time::SystemTime::now()

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::*;
 use crate::REGIONS;
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
 
 /// The `i`-th datacenter of `region` in the embedded regions table (`a`, `b`, `c` below):
 /// aggregators count votes only from datacenters the table lists.
@@ -48,25 +49,24 @@ pub struct World {
     _scratch: tempfile::TempDir,
 }
 
-const CONFIG: &str = r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = 1
-timeout = 1
-retries = 0
-consecutive_down = 2
-[[pools]]
-name = "web"
-monitor = "http"
-origins = [
-  { name = "one", address = "127.0.0.1", port = ONE },
-  { name = "two", address = "127.0.0.1", port = TWO },
-]
-[[load_balancers]]
-name = "www.example.test"
-default_pools = ["web"]
-"#;
+fn mesh_config(one: u16, two: u16) -> Config {
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .path("/")
+                .interval(1)
+                .timeout(1)
+                .retries(0)
+                .consecutive_down(2),
+        )
+        .pool(
+            Pool::new("web")
+                .monitor("http")
+                .origin("one", ("127.0.0.1", one))
+                .origin("two", ("127.0.0.1", two)),
+        )
+        .load_balancer(Lb::new("www.example.test").pools(&["web"]))
+}
 
 impl World {
     /// Starts the origins, the aggregator, the 39 probers and the intruder; returns once every
@@ -76,10 +76,7 @@ impl World {
         let dir = scratch.path().to_path_buf();
         let (one, two) = (origin(), origin());
         let config = dir.join("meshlb.toml");
-        let text = CONFIG
-            .replace("ONE", &one.port.to_string())
-            .replace("TWO", &two.port.to_string());
-        std::fs::write(&config, text).expect("config");
+        mesh_config(one.port, two.port).write(&config);
         let token = dir.join("token");
         std::fs::write(&token, "secret-token").expect("token");
         let mut w = World {

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use super::world::World;
 use crate::harness::Stopped;
-use crate::support::wait_for;
 use crate::{curl, Reply};
+use test_support::wait_for;
 
 const HOST: &str = "sticky.example.test";
 

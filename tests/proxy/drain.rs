@@ -9,7 +9,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::support::*;
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
+
 use crate::{curl, Reply};
 
 const HOST: &str = "drain.example.test";
@@ -37,30 +39,23 @@ impl DrainWorld {
         let a = named_origin("127.0.2.1", "a", Duration::ZERO);
         let b = named_origin("127.0.2.2", "b", Duration::ZERO);
         let config = dir.join("meshlb.toml");
-        std::fs::write(
-            &config,
-            format!(
-                r#"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.2.1", port = {} }}, {{ name = "b", address = "127.0.2.2", port = {} }}]
-[[load_balancers]]
-name = "drain.example.test"
-proxied = true
-default_pools = ["web"]
-session_affinity = "cookie"
-session_affinity_attributes = {{ drain_duration = 10 }}
-"#,
-                a.port, b.port
-            ),
-        )
-        .expect("config");
+        Config::new()
+            .monitor(Monitor::http("http").interval(1).timeout(1))
+            .pool(
+                Pool::new("web")
+                    .monitor("http")
+                    .regions(&["WEU"])
+                    .origin("a", ("127.0.2.1", a.port))
+                    .origin("b", ("127.0.2.2", b.port)),
+            )
+            .load_balancer(
+                Lb::new(HOST)
+                    .pools(&["web"])
+                    .proxied()
+                    .affinity("cookie")
+                    .drain_duration(10),
+            )
+            .write(&config);
         let (admin, proxy) = (free_tcp(), free_tcp());
         let token = admin_token_args(dir);
         let proxy_args = |proxy: SocketAddr| {

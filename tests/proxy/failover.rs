@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use super::world::World;
 use crate::harness::Stopped;
-use crate::support::wait_for;
 use crate::{curl, raw_status};
+use test_support::wait_for;
 
 /// What a steady stream of requests saw.
 struct Stream {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use super::failover::errors;
 use super::world::World;
 use crate::curl;
-use crate::support::{scrape, wait_for};
+use test_support::{scrape, wait_for};
 
 fn assert_exported(w: &World, needles: &[&str]) {
     let metrics = scrape(w.admin);

@@ -4,8 +4,10 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
+
 use crate::curl;
-use crate::support::*;
 
 /// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
 /// `names` (DNS names and IPs) signed by a fresh CA whose PEM is written to `ca`.
@@ -118,47 +120,27 @@ impl OriginTlsWorld {
 }
 
 fn config_text(ca: &std::path::Path, tls_port: u16, plain_port: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "https"
-type = "https"
-interval = 1
-timeout = 1
-ca_file = "{ca}"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-[[pools]]
-name = "tls"
-monitor = "https"
-check_regions = ["WEU"]
-origins = [{{ name = "t", address = "127.0.3.1", port = {tls_port} }}]
-[[pools]]
-name = "plain"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "p", address = "127.0.3.2", port = {plain_port} }}]
-[[load_balancers]]
-name = "strict.example.test"
-proxied = true
-default_pools = ["tls"]
-origin_tls = "strict"
-origin_ca_file = "{ca}"
-[[load_balancers]]
-name = "noca.example.test"
-proxied = true
-default_pools = ["tls"]
-origin_tls = "strict"
-[[load_balancers]]
-name = "full.example.test"
-proxied = true
-default_pools = ["plain"]
-origin_tls = "full"
-"#,
-        ca = ca.display(),
-    )
+    let lb =
+        |name: &str, pool: &str, tls: &str| Lb::new(name).pools(&[pool]).proxied().origin_tls(tls);
+    Config::new()
+        .monitor(Monitor::https("https").interval(1).timeout(1).ca_file(ca))
+        .monitor(Monitor::http("http").interval(1).timeout(1))
+        .pool(
+            Pool::new("tls")
+                .monitor("https")
+                .regions(&["WEU"])
+                .origin("t", ("127.0.3.1", tls_port)),
+        )
+        .pool(
+            Pool::new("plain")
+                .monitor("http")
+                .regions(&["WEU"])
+                .origin("p", ("127.0.3.2", plain_port)),
+        )
+        .load_balancer(lb("strict.example.test", "tls", "strict").origin_ca_file(ca))
+        .load_balancer(lb("noca.example.test", "tls", "strict"))
+        .load_balancer(lb("full.example.test", "plain", "full"))
+        .render()
 }
 
 pub fn strict_origin_tls_with_the_origins_ca_is_served(w: &mut OriginTlsWorld) {

@@ -6,16 +6,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use crate::support::*;
+use test_support::config::{Config, Lb, Pool};
+use test_support::*;
 
-const CONFIG: &str = r#"
-[[pools]]
-name = "web"
-origins = [{ name = "a", address = "127.0.0.1", port = 9 }, { name = "b", address = "127.0.0.2", port = 9 }]
-[[load_balancers]]
-name = "state.example.test"
-default_pools = ["web"]
-"#;
+fn drains_config() -> Config {
+    Config::new()
+        .pool(
+            Pool::new("web")
+                .origin("a", ("127.0.0.1", 9))
+                .origin("b", ("127.0.0.2", 9)),
+        )
+        .load_balancer(Lb::new("state.example.test").pools(&["web"]))
+}
 
 /// A scratch directory with the config, a key and an admin token: (dir, config, key, the
 /// arguments for `--state-dir dir/state` and the token).
@@ -23,7 +25,7 @@ fn setup(name: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Vec<String>) {
     let (scratch, key) = scratch_dir_with_key(name);
     let dir = scratch.path();
     let config = dir.join("meshlb.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    drains_config().write(&config);
     let state = dir.join("state");
     let extra = [
         &["--state-dir".to_string(), state.display().to_string()][..],

@@ -7,8 +7,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use test_support::config::{Config, Endpoint, Lb, Monitor, Pool, Rule};
+use test_support::*;
+
 use crate::curl;
-use crate::support::*;
 
 /// The origins by name and address. Only `slow` holds `/hold` requests open (for `HOLD`).
 pub const ORIGINS: [(&str, &str); 12] = [
@@ -45,130 +47,67 @@ pub struct World {
     _scratch: tempfile::TempDir,
 }
 
-/// The pools and load balancers; `origin(name)` renders one origin's inline table.
-fn config(origin: impl Fn(&str) -> String) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-retries = 0
-consecutive_down = 2
-
-[[pools]]
-name = "weighted"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{w1_weight}, {w2}]
-[[pools]]
-name = "lors"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{slow}, {fast}]
-origin_steering = {{ policy = "least_outstanding_requests" }}
-[[pools]]
-name = "three"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{h1}, {h2_override}, {h3}]
-[[pools]]
-name = "hashed"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{h1}, {h2}, {h3}]
-origin_steering = {{ policy = "hash" }}
-[[pools]]
-name = "zdt"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{z1}, {z2}]
-[[pools]]
-name = "dead"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{down}]
-
-[[pools]]
-name = "solo"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{x1}]
-[[pools]]
-name = "spare"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{x2}]
-
-[[load_balancers]]
-name = "weighted.example.test"
-proxied = true
-default_pools = ["weighted"]
-[[load_balancers]]
-name = "lors.example.test"
-proxied = true
-default_pools = ["lors"]
-[[load_balancers]]
-name = "sticky.example.test"
-proxied = true
-default_pools = ["three"]
-session_affinity = "cookie"
-session_affinity_ttl = 1800
-[[load_balancers.rules]]
-name = "checkout gets time"
-condition = 'http.request.uri.path == "/checkout"'
-overrides = {{ session_affinity_ttl = 7200 }}
-[[load_balancers]]
-name = "ipcookie.example.test"
-proxied = true
-default_pools = ["three"]
-session_affinity = "ip_cookie"
-[[load_balancers]]
-name = "hash.example.test"
-proxied = true
-default_pools = ["hashed"]
-[[load_balancers]]
-name = "zdt.example.test"
-proxied = true
-default_pools = ["zdt"]
-session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
-[[load_balancers]]
-name = "nozdt.example.test"
-proxied = true
-default_pools = ["zdt"]
-[[load_balancers]]
-name = "across.example.test"
-proxied = true
-default_pools = ["solo", "spare"]
-session_affinity_attributes = {{ zero_downtime_failover = "temporary" }}
-adaptive_routing = {{ failover_across_pools = true }}
-[[load_balancers]]
-name = "dead.example.test"
-proxied = true
-default_pools = ["dead"]
-[[load_balancers]]
-name = "tls.example.test"
-proxied = true
-default_pools = ["weighted"]
-[[load_balancers]]
-name = "other.example.test"
-proxied = true
-default_pools = ["weighted"]
-"#,
-        w1_weight = origin("w1").replace(" }", ", weight = 0.25 }"),
-        w2 = origin("w2").replace(" }", ", weight = 0.75 }"),
-        slow = origin("slow"),
-        fast = origin("fast"),
-        h1 = origin("h1"),
-        h2 = origin("h2"),
-        h2_override = origin("h2").replace(" }", ", header = { Host = [\"override.example\"] } }"),
-        h3 = origin("h3"),
-        z1 = origin("z1"),
-        z2 = origin("z2"),
-        down = origin("down"),
-        x1 = origin("x1"),
-        x2 = origin("x2"),
-    )
+/// The pools and load balancers; `at(name)` is where origin `name` listens.
+fn config(at: impl Fn(&str) -> (&'static str, u16)) -> Config {
+    let pool = |name: &str, origins: &[&str]| {
+        origins.iter().fold(
+            Pool::new(name).monitor("http").regions(&["WEU"]),
+            |p, &o| p.origin(o, at(o)),
+        )
+    };
+    let proxied = |name: &str, pools: &[&str]| Lb::new(name).pools(pools).proxied();
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .interval(1)
+                .timeout(1)
+                .retries(0)
+                .consecutive_down(2),
+        )
+        .pool(
+            Pool::new("weighted")
+                .monitor("http")
+                .regions(&["WEU"])
+                .endpoint(Endpoint::new("w1", at("w1")).weight(0.25))
+                .endpoint(Endpoint::new("w2", at("w2")).weight(0.75)),
+        )
+        .pool(pool("lors", &["slow", "fast"]).steering("least_outstanding_requests"))
+        .pool(
+            pool("three", &["h1"])
+                .endpoint(Endpoint::new("h2", at("h2")).host("override.example"))
+                .origin("h3", at("h3")),
+        )
+        .pool(pool("hashed", &["h1", "h2", "h3"]).steering("hash"))
+        .pool(pool("zdt", &["z1", "z2"]))
+        .pool(pool("dead", &["down"]))
+        .pool(pool("solo", &["x1"]))
+        .pool(pool("spare", &["x2"]))
+        .load_balancer(proxied("weighted.example.test", &["weighted"]))
+        .load_balancer(proxied("lors.example.test", &["lors"]))
+        .load_balancer(
+            proxied("sticky.example.test", &["three"])
+                .affinity("cookie")
+                .affinity_ttl(1800)
+                .rule(
+                    Rule::new(
+                        "checkout gets time",
+                        "http.request.uri.path == \"/checkout\"",
+                    )
+                    .overrides("session_affinity_ttl = 7200"),
+                ),
+        )
+        .load_balancer(proxied("ipcookie.example.test", &["three"]).affinity("ip_cookie"))
+        .load_balancer(proxied("hash.example.test", &["hashed"]))
+        .load_balancer(proxied("zdt.example.test", &["zdt"]).zero_downtime_failover("temporary"))
+        .load_balancer(proxied("nozdt.example.test", &["zdt"]))
+        .load_balancer(
+            proxied("across.example.test", &["solo", "spare"])
+                .zero_downtime_failover("temporary")
+                .failover_across_pools(),
+        )
+        .load_balancer(proxied("dead.example.test", &["dead"]))
+        .load_balancer(proxied("tls.example.test", &["weighted"]))
+        .load_balancer(proxied("other.example.test", &["weighted"]))
 }
 
 /// Two self-signed certificates (one per name of `TLS_NAMES`) written to `dir`.
@@ -201,13 +140,12 @@ impl World {
                 (name, named_origin(ip, name, wait))
             })
             .collect();
-        let origin = |name: &str| -> String {
+        let at = |name: &str| {
             let ip = ORIGINS.iter().find(|(n, _)| *n == name).unwrap().1;
-            let port = origins[name].port;
-            format!("{{ name = \"{name}\", address = \"{ip}\", port = {port} }}")
+            (ip, origins[name].port)
         };
         let config_file = dir.join("meshlb.toml");
-        std::fs::write(&config_file, config(origin)).expect("config");
+        config(at).write(&config_file);
         let certs = certificates(&dir);
         let (admin, proxy, proxy_tls) = (free_tcp(), free_tcp(), free_tcp());
         let mut extra: Vec<String> = vec![
