@@ -141,7 +141,7 @@ fn main() {
         pops::explain_shows_the_eligible_pops_in_order,
         pops::a_dead_pop_leaves_the_answer,
     ];
-    let trials = harness::interleave(vec![mesh, proxied]);
+    let trials = [mesh, proxied].into_iter().flatten().collect();
     let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world, pops];
     harness::run(trials, worlds);
 }

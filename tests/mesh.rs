@@ -92,7 +92,7 @@ fn main() {
             alone::explain_uses_the_regions_table_of_the_aggregator,
         ),
     ];
-    let trials = harness::interleave(vec![meshed, lone]);
+    let trials = [meshed, lone].into_iter().flatten().collect();
     let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world];
     harness::run(trials, worlds);
 }

@@ -178,7 +178,7 @@ fn main() {
         "a_damaged_state_file_stops_the_start_naming_it",
         state_dir::a_damaged_state_file_stops_the_start_naming_it,
     ));
-    let trials = harness::interleave(vec![steady, drained, others]);
+    let trials = [steady, drained, others].into_iter().flatten().collect();
     let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world, drains, tls];
     harness::run(trials, worlds);
 }

@@ -43,14 +43,12 @@ impl<W: Send + 'static> Shared<W> {
         let shared = Arc::clone(self);
         let name = name.to_string();
         Trial::test(name.clone(), move || {
-            let start = std::time::Instant::now();
-            shared.run(check);
-            report_time(&name, start);
+            shared.run(&name, check);
             Ok(())
         })
     }
 
-    fn run(&self, check: fn(&mut W)) {
+    fn run(&self, name: &str, check: fn(&mut W)) {
         let mut slot = self.world.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*slot, Slot::NotStarted) {
             *slot = Slot::Running((self.start)());
@@ -58,7 +56,9 @@ impl<W: Send + 'static> Shared<W> {
         let Slot::Running(world) = &mut *slot else {
             panic!("the world is gone: every trial that needed it ran");
         };
+        let start = std::time::Instant::now();
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| check(world)));
+        report_time(name, start);
         let last = self.remaining.fetch_sub(1, Ordering::SeqCst) == 1;
         // Taken out after the last trial; dropped at the end of this scope, during the
         // unwinding when the trial failed (`Procs` then prints the nodes' logs).
@@ -81,7 +81,7 @@ pub fn alone(name: &str, check: fn()) -> Trial {
     })
 }
 
-/// With `MESHLB_TRIAL_TIMES` set, how long each trial took (its wait for the world included).
+/// With `MESHLB_TRIAL_TIMES` set, how long each trial took (once it had its world).
 fn report_time(name: &str, start: std::time::Instant) {
     if std::env::var_os("MESHLB_TRIAL_TIMES").is_some() {
         eprintln!("{name} took {:.1?}", start.elapsed());
@@ -104,12 +104,19 @@ impl<W: Send + 'static> World for Shared<W> {
 
 /// Runs `trials` as the test binary's harness, drops `worlds` still up (trials filtered out
 /// left them), then exits with the trials' outcome.
-pub fn run(trials: Vec<Trial>, worlds: Vec<Arc<dyn World>>) -> ! {
+///
+/// With `MESHLB_TRIALS_REVERSED` set, the trials run in the reverse order (they must pass in
+/// any order).
+pub fn run(mut trials: Vec<Trial>, worlds: Vec<Arc<dyn World>>) -> ! {
+    if std::env::var_os("MESHLB_TRIALS_REVERSED").is_some() {
+        trials.reverse();
+    }
     let mut args = Arguments::from_args();
-    // One thread per world (and one for the trials without): each world's trials run one
-    // after another, the worlds side by side, and a thread waiting for a world takes no CPU.
+    // A thread per trial: each world's trials run one after another (each waits for the
+    // world, taking no CPU meanwhile), the worlds side by side, and no world waits for a
+    // thread that trials of another world hold.
     if args.test_threads.is_none() {
-        args.test_threads = Some(worlds.len() + 1);
+        args.test_threads = Some(trials.len().max(1));
     }
     let conclusion = libtest_mimic::run(&args, trials);
     if conclusion.has_failed() && worlds.iter().any(|w| w.is_running()) {
@@ -142,20 +149,6 @@ impl Drop for Stopped<'_> {
     fn drop(&mut self) {
         for o in &self.0 {
             o.start();
-        }
-    }
-}
-
-/// The trials of several worlds in turns (one of each, then the next of each...), so that the
-/// harness's threads run two worlds' trials side by side rather than wait on one world.
-pub fn interleave(groups: Vec<Vec<Trial>>) -> Vec<Trial> {
-    let mut iters: Vec<_> = groups.into_iter().map(Vec::into_iter).collect();
-    let mut out = Vec::new();
-    loop {
-        let before = out.len();
-        out.extend(iters.iter_mut().filter_map(Iterator::next));
-        if out.len() == before {
-            return out;
         }
     }
 }

@@ -13,7 +13,7 @@ const HOST: &str = "sticky.example.test";
 
 /// A first request without a cookie: the answer, and the affinity cookie (`name=value`).
 fn new_session(w: &World) -> (Reply, String) {
-    w.wait_serving(HOST, 3);
+    w.wait_steady();
     let first = curl(&w.url, HOST, &[]);
     let cookie = first
         .header("set-cookie")
@@ -113,5 +113,5 @@ pub fn a_session_survives_another_endpoints_failure(w: &mut World) {
             assert_eq!(r.origin(), bound, "the session survived {other}'s failure");
         }
     }
-    w.wait_serving(HOST, 3);
+    w.wait_steady();
 }

@@ -53,7 +53,7 @@ pub fn errors(w: &World, lb: &str, code: &str) -> f64 {
 /// With zero-downtime failover, z1 dying under a steady stream fails no request: the proxy
 /// retries on z2, and counts the retries.
 pub fn zero_downtime_failover_loses_no_request_when_an_origin_dies(w: &mut World) {
-    w.wait_serving("zdt.example.test", 2);
+    w.wait_steady();
     let retried = retries(w, "zdt.example.test");
     let (s, stopped) = stream(w, "zdt.example.test", "z1");
     drop(stopped);
@@ -69,7 +69,7 @@ pub fn zero_downtime_failover_loses_no_request_when_an_origin_dies(w: &mut World
         retries(w, "zdt.example.test") > retried,
         "the retries were counted"
     );
-    w.wait_serving("zdt.example.test", 2);
+    w.wait_steady();
 }
 
 /// With `failover_across_pools`, a pool of one endpoint retries on the next pool.
@@ -96,7 +96,7 @@ pub fn failover_across_pools_retries_on_the_next_pool(w: &mut World) {
 /// Without the retry, a request sent to an origin that refuses the connection gets
 /// Cloudflare's 521, and each one is counted as a 521 error.
 pub fn a_refused_origin_answers_521(w: &mut World) {
-    w.wait_serving("nozdt.example.test", 2);
+    w.wait_steady();
     let counted = errors(w, "nozdt.example.test", "521");
     let mut failures = Vec::new();
     {
@@ -122,14 +122,14 @@ pub fn a_refused_origin_answers_521(w: &mut World) {
         failures.len() as f64,
         "every failure counted as a 521"
     );
-    w.wait_serving("nozdt.example.test", 2);
+    w.wait_steady();
 }
 
 /// Without the retry, requests fail only until the mesh marks the dead origin down:
 /// interval x consecutive_down + 1 s = 3 s after the kill, with a margin for a loaded machine
 /// (tests/mesh.rs allows as much).
 pub fn a_dead_origin_stops_getting_requests_within_the_bound(w: &mut World) {
-    w.wait_serving("nozdt.example.test", 2);
+    w.wait_steady();
     let (s, stopped) = stream(w, "nozdt.example.test", "z1");
     drop(stopped);
     assert!(
@@ -147,5 +147,5 @@ pub fn a_dead_origin_stops_getting_requests_within_the_bound(w: &mut World) {
         last < Duration::from_secs(8),
         "failures went on for {last:?}"
     );
-    w.wait_serving("nozdt.example.test", 2);
+    w.wait_steady();
 }

@@ -31,7 +31,7 @@ pub fn a_request_head_over_64_kib_is_refused_with_431(w: &mut World) {
 }
 
 pub fn a_1_mib_chunked_answer_streams_to_the_client_intact(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let r = curl(&format!("{}big", w.url), "weighted.example.test", &[]);
     assert_eq!(r.status, 200);
     assert_eq!(r.body.len(), 1 << 20);
@@ -41,7 +41,7 @@ pub fn a_1_mib_chunked_answer_streams_to_the_client_intact(w: &mut World) {
 /// An upload of 300 000 bytes (beyond the 64 KiB replay buffer), sent with `extra` curl
 /// arguments: the origin received all of it.
 fn upload_arrives_whole(w: &World, extra: &[&str]) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let upload: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
     let file = w.dir.join(format!("upload-{}.bin", extra.len()));
     std::fs::write(&file, &upload).expect("upload file");
@@ -76,7 +76,7 @@ fn exchange(w: &World, request: &[u8]) -> String {
 
 /// The trailers of a chunked upload reach the origin; those that frame or route do not.
 pub fn an_uploads_trailers_reach_the_origin_but_not_framing_ones(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let answer = exchange(
         w,
         b"POST /upload HTTP/1.1\r\nHost: weighted.example.test\r\nConnection: close\r\n\
@@ -92,7 +92,7 @@ pub fn an_uploads_trailers_reach_the_origin_but_not_framing_ones(w: &mut World) 
 /// An origin's announced trailers reach an HTTP/1.1 client that accepts them, after the last
 /// chunk.
 pub fn an_origins_trailers_reach_an_http1_client_that_accepts_them(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let answer = exchange(
         w,
         b"GET /trailers HTTP/1.1\r\nHost: weighted.example.test\r\nTE: trailers\r\n\
@@ -110,7 +110,7 @@ pub fn an_origins_trailers_reach_an_http1_client_that_accepts_them(w: &mut World
 /// An HTTP/2 client gets them as a trailing HEADERS frame (curl -i prints them after the
 /// body).
 pub fn an_origins_trailers_reach_an_http2_client(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let r = curl(
         &format!("{}trailers", w.url),
         "weighted.example.test",
@@ -126,7 +126,7 @@ pub fn an_origins_trailers_reach_an_http2_client(w: &mut World) {
 /// Every endpoint sees the client's X-Forwarded-For with the client's address appended, and
 /// X-Forwarded-Proto `http`.
 pub fn x_forwarded_for_and_proto_reach_the_origin(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     for _ in 0..20 {
         let r = curl(
             &w.url,
@@ -140,7 +140,7 @@ pub fn x_forwarded_for_and_proto_reach_the_origin(w: &mut World) {
 
 /// h2 has a `Host` override: it sees `override.example`; the others see the client's Host.
 pub fn an_endpoints_host_override_replaces_the_clients_host(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     let mut seen_override = false;
     for _ in 0..40 {
         let r = curl(&w.url, "sticky.example.test", &[]);
@@ -157,7 +157,7 @@ pub fn an_endpoints_host_override_replaces_the_clients_host(w: &mut World) {
 /// TE is hop-by-hop: a client that does not ask for trailers gets none asked for on the
 /// proxy's hop either.
 pub fn no_te_goes_to_the_origin_when_the_client_takes_no_trailers(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     for _ in 0..10 {
         let r = curl(&w.url, "sticky.example.test", &[]);
         assert_eq!(r.status, 200, "{r:?}");

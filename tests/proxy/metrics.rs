@@ -20,7 +20,7 @@ fn assert_exported(w: &World, needles: &[&str]) {
 
 /// Requests by load balancer, pool, endpoint and status class, and their duration.
 pub fn proxy_requests_are_counted_by_load_balancer_pool_endpoint_and_class(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     wait_for("a request served by w2", Duration::from_secs(10), || {
         curl(&w.url, "weighted.example.test", &[]).origin() == "w2"
     });
@@ -36,7 +36,7 @@ pub fn proxy_requests_are_counted_by_load_balancer_pool_endpoint_and_class(w: &m
 }
 
 pub fn affinity_hits_are_counted(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     let first = curl(&w.url, "sticky.example.test", &[]);
     let cookie = first
         .header("set-cookie")
@@ -68,7 +68,7 @@ pub fn a_connection_the_origin_closes_is_never_reused(w: &mut World) {
             "meshlb_proxy_origin_requests_total{{node_role=\"aggregator\",node_region=\"WEU\",connection=\"{kind}\"}}"
         ))
     };
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let new = sent("new");
     let urls: Vec<String> = (0..120).map(|_| w.url.clone()).collect();
     let out = Command::new("curl")

@@ -9,7 +9,7 @@ use crate::curl;
 
 /// Weights 0.25 / 0.75: over 400 requests (one curl, keep-alive to the proxy) w2 gets 65-85 %.
 pub fn weights_share_requests_between_endpoints(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let urls: Vec<String> = (0..400).map(|_| w.url.clone()).collect();
     let out = Command::new("curl")
         .args(["-s", "-H", "Host: weighted.example.test"])
@@ -29,7 +29,7 @@ pub fn weights_share_requests_between_endpoints(w: &mut World) {
 /// least outstanding requests, weighing `slow` down by its open requests
 /// (P(pick slow) = 1 / (open + 2)), sends about 11 (P(> 17) < 0.01 %).
 pub fn least_outstanding_requests_spares_the_endpoint_holding_requests(w: &mut World) {
-    w.wait_serving("lors.example.test", 2);
+    w.wait_steady();
     let lors_url = format!("http://{}/hold", w.proxy);
     let handles: Vec<_> = (0..60)
         .map(|i| {
@@ -65,7 +65,7 @@ fn picks(w: &World, host: &str, iface: &str) -> BTreeSet<String> {
 
 /// Hash steering: each client address always lands on the same endpoint.
 pub fn hash_steering_keeps_a_client_address_on_one_endpoint(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     for c in 2..12 {
         let iface = format!("127.0.2.{c}");
         let picks = picks(w, "hash.example.test", &iface);
@@ -75,7 +75,7 @@ pub fn hash_steering_keeps_a_client_address_on_one_endpoint(w: &mut World) {
 
 /// Hash steering: ten client addresses do not all land on one endpoint.
 pub fn hash_steering_spreads_client_addresses(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     let spread: BTreeSet<String> = (2..12)
         .map(|c| {
             curl(
@@ -96,7 +96,7 @@ pub fn hash_steering_spreads_client_addresses(w: &mut World) {
 /// `ip_cookie` affinity: a cookie is issued, and a client address stays on its endpoint even
 /// without sending the cookie back.
 pub fn ip_cookie_affinity_keeps_a_client_address_without_its_cookie(w: &mut World) {
-    w.wait_serving("sticky.example.test", 3);
+    w.wait_steady();
     for c in 2..6 {
         let iface = format!("127.0.3.{c}");
         let first = curl(&w.url, "ipcookie.example.test", &["--interface", &iface]);

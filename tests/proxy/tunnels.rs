@@ -11,7 +11,7 @@ use crate::curl;
 
 /// A protocol upgrade (the WebSocket mechanism, any protocol) is tunnelled both ways.
 pub fn a_protocol_upgrade_is_tunnelled_both_ways(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let mut s = TcpStream::connect(w.proxy).expect("proxy");
     s.set_read_timeout(Some(Duration::from_secs(5))).ok();
     write!(
@@ -42,7 +42,7 @@ pub fn a_protocol_upgrade_is_tunnelled_both_ways(w: &mut World) {
 /// A real WebSocket (tungstenite on both ends): the handshake, text, a binary message larger
 /// than a read buffer, ping and pong, and the closing handshake, through the proxy.
 pub fn a_websocket_session_runs_through_the_proxy(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let stream = TcpStream::connect(w.proxy).expect("proxy");
     stream.set_read_timeout(Some(Duration::from_secs(5))).ok();
     let (mut ws, response) = tungstenite::client("ws://weighted.example.test/ws", stream)
@@ -86,7 +86,7 @@ fn curl_tls(w: &World, name: &str, cert: &std::path::Path, extra: &[&str]) -> cr
 /// Each name gets the certificate valid for it (curl trusts only that one), and the origin
 /// sees X-Forwarded-Proto `https`.
 pub fn tls_termination_picks_the_certificate_by_sni(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     for (name, (cert, _)) in TLS_NAMES.iter().zip(&w.certs) {
         let r = curl_tls(w, name, cert, &[]);
         assert_eq!(r.status, 200, "{name}: {r:?}");
@@ -95,14 +95,14 @@ pub fn tls_termination_picks_the_certificate_by_sni(w: &mut World) {
 }
 
 pub fn http2_over_tls_is_served(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let r = curl_tls(w, TLS_NAMES[0], &w.certs[0].0, &["--http2"]);
     assert_eq!(r.status, 200, "{r:?}");
 }
 
 /// HTTP/2 in clear with prior knowledge (h2c) on the plain listener.
 pub fn http2_in_clear_with_prior_knowledge_is_served(w: &mut World) {
-    w.wait_serving("weighted.example.test", 2);
+    w.wait_steady();
     let h2c = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "--max-time", "10"])
         .args([

@@ -190,13 +190,24 @@ impl World {
             .len()
     }
 
-    /// Waits until every endpoint of the pools behind `host` (`count` of them) takes requests
-    /// again: the state each trial starts from, whatever the trial before it stopped.
-    pub fn wait_serving(&self, host: &str, count: usize) {
+    /// Waits until every endpoint of every pool but `dead` is voted healthy (the proxy takes
+    /// the same verdicts at the same tally): the state each trial starts from, whatever the
+    /// trial before it stopped.
+    pub fn wait_steady(&self) {
         wait_for(
-            &format!("all {count} endpoints of {host} serving"),
+            "every endpoint but dead's healthy",
             Duration::from_secs(20),
-            || self.endpoints_answering(host, 10 * count) == count,
+            || {
+                get(self.admin, "/status").is_some_and(|s| {
+                    s["pools"].as_array().is_some_and(|pools| {
+                        pools.iter().filter(|p| p["name"] != "dead").all(|p| {
+                            p["endpoints"]
+                                .as_array()
+                                .is_some_and(|e| e.iter().all(|e| e["verdict"] == "healthy"))
+                        })
+                    })
+                })
+            },
         );
     }
 
