@@ -12,7 +12,7 @@ const PRIMARY: [&str; 2] = ["127.0.0.11", "127.0.0.12"];
 
 /// Equal weights: every healthy address of the primary pool, all of them A records.
 pub fn equal_weights_answer_every_healthy_address_of_the_pool(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let d = one(w.dns4, &["www.example.test", "A"]);
     assert_eq!(d.status, "NOERROR");
     assert!(d.answers.iter().all(|(t, _)| t == "A"), "{d:?}");
@@ -20,13 +20,13 @@ pub fn equal_weights_answer_every_healthy_address_of_the_pool(w: &mut World) {
 }
 
 pub fn dns_is_answered_over_tcp(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let d = one(w.dns4, &["+tcp", "www.example.test", "A"]);
     assert_eq!(addresses(&d), PRIMARY, "{d:?}");
 }
 
 pub fn dns_is_answered_over_ipv6_by_udp_and_tcp(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let d = one(w.dns6, &["+tcp", "www.example.test", "A"]);
     assert_eq!(addresses(&d), PRIMARY, "{d:?}");
     let d = one(w.dns6, &["www.example.test", "A"]);
@@ -34,7 +34,7 @@ pub fn dns_is_answered_over_ipv6_by_udp_and_tcp(w: &mut World) {
 }
 
 pub fn an_ipv6_endpoint_is_answered_with_aaaa(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     assert_eq!(
         addresses(&one(w.dns4, &["six.example.test", "AAAA"])),
         ["::1"]
@@ -42,7 +42,7 @@ pub fn an_ipv6_endpoint_is_answered_with_aaaa(w: &mut World) {
 }
 
 pub fn a_host_name_endpoint_is_answered_with_a_cname(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     assert_eq!(
         one(w.dns4, &["cdn.example.test", "A"]).answers,
         [("CNAME".to_string(), "localhost.".to_string())]
@@ -51,7 +51,7 @@ pub fn a_host_name_endpoint_is_answered_with_a_cname(w: &mut World) {
 
 /// A for a pool of IPv6 endpoints only: NODATA, with the SOA.
 pub fn a_for_an_ipv6_only_pool_is_nodata_with_the_soa(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let d = one(w.dns4, &["six.example.test", "A"]);
     assert_eq!(
         (d.status.as_str(), d.answers.len()),
@@ -64,7 +64,7 @@ pub fn a_for_an_ipv6_only_pool_is_nodata_with_the_soa(w: &mut World) {
 /// Unequal weights (0.25 / 0.75): one address per answer, about 25 % / 75 % over many
 /// queries.
 pub fn unequal_weights_answer_one_address_by_share(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let queries: Vec<&str> = std::iter::repeat_n(["weighted.example.test", "A"], 400)
         .flatten()
         .collect();
@@ -96,7 +96,7 @@ pub fn unequal_weights_answer_one_address_by_share(w: &mut World) {
 
 /// EDNS Client Subnet: subnets located in two regions get their regions' pools.
 pub fn client_subnets_in_two_regions_get_their_regions_pools(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let eu = one(w.dns4, &["+subnet=10.1.7.0/24", "geo.example.test", "A"]);
     let us = one(w.dns4, &["+subnet=10.2.3.0/24", "geo.example.test", "A"]);
     assert_eq!(addresses(&eu), ["127.0.0.51"], "{eu:?}");
@@ -110,7 +110,7 @@ pub fn client_subnets_in_two_regions_get_their_regions_pools(w: &mut World) {
 
 /// The ECS scope of the answer is the prefix of the network that decided.
 pub fn the_client_subnet_scope_is_the_deciding_networks_prefix(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let us = one(w.dns4, &["+subnet=10.2.3.0/24", "geo.example.test", "A"]);
     assert_eq!(us.ecs.as_deref(), Some("10.2.3.0/24/16"), "{us:?}");
 }
@@ -141,7 +141,7 @@ pub fn a_name_outside_the_zones_is_refused(w: &mut World) {
 /// Per-query metrics on the admin API: by load balancer, type and rcode (one REFUSED query
 /// counted once), and the answer duration.
 pub fn dns_queries_are_counted_by_load_balancer_type_and_rcode(w: &mut World) {
-    w.wait_all_healthy();
+    w.establish(&[]);
     let refused = |metrics: &str| -> f64 {
         metrics
             .lines()

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use super::world::World;
-use crate::harness::Stopped;
 use crate::{addresses, one};
 use test_support::wait_for;
 
@@ -12,22 +11,18 @@ fn www(w: &World) -> Vec<String> {
     addresses(&one(w.dns4, &["www.example.test", "A"]))
 }
 
-/// The origins of the primary and, with `secondary`, the secondary pool, stopped until the
-/// guard drops.
-fn stop_pools<'w>(w: &'w World, secondary: bool) -> Stopped<'w> {
-    let mut ips = vec!["127.0.0.11", "127.0.0.12"];
-    if secondary {
-        ips.push("127.0.0.21");
-    }
-    Stopped::new(ips.into_iter().map(|ip| &w.origins[ip]))
-}
+const PRIMARY: [&str; 2] = ["127.0.0.11", "127.0.0.12"];
+/// The origins of the primary and secondary pools.
+const POOLS: [&str; 3] = ["127.0.0.11", "127.0.0.12", "127.0.0.21"];
+/// The same and the fallback pool's.
+const ALL: [&str; 4] = ["127.0.0.11", "127.0.0.12", "127.0.0.21", "127.0.0.31"];
 
 /// The primary pool's origins stop: the secondary pool answers within
 /// interval x consecutive_down + 1 s = 3 s (asserted with a margin for a loaded machine); they
 /// start again: the primary pool answers again.
 pub fn a_dead_primary_pool_fails_over_to_the_secondary_within_the_bound_and_back(w: &mut World) {
-    w.wait_all_healthy();
-    let stopped = stop_pools(w, false);
+    w.establish(&[]);
+    w.set_down(&PRIMARY);
     let took = wait_for(
         "failover to the secondary pool",
         Duration::from_secs(15),
@@ -35,16 +30,15 @@ pub fn a_dead_primary_pool_fails_over_to_the_secondary_within_the_bound_and_back
     );
     eprintln!("DNS failover after {took:?}");
     assert!(took < Duration::from_secs(8), "failover took {took:?}");
-    drop(stopped);
+    w.set_down(&[]);
     wait_for("the primary pool again", Duration::from_secs(15), || {
-        www(w) == ["127.0.0.11", "127.0.0.12"]
+        www(w) == PRIMARY
     });
 }
 
 /// With the primary and secondary pools down, the fallback pool answers.
 pub fn with_every_pool_down_the_fallback_pool_answers(w: &mut World) {
-    w.wait_all_healthy();
-    let _stopped = stop_pools(w, true);
+    w.establish(&POOLS);
     wait_for("the fallback pool", Duration::from_secs(15), || {
         www(w) == ["127.0.0.31"]
     });
@@ -53,18 +47,7 @@ pub fn with_every_pool_down_the_fallback_pool_answers(w: &mut World) {
 /// The fallback keeps answering once its own origin is down and voted unhealthy: the fallback
 /// pool's state is not considered when routing (Cloudflare's fallback pool; docs/design.md).
 pub fn the_fallback_pool_answers_whatever_its_health(w: &mut World) {
-    w.wait_all_healthy();
-    let _stopped = stop_pools(w, true);
-    let _fallback = Stopped::new([&w.origins["127.0.0.31"]]);
-    wait_for(
-        "every pool's origins voted down, the fallback's too",
-        Duration::from_secs(15),
-        || {
-            ["primary", "secondary", "last"]
-                .iter()
-                .all(|p| w.pool_voted(p, "unhealthy"))
-        },
-    );
+    w.establish(&ALL);
     assert_eq!(
         www(w),
         ["127.0.0.31"],
@@ -86,9 +69,7 @@ impl Drop for Restore<'_> {
 /// the SOA (docs/design.md#when-nothing-is-left). A reload enabling it again brings the
 /// fallback back.
 pub fn with_the_fallback_disabled_nothing_left_is_nodata_with_the_soa(w: &mut World) {
-    w.wait_all_healthy();
-    let _stopped = stop_pools(w, true);
-    let _fallback = Stopped::new([&w.origins["127.0.0.31"]]);
+    w.establish(&ALL);
     wait_for("the fallback pool", Duration::from_secs(15), || {
         www(w) == ["127.0.0.31"]
     });

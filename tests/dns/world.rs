@@ -1,7 +1,7 @@
 //! The DNS world: a mesh (one aggregator serving DNS on 127.0.0.1 and ::1, three probers) over
 //! nine origins, one per pool endpoint, plus one behind a host name.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -33,6 +33,8 @@ pub struct World {
     pub text: String,
     pub fallback_disabled: String,
     pub aggregator: nix::unistd::Pid,
+    /// The addresses of the origins stopped now.
+    stopped: BTreeSet<&'static str>,
     _alias: Origin,
     _procs: Procs,
     _scratch: tempfile::TempDir,
@@ -134,45 +136,68 @@ impl World {
             text,
             fallback_disabled: disabled,
             aggregator: nix::unistd::Pid::from_raw(pid),
+            stopped: BTreeSet::new(),
             _alias: alias,
             _procs: procs,
             _scratch: scratch,
         }
     }
 
-    /// The verdict of every endpoint of every pool in `/status`, by pool.
-    fn verdicts(&self) -> Vec<(String, Vec<String>)> {
+    /// (address, verdict) of every endpoint of every pool in `/status`.
+    fn verdicts(&self) -> Vec<(String, String)> {
         let Some(status) = get(self.admin, "/status") else {
             return Vec::new();
         };
         let pools = status["pools"].as_array().cloned().unwrap_or_default();
         pools
             .iter()
-            .map(|p| {
-                let endpoints = p["endpoints"].as_array().cloned().unwrap_or_default();
-                let verdicts = endpoints
-                    .iter()
-                    .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
-                    .collect();
-                (p["name"].as_str().unwrap_or("").to_string(), verdicts)
+            .flat_map(|p| p["endpoints"].as_array().cloned().unwrap_or_default())
+            .map(|e| {
+                let field = |k: &str| e[k].as_str().unwrap_or("").to_string();
+                (field("address"), field("verdict"))
             })
             .collect()
     }
 
-    /// Waits until every endpoint of every pool is voted healthy: the state each trial starts
-    /// from, whatever origins the trial before it stopped.
-    pub fn wait_all_healthy(&self) {
-        wait_for("every endpoint healthy", Duration::from_secs(20), || {
-            let v = self.verdicts();
-            !v.is_empty() && v.iter().all(|(_, e)| e.iter().all(|e| e == "healthy"))
-        });
+    /// Stops the origins at the addresses `down` (those not stopped yet) and starts every
+    /// other one that is stopped; returns at once.
+    pub fn set_down(&mut self, down: &[&str]) {
+        for (&ip, origin) in &self.origins {
+            match (down.contains(&ip), self.stopped.contains(ip)) {
+                (true, false) => {
+                    origin.stop();
+                    self.stopped.insert(ip);
+                }
+                (false, true) => {
+                    origin.start();
+                    self.stopped.remove(ip);
+                }
+                _ => {}
+            }
+        }
     }
 
-    /// Whether `/status` has the only endpoint of `pool` voted `verdict`.
-    pub fn pool_voted(&self, pool: &str, verdict: &str) -> bool {
-        self.verdicts()
-            .iter()
-            .any(|(name, e)| name == pool && e.first().is_some_and(|v| v == verdict))
+    /// The origins at `down` stopped and every other one serving, and the mesh's verdicts
+    /// agreeing (unhealthy and healthy): the state a trial starts from, whatever the trial
+    /// before it left.
+    pub fn establish(&mut self, down: &[&str]) {
+        self.set_down(down);
+        wait_for(
+            &format!("{down:?} voted down and every other origin up"),
+            Duration::from_secs(20),
+            || {
+                let v = self.verdicts();
+                !v.is_empty()
+                    && v.iter().all(|(address, verdict)| {
+                        let expected = if down.contains(&address.as_str()) {
+                            "unhealthy"
+                        } else {
+                            "healthy"
+                        };
+                        verdict == expected
+                    })
+            },
+        );
     }
 
     /// Sends the aggregator SIGHUP (reload its config file).

@@ -51,7 +51,9 @@ impl<W: Send + 'static> Shared<W> {
     fn run(&self, name: &str, check: fn(&mut W)) {
         let mut slot = self.world.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*slot, Slot::NotStarted) {
+            let start = std::time::Instant::now();
             *slot = Slot::Running((self.start)());
+            report_time(&format!("the world of {name}"), start);
         }
         let Slot::Running(world) = &mut *slot else {
             panic!("the world is gone: every trial that needed it ran");
