@@ -16,17 +16,37 @@ struct Stream {
     failures: Vec<(Duration, u16)>,
 }
 
-/// Requests to `host` one after another for 10 s; `kill` stops 1 s in. The returned guard
-/// starts it again.
-fn stream<'w>(w: &'w World, host: &str, kill: &str) -> (Stream, Stopped<'w>) {
-    let stop = Instant::now() + Duration::from_secs(10);
-    let killed_at = Instant::now() + Duration::from_secs(1);
-    let mut failures = Vec::new();
-    let mut total = 0;
-    let mut stopped = None;
-    while Instant::now() < stop {
-        if stopped.is_none() && Instant::now() >= killed_at {
+/// Requests to `host` one after another; `kill` (an endpoint of `pool`) stops 1 s in. The
+/// stream ends once the mesh voted `kill` down and no request failed for the 2 s after both,
+/// or 10 s in, whichever comes first (so failures that go on are seen going on). The returned
+/// guard starts `kill` again.
+fn stream<'w>(w: &'w World, host: &str, pool: &str, kill: &str) -> (Stream, Stopped<'w>) {
+    let start = Instant::now();
+    let (deadline, killed_at) = (
+        start + Duration::from_secs(10),
+        start + Duration::from_secs(1),
+    );
+    let mut failures: Vec<(Duration, u16)> = Vec::new();
+    let (mut total, mut stopped, mut down_at, mut checked) = (0, None, None, start);
+    loop {
+        let now = Instant::now();
+        if now >= deadline {
+            break;
+        }
+        if stopped.is_none() && now >= killed_at {
             stopped = Some(Stopped::new([&w.origins[kill]]));
+        }
+        if stopped.is_some() && down_at.is_none() && now - checked >= Duration::from_millis(250) {
+            checked = now;
+            if w.verdict(pool, kill).as_deref() == Some("unhealthy") {
+                down_at = Some(now);
+            }
+        }
+        if let Some(down) = down_at {
+            let last_failure = failures.last().map(|(t, _)| killed_at + *t);
+            if now - last_failure.map_or(down, |f| f.max(down)) >= Duration::from_secs(2) {
+                break;
+            }
         }
         total += 1;
         let status = raw_status(w.proxy, host, "/");
@@ -55,7 +75,7 @@ pub fn errors(w: &World, lb: &str, code: &str) -> f64 {
 pub fn zero_downtime_failover_loses_no_request_when_an_origin_dies(w: &mut World) {
     w.wait_steady();
     let retried = retries(w, "zdt.example.test");
-    let (s, stopped) = stream(w, "zdt.example.test", "z1");
+    let (s, stopped) = stream(w, "zdt.example.test", "zdt", "z1");
     drop(stopped);
     assert!(s.total > 100, "only {} requests", s.total);
     assert!(
@@ -77,7 +97,7 @@ pub fn failover_across_pools_retries_on_the_next_pool(w: &mut World) {
     wait_for("the solo pool serves", Duration::from_secs(15), || {
         curl(&w.url, "across.example.test", &[]).origin() == "x1"
     });
-    let (s, stopped) = stream(w, "across.example.test", "x1");
+    let (s, stopped) = stream(w, "across.example.test", "solo", "x1");
     drop(stopped);
     assert!(
         s.failures.is_empty(),
@@ -130,7 +150,7 @@ pub fn a_refused_origin_answers_521(w: &mut World) {
 /// (tests/mesh.rs allows as much).
 pub fn a_dead_origin_stops_getting_requests_within_the_bound(w: &mut World) {
     w.wait_steady();
-    let (s, stopped) = stream(w, "nozdt.example.test", "z1");
+    let (s, stopped) = stream(w, "nozdt.example.test", "zdt", "z1");
     drop(stopped);
     assert!(
         !s.failures.is_empty(),

@@ -211,6 +211,20 @@ impl World {
         );
     }
 
+    /// The verdict on endpoint `endpoint` of pool `pool` in `/status`.
+    pub fn verdict(&self, pool: &str, endpoint: &str) -> Option<String> {
+        let status = get(self.admin, "/status")?;
+        let pool = status["pools"]
+            .as_array()?
+            .iter()
+            .find(|p| p["name"] == pool)?;
+        let e = pool["endpoints"]
+            .as_array()?
+            .iter()
+            .find(|e| e["name"] == endpoint)?;
+        e["verdict"].as_str().map(str::to_string)
+    }
+
     /// A number in the aggregator's Prometheus text: the value of the series `series` (its
     /// name and labels exactly as printed); 0 when it is absent.
     pub fn metric(&self, series: &str) -> f64 {
