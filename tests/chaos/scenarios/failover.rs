@@ -17,6 +17,33 @@ fn secs(d: Option<Duration>) -> String {
     })
 }
 
+/// Waits until agg1 answers fo.chaos.test with origins `want` (sorted), for at most `within`:
+/// how long that took. On a timeout, panics with `what`, the last answer, each wanted origin's
+/// verdicts on both aggregators and agg1's votes counted and fail-static flag (a CPU-starved
+/// mesh counts no votes and serves its last known health).
+fn wait_answer(m: &Mesh, want: &[&str], within: Duration, what: &str) -> Duration {
+    let ips = ip_of(m, want);
+    let mut last = (String::new(), Vec::new());
+    test_support::wait_until(within, || {
+        last = answer(m);
+        last.1 == ips
+    })
+    .unwrap_or_else(|| {
+        let verdicts: Vec<_> = want
+            .iter()
+            .map(|n| (n, m.verdict(0, n), m.verdict(1, n)))
+            .collect();
+        let tally = m
+            .status(0)
+            .map(|s| (s["votes_counted"].clone(), s["fail_static"].clone()));
+        panic!(
+            "timed out after {within:?} waiting for {what} ({}): last answer {last:?}; \
+             verdicts (agg1, agg2) {verdicts:?}; agg1's (votes counted, fail static) {tally:?}",
+            want.join("+")
+        )
+    })
+}
+
 /// Stops eu-1: both aggregators mark it unhealthy within the bound (interval x consecutive +
 /// 1 s, plus the machine's margin), DNS and the proxy stop using it; started again, it is
 /// healthy within the bound.
@@ -70,10 +97,12 @@ pub fn pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down(m: &mut
         for n in &stop {
             m.origins[*n].stop();
         }
-        let want = ip_of(m, &expect);
-        let t = test_support::wait_for("the next pool to answer", Duration::from_secs(20), || {
-            answer(m).1 == want
-        });
+        let t = wait_answer(
+            m,
+            &expect,
+            Duration::from_secs(20),
+            "the next pool to answer",
+        );
         steps.push(format!(
             "stop {} -> {} in {:.1} s",
             stop.join("+"),
@@ -110,11 +139,11 @@ fn every_origin_down(m: &Mesh) {
     for o in m.origins.values() {
         o.stop();
     }
-    let fallback = ip_of(m, &["static"]);
-    test_support::wait_for(
-        "every origin down and DNS on the fallback",
+    wait_answer(
+        m,
+        &["static"],
         Duration::from_secs(60),
-        || answer(m).1 == fallback,
+        "every origin down and DNS on the fallback",
     );
 }
 
@@ -171,11 +200,11 @@ pub fn pools_recover_in_order_as_their_origins_return(m: &mut Mesh) -> Outcome {
         for n in &start {
             m.origins[*n].start();
         }
-        let want = ip_of(m, &expect);
-        let t = test_support::wait_for(
-            "recovery to the restored pool",
+        let t = wait_answer(
+            m,
+            &expect,
             Duration::from_secs(20),
-            || answer(m).1 == want,
+            "recovery to the restored pool",
         );
         steps.push(format!(
             "start {} -> {} in {:.1} s",
