@@ -105,7 +105,7 @@ struct Demo {
     input: std::process::ChildStdin,
     resolver: SocketAddr,
     /// The demo, then Unbound.
-    procs: Procs,
+    procs: Interrupting,
     _resolver_dir: tempfile::TempDir,
 }
 
@@ -138,7 +138,7 @@ fn start_demo() -> Demo {
         "demo",
     );
     let input = demo.stdin.take().expect("stdin");
-    let mut procs = Procs(vec![demo]);
+    let mut procs = Interrupting(Procs(vec![demo]));
     let up = wait_for(
         "every demo endpoint to be healthy",
         Duration::from_secs(120),
@@ -152,7 +152,7 @@ fn start_demo() -> Demo {
     });
     let resolver_dir = tempfile::tempdir().expect("dir");
     let resolver = free_tcp_and_udp();
-    procs.0.push(unbound(resolver_dir.path(), resolver, dns));
+    procs.0 .0.push(unbound(resolver_dir.path(), resolver, dns));
     wait_for("the resolver answers", Duration::from_secs(20), || {
         resolve(resolver, &["demo.test", "SOA"]).0 == "NOERROR"
     });
@@ -169,6 +169,30 @@ fn start_demo() -> Demo {
 }
 
 static DEMO: Shared<Demo> = Shared::new(start_demo);
+
+/// The demo's processes, the demo first: stopped with Ctrl-C (SIGINT) when dropped, so that
+/// the demo stops the 40 processes it started (killed, it would leave them running), then
+/// killed if still there.
+struct Interrupting(Procs);
+
+impl Interrupting {
+    fn demo(&mut self) -> &mut std::process::Child {
+        &mut self.0 .0[0]
+    }
+}
+
+impl Drop for Interrupting {
+    fn drop(&mut self) {
+        let demo = self.demo();
+        if let Ok(None) = demo.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(demo.id()).expect("pid"));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            wait_until(Duration::from_secs(15), || {
+                demo.try_wait().is_ok_and(|s| s.is_some())
+            });
+        }
+    }
+}
 
 fn every_demo_endpoint_comes_up_healthy_with_every_prober_alive() {
     let d = DEMO.lock();
@@ -323,11 +347,11 @@ fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back() {
 
 fn ctrl_c_stops_the_demo_and_every_process_it_started() {
     let mut d = DEMO.lock();
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(d.procs.0[0].id()).expect("pid"));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(d.procs.demo().id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
     let mut exited = None;
     let ended = wait_until(Duration::from_secs(15), || {
-        exited = d.procs.0[0].try_wait().ok().flatten();
+        exited = d.procs.demo().try_wait().ok().flatten();
         exited.is_some()
     });
     let (admin, gossip) = (d.admin, d.gossip);
