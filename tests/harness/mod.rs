@@ -15,6 +15,9 @@ use libtest_mimic::{Arguments, Trial};
 enum Slot<W> {
     NotStarted,
     Running(W),
+    /// The start panicked, with this message: every trial of the world fails with it, rather
+    /// than each starting the world again.
+    Failed(String),
     Done,
 }
 
@@ -52,11 +55,16 @@ impl<W: Send + 'static> Shared<W> {
         let mut slot = self.world.lock().unwrap_or_else(PoisonError::into_inner);
         if matches!(*slot, Slot::NotStarted) {
             let start = std::time::Instant::now();
-            *slot = Slot::Running((self.start)());
+            *slot = match std::panic::catch_unwind(self.start) {
+                Ok(world) => Slot::Running(world),
+                Err(panic) => Slot::Failed(panic_message(&*panic)),
+            };
             report_time(&format!("the world of {name}"), start);
         }
-        let Slot::Running(world) = &mut *slot else {
-            panic!("the world is gone: every trial that needed it ran");
+        let world = match &mut *slot {
+            Slot::Running(world) => world,
+            Slot::Failed(why) => panic!("the world did not start: {why}"),
+            _ => panic!("the world is gone: every trial that needed it ran"),
         };
         let start = std::time::Instant::now();
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| check(world)));
@@ -70,6 +78,14 @@ impl<W: Send + 'static> Shared<W> {
             std::panic::resume_unwind(panic);
         }
     }
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<String>()
+        .cloned()
+        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+        .unwrap_or_default()
 }
 
 /// A trial that needs no shared world.
