@@ -13,6 +13,7 @@
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
+#[macro_use]
 mod harness;
 
 mod dns {
@@ -100,13 +101,6 @@ pub fn addresses(d: &Dig) -> Vec<String> {
     let mut a: Vec<String> = d.answers.iter().map(|(_, v)| v.clone()).collect();
     a.sort();
     a
-}
-
-/// Trials over `world`, each named after its function.
-macro_rules! trials {
-    ($world:expr, $($module:ident::$check:ident),+ $(,)?) => {
-        vec![$($world.trial(stringify!($check), $module::$check)),+]
-    };
 }
 
 fn main() {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+#[macro_use]
 mod harness;
 
 mod mesh {
@@ -53,13 +54,6 @@ pub fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
         .iter()
         .find(|e| e["name"] == endpoint)
         .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
-}
-
-/// Trials over `world`, each named after its function.
-macro_rules! trials {
-    ($world:expr, $($module:ident::$check:ident),+ $(,)?) => {
-        vec![$($world.trial(stringify!($check), $module::$check)),+]
-    };
 }
 
 fn main() {

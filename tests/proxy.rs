@@ -15,6 +15,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
+#[macro_use]
 mod harness;
 
 mod proxy {
@@ -102,13 +103,6 @@ pub fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0)
-}
-
-/// Trials over `world`, each named after its function.
-macro_rules! trials {
-    ($world:expr, $($module:ident::$check:ident),+ $(,)?) => {
-        vec![$($world.trial(stringify!($check), $module::$check)),+]
-    };
 }
 
 fn main() {

@@ -6,6 +6,14 @@
 //! node's log.
 #![allow(dead_code)]
 
+/// `trials![world, module::check, ...]`: a trial over `world` (a `Shared`) for each function,
+/// named after it.
+macro_rules! trials {
+    ($world:expr, $($module:ident::$check:ident),+ $(,)?) => {
+        vec![$($world.trial(stringify!($check), $module::$check)),+]
+    };
+}
+
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
