@@ -4,16 +4,21 @@
 //! mesh — probers and a second aggregator started with `--config-from-mesh` — which then serve
 //! it, catch up after a pause, refuse what does not validate on their side, and keep serving
 //! when the primary is gone.
+//!
+//! Two worlds, each started once and shared by the named trials of its behaviours (a
+//! `libtest-mimic` harness, `main` below): a config primary (`PRIMARY`) and a mesh following
+//! one (`MESH`). Each trial locks its world and establishes the state it needs.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-mod support;
-use support::*;
+mod shared_world;
+use shared_world::{Guard, Shared};
+use test_support::*;
 
 /// One API call: (status, ETag, JSON body or the text as a string).
 fn call(
@@ -192,16 +197,29 @@ fn wait_up(admin: SocketAddr) {
     });
 }
 
-#[test]
-fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
+/// A config primary on an empty file, with the write and the read token, and what its first
+/// writes answered: Cloudflare's example monitor, two pools (`primary-dc-1` and `fallback`)
+/// and a load balancer over them, written in that order as the trials below find them.
+struct Primary {
+    dir: tempfile::TempDir,
+    config: std::path::PathBuf,
+    admin: SocketAddr,
+    monitor: (u16, String, Value),
+    pool: (u16, String, Value),
+    fallback: (u16, String, Value),
+    lb: (u16, String, Value),
+    _origin: Origin,
+    _procs: Procs,
+}
+
+fn start_primary_world() -> Primary {
     let (dir, key) = scratch_dir_with_key("api");
     let config = dir.path().join("meshlb.toml");
     let admin = free_tcp();
     let args = tokens(dir.path());
-    let _procs = start_primary(&config, &key, admin, args);
+    let procs = start_primary(&config, &key, admin, args);
     let origin = origin();
-
-    let (status, etag, m) = call(
+    let monitor = call(
         admin,
         WRITE,
         "POST",
@@ -209,7 +227,78 @@ fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
         Some(&cloudflare_monitor(origin.port)),
         &[],
     );
-    assert_eq!(status, 200, "{m:#}");
+    let id = monitor.2["result"]["id"].as_str().unwrap_or("").to_string();
+    let pool = cloudflare_pool("primary-dc-1", &id, &[("app-server-1", "127.0.0.1", 0.6)]);
+    let pool = call(admin, WRITE, "POST", POOLS, Some(&pool), &[]);
+    let fallback = cloudflare_pool("fallback", &id, &[("b", "127.0.0.1", 1.0)]);
+    let fallback = call(admin, WRITE, "POST", POOLS, Some(&fallback), &[]);
+    let lb = cloudflare_lb("www.example.com", &["primary-dc-1"], "fallback");
+    let lb = call(admin, WRITE, "POST", LBS, Some(&lb), &[]);
+    Primary {
+        dir,
+        config,
+        admin,
+        monitor,
+        pool,
+        fallback,
+        lb,
+        _origin: origin,
+        _procs: procs,
+    }
+}
+
+static PRIMARY: Shared<Primary> = Shared::new(start_primary_world);
+
+impl Primary {
+    /// The id the API gave the monitor.
+    fn monitor_id(&self) -> String {
+        let m = &self.monitor.2;
+        m["result"]["id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("the monitor was not created: {m:#}"))
+            .to_string()
+    }
+
+    /// The generation in force (`GET /config`).
+    fn generation(&self) -> u64 {
+        let (_, _, state) = call(self.admin, READ, "GET", "/config", None, &[]);
+        state["result"]["generation"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no generation in {state:#}"))
+    }
+
+    /// `meshlb ARGS --admin ... --token-file ...`: exit code, stdout, stderr.
+    fn cli(&self, args: &[&str]) -> (Option<i32>, String, String) {
+        let token = self.dir.path().join("admin-token");
+        let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(args)
+            .args(["--admin", &self.admin.to_string()])
+            .args(["--token-file", token.to_str().unwrap()])
+            .output()
+            .expect("meshlb");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+            String::from_utf8_lossy(&out.stderr).to_string(),
+        )
+    }
+
+    /// The file in force with the monitor's description edited, written beside it.
+    fn edited_config(&self) -> (std::path::PathBuf, String) {
+        let edited = std::fs::read_to_string(&self.config)
+            .expect("config")
+            .replace("Login page monitor", "Edited monitor");
+        assert!(edited.contains("Edited monitor"), "{edited}");
+        let next = self.dir.path().join("next.toml");
+        std::fs::write(&next, &edited).expect("next");
+        (next, edited)
+    }
+}
+
+fn a_cloudflare_monitor_body_is_accepted_with_a_generated_id() {
+    let w = PRIMARY.lock();
+    let (status, _, m) = &w.monitor;
+    assert_eq!(*status, 200, "{m:#}");
     assert_eq!(
         (
             m["success"].clone(),
@@ -218,51 +307,51 @@ fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
         ),
         (json!(true), json!([]), json!([]))
     );
-    let monitor = m["result"]["id"].as_str().expect("id").to_string();
-    assert_eq!(
-        monitor.len(),
-        32,
-        "a Cloudflare-like generated id: {monitor}"
-    );
+    let id = w.monitor_id();
+    assert_eq!(id.len(), 32, "a Cloudflare-like generated id: {id}");
     assert_eq!(m["result"]["header"]["X-App-ID"], json!(["abc123"]));
-    assert_eq!(etag, "2", "the empty file was generation 1");
+}
 
-    let pool = cloudflare_pool(
-        "primary-dc-1",
-        &monitor,
-        &[("app-server-1", "127.0.0.1", 0.6)],
-    );
-    let (status, _, p) = call(admin, WRITE, "POST", POOLS, Some(&pool), &[]);
-    assert_eq!(status, 200, "{p:#}");
+fn cloudflare_pool_bodies_are_accepted_with_their_name_as_id() {
+    let w = PRIMARY.lock();
+    let (status, _, p) = &w.pool;
+    assert_eq!(*status, 200, "{p:#}");
     assert_eq!(p["result"]["id"], json!("primary-dc-1"));
-    let fallback = cloudflare_pool("fallback", &monitor, &[("b", "127.0.0.1", 1.0)]);
-    assert_eq!(
-        call(admin, WRITE, "POST", POOLS, Some(&fallback), &[]).0,
-        200
-    );
-    let lb = cloudflare_lb("www.example.com", &["primary-dc-1"], "fallback");
-    let (status, etag, l) = call(admin, WRITE, "POST", LBS, Some(&lb), &[]);
-    assert_eq!(status, 200, "{l:#}");
-    assert_eq!(l["result"]["steering_policy"], json!("dynamic_latency"));
-    assert_eq!(etag, "5");
+    assert_eq!(w.fallback.0, 200, "{:#}", w.fallback.2);
+}
 
-    // What meshlb lacks is refused with its path; nothing changes.
+fn a_cloudflare_load_balancer_body_is_accepted_with_its_steering() {
+    let w = PRIMARY.lock();
+    let (status, _, l) = &w.lb;
+    assert_eq!(*status, 200, "{l:#}");
+    assert_eq!(l["result"]["steering_policy"], json!("dynamic_latency"));
+}
+
+fn each_write_answers_the_next_generation_as_its_etag() {
+    let w = PRIMARY.lock();
+    let etags = [&w.monitor.1, &w.pool.1, &w.fallback.1, &w.lb.1];
+    assert_eq!(
+        etags,
+        ["2", "3", "4", "5"],
+        "the empty file was generation 1, then one per write"
+    );
+}
+
+fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written() {
+    let w = PRIMARY.lock();
+    let before = w.generation();
+    let monitor = w.monitor_id();
     let mut unsupported: Value =
         serde_json::from_str(&cloudflare_pool("p2", &monitor, &[("a", "127.0.0.1", 1.0)]))
             .expect("json");
     unsupported["origins"][0]["virtual_network_id"] = json!("a5624d4e-044a-4ff0-b3e1-e2465353d4b4");
     unsupported["notification_email"] = json!("someone@example.com");
-    let (status, etag, e) = call(
-        admin,
-        WRITE,
-        "POST",
-        POOLS,
-        Some(&unsupported.to_string()),
-        &[],
-    );
+    let body = unsupported.to_string();
+    let (status, etag, e) = call(w.admin, WRITE, "POST", POOLS, Some(&body), &[]);
     assert_eq!(status, 400, "{e:#}");
     assert_eq!(e["success"], json!(false));
-    assert_eq!(etag, "5", "nothing was written");
+    assert_eq!(etag, before.to_string(), "nothing was written");
+    assert_eq!(w.generation(), before, "nothing was written");
     let pointers: Vec<&str> = e["errors"]
         .as_array()
         .expect("errors")
@@ -271,17 +360,14 @@ fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
         .collect();
     assert!(pointers.contains(&"/origins/0/virtual_network_id"), "{e:#}");
     assert!(pointers.contains(&"/notification_email"), "{e:#}");
-    assert!(
-        e["errors"][0]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("unknown field"),
-        "{e:#}"
-    );
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("unknown field"), "{e:#}");
+}
 
-    // A value out of range, with its path, as `meshlb check` says it.
+fn a_value_of_the_wrong_type_is_refused_with_its_path() {
+    let w = PRIMARY.lock();
     let (status, _, e) = call(
-        admin,
+        w.admin,
         WRITE,
         "PATCH",
         &format!("{POOLS}/primary-dc-1"),
@@ -289,227 +375,195 @@ fn cloudflare_bodies_are_accepted_unchanged_and_refused_field_by_field() {
         &[],
     );
     assert_eq!(status, 400, "{e:#}");
-    assert_eq!(
-        e["errors"][0]["source"]["pointer"],
-        json!("/minimum_origins"),
-        "{e:#}"
-    );
+    let pointer = &e["errors"][0]["source"]["pointer"];
+    assert_eq!(pointer, &json!("/minimum_origins"), "{e:#}");
+}
 
-    // Lists carry result_info; reads work with the read token, writes do not.
-    let (status, _, list) = call(admin, READ, "GET", POOLS, None, &[]);
-    assert_eq!(status, 200);
-    assert_eq!(list["result_info"]["count"], json!(2));
-    assert_eq!(list["result_info"]["total_count"], json!(2));
-    let (status, _, e) = call(
-        admin,
-        READ,
-        "DELETE",
-        &format!("{POOLS}/fallback"),
-        None,
-        &[],
-    );
+fn lists_carry_result_info_and_the_read_token_reads_them() {
+    let w = PRIMARY.lock();
+    let (status, _, list) = call(w.admin, READ, "GET", POOLS, None, &[]);
+    assert_eq!(status, 200, "{list:#}");
+    assert_eq!(list["result_info"]["count"], json!(2), "{list:#}");
+    assert_eq!(list["result_info"]["total_count"], json!(2), "{list:#}");
+}
+
+fn the_read_token_cannot_write() {
+    let w = PRIMARY.lock();
+    let path = format!("{POOLS}/fallback");
+    let (status, _, e) = call(w.admin, READ, "DELETE", &path, None, &[]);
     assert_eq!((status, e["errors"][0]["code"].clone()), (403, json!(1005)));
-    assert_eq!(call(admin, None, "GET", POOLS, None, &[]).0, 401);
+}
+
+fn a_request_without_a_token_is_refused_401() {
+    let w = PRIMARY.lock();
+    assert_eq!(call(w.admin, None, "GET", POOLS, None, &[]).0, 401);
+}
+
+fn a_write_from_another_site_is_refused_403() {
+    let w = PRIMARY.lock();
+    let evil = [("Origin", "https://evil.example")];
     assert_eq!(
-        call(
-            admin,
-            WRITE,
-            "POST",
-            POOLS,
-            Some("{}"),
-            &[("Origin", "https://evil.example")]
-        )
-        .0,
+        call(w.admin, WRITE, "POST", POOLS, Some("{}"), &evil).0,
         403
     );
+}
 
-    // Two writes based on one generation: the first lands, the second is a conflict.
+fn a_second_write_based_on_the_same_generation_is_a_conflict() {
+    let w = PRIMARY.lock();
+    let based_on = format!("\"{}\"", w.generation());
+    let path = format!("{POOLS}/fallback");
+    let if_match = [("If-Match", based_on.as_str())];
     let patch = r#"{"description": "edited"}"#;
-    let (first, etag, _) = call(
-        admin,
-        WRITE,
-        "PATCH",
-        &format!("{POOLS}/fallback"),
-        Some(patch),
-        &[("If-Match", "\"5\"")],
-    );
-    assert_eq!((first, etag.as_str()), (200, "6"));
-    let (second, _, e) = call(
-        admin,
-        WRITE,
-        "PATCH",
-        &format!("{POOLS}/fallback"),
-        Some(r#"{"description": "again"}"#),
-        &[("If-Match", "\"5\"")],
-    );
+    let (first, etag, e) = call(w.admin, WRITE, "PATCH", &path, Some(patch), &if_match);
+    assert_eq!(first, 200, "the first lands: {e:#}");
+    assert_eq!(etag, w.generation().to_string());
+    let again = r#"{"description": "again"}"#;
+    let (second, _, e) = call(w.admin, WRITE, "PATCH", &path, Some(again), &if_match);
     assert_eq!(second, 409, "{e:#}");
     assert_eq!(e["errors"][0]["code"], json!(1003));
+}
 
-    // A pool in use cannot go: the error is the load balancer's reference, in the document.
-    let (status, _, e) = call(
-        admin,
-        WRITE,
-        "DELETE",
-        &format!("{POOLS}/primary-dc-1"),
-        None,
-        &[],
-    );
+fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference() {
+    let w = PRIMARY.lock();
+    let path = format!("{POOLS}/primary-dc-1");
+    let (status, _, e) = call(w.admin, WRITE, "DELETE", &path, None, &[]);
     assert_eq!(status, 400, "{e:#}");
-    assert!(
-        e["errors"]
-            .as_array()
-            .expect("errors")
-            .iter()
-            .any(|x| x["message"]
-                .as_str()
-                .unwrap_or("")
-                .starts_with("load_balancers[0]")),
-        "{e:#}"
-    );
+    let names_the_lb = e["errors"].as_array().expect("errors").iter().any(|x| {
+        x["message"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("load_balancers[0]")
+    });
+    assert!(names_the_lb, "{e:#}");
+}
 
-    // PUT replaces whole; a rename is refused; GET gives back what PUT took.
-    let (status, _, got) = call(
-        admin,
-        READ,
-        "GET",
-        &format!("{LBS}/www.example.com"),
-        None,
-        &[],
-    );
-    assert_eq!(status, 200);
-    let (status, _, put) = call(
-        admin,
-        WRITE,
-        "PUT",
-        &format!("{LBS}/www.example.com"),
-        Some(&got["result"].to_string()),
-        &[],
-    );
+fn a_resource_read_can_be_written_back_unchanged_making_no_generation() {
+    let w = PRIMARY.lock();
+    let path = format!("{LBS}/www.example.com");
+    let (status, _, got) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{got:#}");
+    let before = w.generation();
+    let body = got["result"].to_string();
+    let (status, _, put) = call(w.admin, WRITE, "PUT", &path, Some(&body), &[]);
+    assert_eq!(status, 200, "{put:#}");
     assert_eq!(
-        status, 200,
-        "a resource read can be written back unchanged: {put:#}"
-    );
-    let (status, _, _) = call(
-        admin,
-        WRITE,
-        "PUT",
-        &format!("{LBS}/www.example.com"),
-        Some(&cloudflare_lb(
-            "other.example.com",
-            &["fallback"],
-            "fallback",
-        )),
-        &[],
-    );
-    assert_eq!(status, 400);
-
-    // The health views answer in Cloudflare's shapes.
-    let (status, _, h) = call(
-        admin,
-        READ,
-        "GET",
-        &format!("{POOLS}/primary-dc-1/health"),
-        None,
-        &[],
-    );
-    assert_eq!(status, 200, "{h:#}");
-    assert_eq!(h["result"]["pool_id"], json!("primary-dc-1"));
-    assert!(
-        h["result"]["pop_health"]["WEU"]["origins"][0]["127.0.0.1"].is_object(),
-        "{h:#}"
-    );
-    let (status, _, ev) = call(
-        admin,
-        READ,
-        "GET",
-        "/client/v4/user/load_balancing_analytics/events",
-        None,
-        &[],
-    );
-    assert_eq!((status, ev["success"].clone()), (200, json!(true)));
-
-    // The file holds the generation; the one before is kept.
-    let text = std::fs::read_to_string(&config).expect("config");
-    assert!(text.contains("www.example.com"));
-    assert!(dir.path().join("meshlb.toml.previous").exists());
-    let sidecar: Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.path().join("meshlb.toml.generation")).expect("generation"),
-    )
-    .expect("json");
-    assert_eq!(
-        sidecar["generation"],
-        json!(6),
+        w.generation(),
+        before,
         "the unchanged PUT made no generation"
     );
-    // The file checks as the API checked it.
+}
+
+fn a_put_that_renames_is_refused() {
+    let w = PRIMARY.lock();
+    let path = format!("{LBS}/www.example.com");
+    let other = cloudflare_lb("other.example.com", &["fallback"], "fallback");
+    let (status, _, e) = call(w.admin, WRITE, "PUT", &path, Some(&other), &[]);
+    assert_eq!(status, 400, "{e:#}");
+}
+
+fn pool_health_answers_in_cloudflare_shape() {
+    let w = PRIMARY.lock();
+    let path = format!("{POOLS}/primary-dc-1/health");
+    let (status, _, h) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{h:#}");
+    assert_eq!(h["result"]["pool_id"], json!("primary-dc-1"));
+    let origin = &h["result"]["pop_health"]["WEU"]["origins"][0]["127.0.0.1"];
+    assert!(origin.is_object(), "{h:#}");
+}
+
+fn the_analytics_events_view_answers() {
+    let w = PRIMARY.lock();
+    let path = "/client/v4/user/load_balancing_analytics/events";
+    let (status, _, ev) = call(w.admin, READ, "GET", path, None, &[]);
+    assert_eq!(
+        (status, ev["success"].clone()),
+        (200, json!(true)),
+        "{ev:#}"
+    );
+}
+
+fn the_file_holds_the_generation_in_force_and_keeps_the_one_before() {
+    let w = PRIMARY.lock();
+    let text = std::fs::read_to_string(&w.config).expect("config");
+    assert!(text.contains("www.example.com"), "{text}");
+    assert!(w.dir.path().join("meshlb.toml.previous").exists());
+    let sidecar = w.dir.path().join("meshlb.toml.generation");
+    let sidecar: Value =
+        serde_json::from_str(&std::fs::read_to_string(sidecar).expect("generation")).expect("json");
+    assert_eq!(sidecar["generation"], json!(w.generation()), "{sidecar:#}");
+}
+
+fn the_written_file_passes_meshlb_check() {
+    let w = PRIMARY.lock();
     let check = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args(["check", config.to_str().unwrap()])
+        .args(["check", w.config.to_str().unwrap()])
         .output()
         .expect("check");
-    assert!(
-        check.status.success(),
-        "{}",
-        String::from_utf8_lossy(&check.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+}
 
-    // The CLI verbs over the same API.
-    let cli = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-            .args(args)
-            .args([
-                "--admin",
-                &admin.to_string(),
-                "--token-file",
-                dir.path().join("admin-token").to_str().unwrap(),
-            ])
-            .output()
-            .expect("meshlb");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).to_string(),
-            String::from_utf8_lossy(&out.stderr).to_string(),
-        )
-    };
-    let (code, out, err) = cli(&["pools", "list"]);
+fn meshlb_pools_list_shows_each_pool_with_its_description() {
+    let w = PRIMARY.lock();
+    let (code, out, err) = w.cli(&["pools", "list"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("primary-dc-1\tPrimary data center"), "{out}");
-    let file = dir.path().join("pool.json");
-    std::fs::write(
-        &file,
-        cloudflare_pool("from-cli", &monitor, &[("c", "127.0.0.1", 1.0)]),
-    )
-    .expect("pool file");
-    let (code, out, err) = cli(&["pools", "apply", "-f", file.to_str().unwrap()]);
+}
+
+fn meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work() {
+    let w = PRIMARY.lock();
+    let file = w.dir.path().join("pool.json");
+    let pool = cloudflare_pool("from-cli", &w.monitor_id(), &[("c", "127.0.0.1", 1.0)]);
+    std::fs::write(&file, pool).expect("pool file");
+    let file = file.to_str().unwrap();
+    let (code, out, err) = w.cli(&["pools", "apply", "-f", file]);
     assert_eq!((code, out.trim()), (Some(0), "created from-cli"), "{err}");
-    let (code, out, _) = cli(&["pools", "apply", "-f", file.to_str().unwrap()]);
-    assert_eq!((code, out.trim()), (Some(0), "replaced from-cli"));
-    let (code, out, _) = cli(&["pools", "get", "from-cli", "--json"]);
-    assert_eq!(code, Some(0));
-    assert_eq!(
-        serde_json::from_str::<Value>(&out).expect("json")["result"]["id"],
-        json!("from-cli")
-    );
-    let edited = std::fs::read_to_string(&config)
-        .expect("config")
-        .replace("Login page monitor", "Edited monitor");
-    let next = dir.path().join("next.toml");
-    std::fs::write(&next, &edited).expect("next");
-    let (code, out, _) = cli(&["config", "diff", next.to_str().unwrap()]);
+    let (code, out, err) = w.cli(&["pools", "apply", "-f", file]);
+    assert_eq!((code, out.trim()), (Some(0), "replaced from-cli"), "{err}");
+    let (code, out, err) = w.cli(&["pools", "get", "from-cli", "--json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let got: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(got["result"]["id"], json!("from-cli"));
+    let (code, _, err) = w.cli(&["pools", "delete", "from-cli"]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+fn meshlb_config_diff_shows_what_a_push_would_change() {
+    let w = PRIMARY.lock();
+    let (next, _) = w.edited_config();
+    let (code, out, _) = w.cli(&["config", "diff", next.to_str().unwrap()]);
     assert_eq!(code, Some(1), "a difference: {out}");
     assert!(out.contains("+description = \"Edited monitor\""), "{out}");
-    let (code, out, err) = cli(&["config", "push", next.to_str().unwrap(), "--if-match", "1"]);
+}
+
+fn a_config_push_based_on_a_stale_generation_is_refused_409() {
+    let w = PRIMARY.lock();
+    let (next, _) = w.edited_config();
+    let next = next.to_str().unwrap();
+    let (code, out, err) = w.cli(&["config", "push", next, "--if-match", "1"]);
     assert_ne!(code, Some(0), "a stale push is refused: {out}");
     assert!(err.contains("409"), "{err}");
-    let (code, out, err) = cli(&["config", "push", next.to_str().unwrap()]);
+}
+
+fn meshlb_config_push_writes_the_file_verbatim() {
+    let w = PRIMARY.lock();
+    let original = w.dir.path().join("original.toml");
+    std::fs::copy(&w.config, &original).expect("copy");
+    let (next, edited) = w.edited_config();
+    let next = next.to_str().unwrap();
+    let (code, out, err) = w.cli(&["config", "push", next]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.starts_with("pushed: generation"), "{out}");
+    let text = std::fs::read_to_string(&w.config).expect("config");
+    assert_eq!(text, edited, "pushed verbatim");
     assert_eq!(
-        std::fs::read_to_string(&config).expect("config"),
-        edited,
-        "pushed verbatim"
+        w.cli(&["config", "diff", next]).0,
+        Some(0),
+        "nothing left to push"
     );
-    assert_eq!(cli(&["config", "diff", next.to_str().unwrap()]).0, Some(0));
-    assert_eq!(cli(&["pools", "delete", "from-cli"]).0, Some(0));
+    // Put the monitor's description back for the trials after this one.
+    let (code, _, err) = w.cli(&["config", "push", original.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
 }
 
 fn members_at(admin: SocketAddr, generation: u64) -> (usize, usize) {
@@ -535,118 +589,129 @@ fn dig(dns: SocketAddr, name: &str) -> Vec<String> {
 }
 
 fn node(args: &[String]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node")
+    spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_meshlb")).args(args),
+        "node",
+    )
 }
 
-#[test]
-fn one_write_reaches_every_node_which_serves_it() {
+/// A mesh whose config comes from one primary: the primary aggregator, a second aggregator
+/// (with DNS) and four probers started with `--config-from-mesh`, one of them with a regions
+/// table without France. The primary has written a monitor, pool `eu` over origins `a`
+/// (127.0.0.2) and `b` (127.0.0.3), and `www.example.com` over it.
+struct Mesh {
+    dir: tempfile::TempDir,
+    key: std::path::PathBuf,
+    primary: SocketAddr,
+    secondary: SocketAddr,
+    dns: SocketAddr,
+    seed: SocketAddr,
+    a: Origin,
+    b: Origin,
+    /// The primary, then the follower aggregator, then the probers `prober-0` to `prober-3`.
+    procs: Procs,
+}
+
+/// The gossip arguments of a node listening on `listen`.
+fn mesh_args(listen: SocketAddr, seed: SocketAddr, key: &std::path::Path) -> Vec<String> {
+    let (listen, seed, key) = (
+        listen.to_string(),
+        seed.to_string(),
+        key.display().to_string(),
+    );
+    ["--listen", &listen, "--seed", &seed, "--key-file", &key]
+        .into_iter()
+        .chain(["--gossip-interval-ms", "100"])
+        .map(String::from)
+        .collect()
+}
+
+/// The config primary's command line (its gossip address is the mesh's seed).
+fn primary_args(
+    dir: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    seed: SocketAddr,
+) -> Vec<String> {
+    let config = dir.join("primary.toml").display().to_string();
+    let mut args: Vec<String> = ["aggregator", "--config", &config, "--region", "WEU"]
+        .into_iter()
+        .chain(["--admin", &admin.to_string(), "--config-primary"])
+        .map(String::from)
+        .collect();
+    args.extend(admin_token_args(dir));
+    args.extend(mesh_args(seed, seed, key));
+    args
+}
+
+/// A prober following the mesh's config; `prober-3` has a regions table without France.
+fn prober_args(
+    dir: &std::path::Path,
+    key: &std::path::Path,
+    seed: SocketAddr,
+    i: usize,
+) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    if i == 3 {
+        let regions = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regions.toml"))
+            .expect("regions");
+        let no_france: String = regions
+            .lines()
+            .filter(|l| !l.starts_with("FR "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let file = dir.join("regions-no-fr.toml");
+        std::fs::write(&file, no_france).expect("regions");
+        args.extend(["--regions".into(), file.display().to_string()]);
+    }
+    let config = dir.join(format!("prober-{i}.toml")).display().to_string();
+    let dc = ["ams", "fra", "lhr", "ams"][i];
+    let id = format!("prober-{i}");
+    args.extend(
+        ["prober", "--config", &config, "--region", "WEU", "--dc", dc]
+            .into_iter()
+            .chain(["--config-from-mesh", "--node-id", &id])
+            .map(String::from),
+    );
+    args.extend(mesh_args(free_udp(), seed, key));
+    args
+}
+
+fn start_mesh_world() -> Mesh {
     let (dir, key) = scratch_dir_with_key("api-mesh");
-    let primary_config = dir.path().join("primary.toml");
-    std::fs::write(&primary_config, "").expect("config");
+    std::fs::write(dir.path().join("primary.toml"), "").expect("config");
     let (a, b) = (origin_on("127.0.0.2"), origin_on("127.0.0.3"));
     let (primary, secondary, dns) = (free_tcp(), free_tcp(), free_tcp_and_udp());
     let seed = free_udp();
-    let mesh = |listen: SocketAddr| -> Vec<String> {
-        [
-            "--listen",
-            &listen.to_string(),
-            "--seed",
-            &seed.to_string(),
-            "--key-file",
-            &key.display().to_string(),
-            "--gossip-interval-ms",
-            "100",
-        ]
+    let mut procs = Procs(vec![node(&primary_args(dir.path(), &key, primary, seed))]);
+    let config = dir.path().join("secondary.toml").display().to_string();
+    let mut args: Vec<String> = ["aggregator", "--config", &config, "--region", "WEU"]
+        .into_iter()
+        .chain(["--admin", &secondary.to_string(), "--config-from-mesh"])
+        .chain(["--dns", &dns.to_string()])
         .map(String::from)
-        .to_vec()
-    };
-    let mut args: Vec<String> = [
-        "aggregator",
-        "--config",
-        primary_config.to_str().unwrap(),
-        "--region",
-        "WEU",
-        "--admin",
-        &primary.to_string(),
-        "--config-primary",
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(admin_token_args(dir.path()));
-    args.extend(mesh(seed));
-    let mut procs = Procs(vec![node(&args)]);
-    let mut args: Vec<String> = [
-        "aggregator",
-        "--config",
-        dir.path().join("secondary.toml").to_str().unwrap(),
-        "--region",
-        "WEU",
-        "--admin",
-        &secondary.to_string(),
-        "--config-from-mesh",
-        "--dns",
-        &dns.to_string(),
-    ]
-    .map(String::from)
-    .to_vec();
-    args.extend(admin_token_args(dir.path()));
-    args.extend(mesh(free_udp()));
-    procs.0.push(node(&args));
-    // One prober's regions table has no France: a load balancer steering France does not
-    // validate there.
-    let regions = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/regions.toml"))
-        .expect("regions");
-    let no_france: String = regions
-        .lines()
-        .filter(|l| !l.starts_with("FR "))
-        .map(|l| format!("{l}\n"))
         .collect();
-    std::fs::write(dir.path().join("regions-no-fr.toml"), no_france).expect("regions");
-    for (i, dc) in ["ams", "fra", "lhr", "ams"].iter().enumerate() {
-        let mut args: Vec<String> = Vec::new();
-        if i == 3 {
-            args.extend([
-                "--regions".into(),
-                dir.path().join("regions-no-fr.toml").display().to_string(),
-            ]);
-        }
-        args.extend(
-            [
-                "prober",
-                "--config",
-                dir.path()
-                    .join(format!("prober-{i}.toml"))
-                    .to_str()
-                    .unwrap(),
-                "--region",
-                "WEU",
-                "--dc",
-                dc,
-                "--config-from-mesh",
-                "--node-id",
-                &format!("prober-{i}"),
-            ]
-            .map(String::from),
-        );
-        args.extend(mesh(free_udp()));
-        procs.0.push(node(&args));
+    args.extend(admin_token_args(dir.path()));
+    args.extend(mesh_args(free_udp(), seed, &key));
+    procs.0.push(node(&args));
+    for i in 0..4 {
+        procs.0.push(node(&prober_args(dir.path(), &key, seed, i)));
     }
     wait_up(primary);
     wait_up(secondary);
     wait_for("every node in the mesh", Duration::from_secs(60), || {
         members_at(primary, 1) == (6, 6)
     });
-
-    let monitor = json!({ "name": "web", "type": "http", "interval": 2, "timeout": 1, "retries": 0, "path": "/" }).to_string();
-    assert_eq!(
-        call(primary, WRITE, "POST", MONITORS, Some(&monitor), &[]).0,
-        200
+    let monitor = json!({ "name": "web", "type": "http", "interval": 2, "timeout": 1, "retries": 0, "path": "/" });
+    let (status, _, e) = call(
+        primary,
+        WRITE,
+        "POST",
+        MONITORS,
+        Some(&monitor.to_string()),
+        &[],
     );
+    assert_eq!(status, 200, "the monitor: {e:#}");
     let mut pool: Value = serde_json::from_str(&cloudflare_pool(
         "eu",
         "web",
@@ -655,98 +720,151 @@ fn one_write_reaches_every_node_which_serves_it() {
     .expect("pool");
     pool["origins"][0]["port"] = json!(a.port);
     pool["origins"][1]["port"] = json!(b.port);
-    assert_eq!(
-        call(primary, WRITE, "POST", POOLS, Some(&pool.to_string()), &[]).0,
-        200
-    );
-    let lb = json!({ "name": "www.example.com", "default_pools": ["eu"], "fallback_pool": "eu", "ttl": 30 }).to_string();
-    let (status, etag, _) = call(primary, WRITE, "POST", LBS, Some(&lb), &[]);
-    assert_eq!(status, 200);
-    let generation: u64 = etag.parse().expect("generation");
-    wait_for(
-        "every node at the new generation",
-        Duration::from_secs(60),
-        || members_at(primary, generation) == (6, 6),
-    );
-
-    // The follower aggregator serves it: both endpoints once the probers' votes are in.
-    let both = vec!["127.0.0.2".to_string(), "127.0.0.3".to_string()];
-    wait_for(
-        "DNS answers both endpoints",
-        Duration::from_secs(60),
-        || dig(dns, "www.example.com") == both,
-    );
-
-    // A write on the follower names the primary.
-    let (status, _, e) = call(
-        secondary,
-        WRITE,
-        "DELETE",
-        &format!("{POOLS}/eu"),
-        None,
-        &[],
-    );
-    assert_eq!(status, 421, "{e:#}");
-    assert!(
-        e["errors"][0]["message"]
-            .as_str()
-            .unwrap_or("")
-            .contains("aggregator-weu-pop"),
-        "{e:#}"
-    );
-
-    // A paused prober misses a write and catches up when it runs again.
-    let paused = procs.0[2].id().to_string();
-    assert!(Command::new("kill")
-        .args(["-STOP", &paused])
-        .status()
-        .expect("kill")
-        .success());
-    let (status, etag, e) = call(
+    let (status, _, e) = call(primary, WRITE, "POST", POOLS, Some(&pool.to_string()), &[]);
+    assert_eq!(status, 200, "the pool: {e:#}");
+    let lb = json!({ "name": "www.example.com", "default_pools": ["eu"], "fallback_pool": "eu", "ttl": 30 });
+    let (status, _, e) = call(primary, WRITE, "POST", LBS, Some(&lb.to_string()), &[]);
+    assert_eq!(status, 200, "the load balancer: {e:#}");
+    Mesh {
+        dir,
+        key,
         primary,
+        secondary,
+        dns,
+        seed,
+        a,
+        b,
+        procs,
+    }
+}
+
+static MESH: Shared<Mesh> = Shared::new(start_mesh_world);
+
+impl Mesh {
+    /// Waits until every node (six, all alive) is at `generation`.
+    fn wait_everywhere(&self, generation: u64, what: &str) {
+        wait_for(what, Duration::from_secs(60), || {
+            members_at(self.primary, generation) == (6, 6)
+        });
+    }
+
+    /// Makes pool `eu`'s origins `a` alone, or `a` and `b`: returns the generation written.
+    fn write_origins(&self, with_b: bool) -> u64 {
+        let mut origins = vec![json!({ "name": "a", "address": "127.0.0.2", "port": self.a.port })];
+        if with_b {
+            origins.push(json!({ "name": "b", "address": "127.0.0.3", "port": self.b.port }));
+        }
+        let patch = json!({ "origins": origins }).to_string();
+        let path = format!("{POOLS}/eu");
+        let (status, etag, e) = call(self.primary, WRITE, "PATCH", &path, Some(&patch), &[]);
+        assert_eq!(status, 200, "{e:#}");
+        etag.parse().expect("generation")
+    }
+
+    /// Pool `eu` with both origins, at every node, both answered by the follower's DNS.
+    fn serve_both(&self) {
+        let generation = self.write_origins(true);
+        self.wait_everywhere(generation, "every node at the generation with a and b");
+        let both = vec!["127.0.0.2".to_string(), "127.0.0.3".to_string()];
+        wait_for(
+            "DNS answers both endpoints",
+            Duration::from_secs(60),
+            || dig(self.dns, "www.example.com") == both,
+        );
+    }
+
+    /// The primary's generation in force.
+    fn generation(&self) -> u64 {
+        let (_, _, state) = call(self.primary, WRITE, "GET", "/config", None, &[]);
+        state["result"]["generation"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("no generation in {state:#}"))
+    }
+}
+
+fn a_write_reaches_every_node_at_its_generation() {
+    let w = MESH.lock();
+    let path = format!("{POOLS}/eu");
+    let patch = json!({ "description": format!("written at {:?}", std::time::SystemTime::now()) });
+    let (status, etag, e) = call(
+        w.primary,
         WRITE,
         "PATCH",
-        &format!("{POOLS}/eu"),
-        Some(
-            &json!({ "origins": [{ "name": "a", "address": "127.0.0.2", "port": a.port }] })
-                .to_string(),
-        ),
+        &path,
+        Some(&patch.to_string()),
         &[],
     );
     assert_eq!(status, 200, "{e:#}");
     let generation: u64 = etag.parse().expect("generation");
+    w.wait_everywhere(generation, "every node at the new generation");
+}
+
+fn a_follower_aggregator_serves_what_the_primary_wrote() {
+    // Both endpoints, once the probers' votes are in.
+    MESH.lock().serve_both();
+}
+
+fn a_write_on_a_follower_is_refused_421_naming_the_primary() {
+    let w = MESH.lock();
+    let path = format!("{POOLS}/eu");
+    let (status, _, e) = call(w.secondary, WRITE, "DELETE", &path, None, &[]);
+    assert_eq!(status, 421, "{e:#}");
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("aggregator-weu-pop"), "{e:#}");
+}
+
+/// Sends `signal` (`STOP`, `CONT`) to a process.
+fn signal(pid: u32, signal: &str) {
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success(), "kill -{signal} {pid}");
+}
+
+/// Continues a stopped process when dropped, so a failing trial leaves none stopped.
+struct Paused(u32);
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        signal(self.0, "CONT");
+    }
+}
+
+fn a_paused_prober_catches_up_on_a_write_it_missed() {
+    let w = MESH.lock();
+    w.serve_both();
+    let paused = Paused(w.procs.0[2].id());
+    signal(paused.0, "STOP");
+    let generation = w.write_origins(false);
     wait_for(
         "DNS drops the deleted endpoint",
         Duration::from_secs(30),
-        || dig(dns, "www.example.com") == vec!["127.0.0.2".to_string()],
+        || dig(w.dns, "www.example.com") == vec!["127.0.0.2".to_string()],
     );
-    assert!(Command::new("kill")
-        .args(["-CONT", &paused])
-        .status()
-        .expect("kill")
-        .success());
-    wait_for(
+    drop(paused);
+    w.wait_everywhere(
+        generation,
         "every node, the paused one too, at the generation",
-        Duration::from_secs(60),
-        || members_at(primary, generation) == (6, 6),
     );
+}
 
-    // A document that does not validate on one node is refused there, and said so.
-    let (status, etag, e) = call(
-        primary,
-        WRITE,
-        "PATCH",
-        &format!("{LBS}/www.example.com"),
-        Some(r#"{"country_pools": {"FR": ["eu"]}}"#),
-        &[],
-    );
+fn a_document_one_node_cannot_validate_is_refused_there_and_reported() {
+    let w = MESH.lock();
+    let before = w.generation();
+    w.wait_everywhere(before, "every node at the generation in force");
+    let path = format!("{LBS}/www.example.com");
+    let (status, _, lb) = call(w.primary, WRITE, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{lb:#}");
+    let france = r#"{"country_pools": {"FR": ["eu"]}}"#;
+    let (status, etag, e) = call(w.primary, WRITE, "PATCH", &path, Some(france), &[]);
     assert_eq!(status, 200, "{e:#}");
     let refused_at: u64 = etag.parse().expect("generation");
     wait_for(
         "five nodes take it and one refuses it",
         Duration::from_secs(60),
         || {
-            let members = get(primary, "/members")
+            let members = get(w.primary, "/members")
                 .and_then(|m| m.as_array().cloned())
                 .unwrap_or_default();
             let took = members
@@ -756,7 +874,7 @@ fn one_write_reaches_every_node_which_serves_it() {
             let refused = members.iter().find(|m| m["node_id"] == json!("prober-3"));
             took == 5
                 && refused.is_some_and(|m| {
-                    m["config_generation"] == json!(generation)
+                    m["config_generation"] == json!(before)
                         && m["config_refused"]
                             .as_str()
                             .unwrap_or("")
@@ -764,29 +882,67 @@ fn one_write_reaches_every_node_which_serves_it() {
                 })
         },
     );
+    // The load balancer as it was, which every node takes.
+    let (status, etag, e) = call(
+        w.primary,
+        WRITE,
+        "PUT",
+        &path,
+        Some(&lb["result"].to_string()),
+        &[],
+    );
+    assert_eq!(status, 200, "{e:#}");
+    let generation: u64 = etag.parse().expect("generation");
+    w.wait_everywhere(generation, "every node at the generation without France");
+}
 
-    // With the primary gone, the follower keeps serving its generation and says the primary
-    // is missing; writes wait.
-    let mut primary_proc = procs.0.remove(0);
-    let _ = primary_proc.kill();
-    let _ = primary_proc.wait();
+fn without_the_primary_a_follower_keeps_serving_and_writes_wait() {
+    let mut w = MESH.lock();
+    w.serve_both();
+    let generation = w.generation();
+    let served = dig(w.dns, "www.example.com");
+    let mut primary = w.procs.0.remove(0);
+    let _ = primary.kill();
+    let _ = primary.wait();
+    // Started again when the trial ends, passed or failed.
+    let restart = primary_args(w.dir.path(), &w.key, w.primary, w.seed);
+    let back = Restart(&mut w, restart);
+    let m = &back.0;
     wait_for(
         "the follower sees no primary",
         Duration::from_secs(60),
-        || call(secondary, WRITE, "GET", "/config", None, &[]).2["result"]["primary"].is_null(),
+        || call(m.secondary, WRITE, "GET", "/config", None, &[]).2["result"]["primary"].is_null(),
     );
-    let (_, _, state) = call(secondary, WRITE, "GET", "/config", None, &[]);
+    let (_, _, state) = call(m.secondary, WRITE, "GET", "/config", None, &[]);
     assert_eq!(
         state["result"]["generation"],
-        json!(refused_at),
+        json!(generation),
         "{state:#}"
     );
-    assert_eq!(dig(dns, "www.example.com"), vec!["127.0.0.2".to_string()]);
-    let (status, _, e) = call(secondary, WRITE, "POST", POOLS, Some("{}"), &[]);
+    assert_eq!(dig(m.dns, "www.example.com"), served);
+    let (status, _, e) = call(m.secondary, WRITE, "POST", POOLS, Some("{}"), &[]);
     assert_eq!(status, 503, "{e:#}");
 }
 
-#[test]
+/// Starts the primary again (with `args`) when dropped, and waits (without failing: the trial
+/// that dropped it says what broke) for the follower and every node to see it.
+struct Restart<'a, 'w>(&'a mut Guard<'w, Mesh>, Vec<String>);
+
+impl Drop for Restart<'_, '_> {
+    fn drop(&mut self) {
+        let m = &mut self.0;
+        m.procs.0.insert(0, node(&self.1));
+        let within = Duration::from_secs(60);
+        wait_until(within, || TcpStream::connect(m.primary).is_ok());
+        wait_until(within, || {
+            !call(m.secondary, WRITE, "GET", "/config", None, &[]).2["result"]["primary"].is_null()
+        });
+        let (_, _, state) = call(m.primary, WRITE, "GET", "/config", None, &[]);
+        let generation = state["result"]["generation"].as_u64().unwrap_or(0);
+        wait_until(within, || members_at(m.primary, generation) == (6, 6));
+    }
+}
+
 fn every_control_plane_flag_is_documented() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.md"))
         .expect("docs/api.md");
@@ -815,7 +971,6 @@ fn every_control_plane_flag_is_documented() {
     }
 }
 
-#[test]
 fn request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key() {
     let (dir, key) = scratch_dir_with_key("api-limits");
     let config = dir.path().join("meshlb.toml");
@@ -878,4 +1033,46 @@ fn lb_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+}
+
+fn main() {
+    shared_world::run(
+        trials![
+            a_cloudflare_monitor_body_is_accepted_with_a_generated_id,
+            cloudflare_pool_bodies_are_accepted_with_their_name_as_id,
+            a_cloudflare_load_balancer_body_is_accepted_with_its_steering,
+            each_write_answers_the_next_generation_as_its_etag,
+            fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written,
+            a_value_of_the_wrong_type_is_refused_with_its_path,
+            lists_carry_result_info_and_the_read_token_reads_them,
+            the_read_token_cannot_write,
+            a_request_without_a_token_is_refused_401,
+            a_write_from_another_site_is_refused_403,
+            a_second_write_based_on_the_same_generation_is_a_conflict,
+            a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference,
+            a_resource_read_can_be_written_back_unchanged_making_no_generation,
+            a_put_that_renames_is_refused,
+            pool_health_answers_in_cloudflare_shape,
+            the_analytics_events_view_answers,
+            the_file_holds_the_generation_in_force_and_keeps_the_one_before,
+            the_written_file_passes_meshlb_check,
+            meshlb_pools_list_shows_each_pool_with_its_description,
+            meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work,
+            meshlb_config_diff_shows_what_a_push_would_change,
+            a_config_push_based_on_a_stale_generation_is_refused_409,
+            meshlb_config_push_writes_the_file_verbatim,
+            a_write_reaches_every_node_at_its_generation,
+            a_follower_aggregator_serves_what_the_primary_wrote,
+            a_write_on_a_follower_is_refused_421_naming_the_primary,
+            a_paused_prober_catches_up_on_a_write_it_missed,
+            a_document_one_node_cannot_validate_is_refused_there_and_reported,
+            without_the_primary_a_follower_keeps_serving_and_writes_wait,
+            every_control_plane_flag_is_documented,
+            request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key,
+        ],
+        // The two worlds and the limits' primary are light enough to run side by side, as
+        // the tests of this file always did.
+        true,
+        &[&PRIMARY, &MESH],
+    )
 }

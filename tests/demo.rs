@@ -1,14 +1,18 @@
 //! `meshlb demo` as a user runs it: 40 real processes and the demo origins come up healthy,
 //! `dig` and `curl` get answers from it, stopping an origin through its command input fails it
 //! over and starting it brings it back, and Ctrl-C (SIGINT) stops every process.
+//!
+//! One demo, started once and shared by the named trials (a `libtest-mimic` harness, `main` at
+//! the end, one trial at a time); the Ctrl-C trial runs last, as it ends the demo.
 
 use std::io::Write;
 use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod support;
-use support::*;
+mod shared_world;
+use shared_world::Shared;
+use test_support::*;
 
 /// A base port with itself and the 39 above it free for UDP on 127.0.0.1, below Linux's
 /// ephemeral range (32768 and up): a port there that is free now can be handed to any process's
@@ -41,7 +45,7 @@ fn healthy(admin: SocketAddr, endpoint: &str) -> Option<bool> {
 /// server) and forwards the client's EDNS Client Subnet to it; every other name is refused, so
 /// nothing leaves loopback.
 fn unbound(dir: &std::path::Path, listen: SocketAddr, stub: SocketAddr) -> std::process::Child {
-    support::unbound(
+    test_support::unbound(
         dir,
         listen,
         &format!(
@@ -89,63 +93,128 @@ fn resolve(resolver: SocketAddr, args: &[&str]) -> (String, Vec<String>) {
     (status, answers)
 }
 
-#[test]
-fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
+/// `meshlb demo` running (its every endpoint healthy, its 39 probers alive), and a real
+/// Unbound resolver delegating `demo.test` to it.
+struct Demo {
+    dns: SocketAddr,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    /// The first of the 40 gossip ports.
+    gossip: u16,
+    /// The demo's command input.
+    input: std::process::ChildStdin,
+    resolver: SocketAddr,
+    /// The demo, then Unbound.
+    procs: Interrupting,
+    _resolver_dir: tempfile::TempDir,
+}
+
+const ENDPOINTS: [&str; 7] = ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "static"];
+
+fn live_probers(admin: SocketAddr) -> usize {
+    get(admin, "/members")
+        .and_then(|m| m.as_array().cloned())
+        .map_or(0, |m| {
+            m.iter()
+                .filter(|m| m["role"] == "prober" && m["alive"] == true)
+                .count()
+        })
+}
+
+fn start_demo() -> Demo {
     let (dns, proxy, admin) = (free_tcp(), free_tcp(), free_tcp());
     let gossip = free_udp_range();
     let origin_port = free_tcp().port();
-    let mut demo = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args(["demo", "--no-view"])
-        .args(["--dns", &dns.to_string(), "--proxy", &proxy.to_string()])
-        .args(["--admin", &admin.to_string()])
-        .args(["--gossip-port", &gossip.to_string()])
-        .args(["--origin-port", &origin_port.to_string()])
-        // eu-2 flaps; a long up phase keeps it up for the whole test, whatever the timing.
-        .args(["--flap", "600,20"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("meshlb demo");
-    let mut input = demo.stdin.take().expect("stdin");
-
+    let mut demo = spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["demo", "--no-view"])
+            .args(["--dns", &dns.to_string(), "--proxy", &proxy.to_string()])
+            .args(["--admin", &admin.to_string()])
+            .args(["--gossip-port", &gossip.to_string()])
+            .args(["--origin-port", &origin_port.to_string()])
+            // eu-2 flaps; a long up phase keeps it up for the whole run, whatever the timing.
+            .args(["--flap", "600,20"])
+            .stdin(Stdio::piped()),
+        "demo",
+    );
+    let input = demo.stdin.take().expect("stdin");
+    let mut procs = Interrupting(Procs(vec![demo]));
     let up = wait_for(
         "every demo endpoint to be healthy",
         Duration::from_secs(120),
-        || {
-            ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "static"]
-                .iter()
-                .all(|e| healthy(admin, e) == Some(true))
-        },
+        || ENDPOINTS.iter().all(|e| healthy(admin, e) == Some(true)),
     );
     println!("demo healthy {up:?} after start");
     // A verdict needs only a majority of the datacenters that voted: wait for every prober
     // (13 regions x 3 datacenters) to be alive in the aggregator's view too.
     wait_for("39 live probers", Duration::from_secs(60), || {
-        get(admin, "/members")
-            .and_then(|m| m.as_array().cloned())
-            .is_some_and(|m| {
-                m.iter()
-                    .filter(|m| m["role"] == "prober" && m["alive"] == true)
-                    .count()
-                    == 39
-            })
+        live_probers(admin) == 39
     });
+    let resolver_dir = tempfile::tempdir().expect("dir");
+    let resolver = free_tcp_and_udp();
+    procs.0 .0.push(unbound(resolver_dir.path(), resolver, dns));
+    wait_for("the resolver answers", Duration::from_secs(20), || {
+        resolve(resolver, &["demo.test", "SOA"]).0 == "NOERROR"
+    });
+    Demo {
+        dns,
+        proxy,
+        admin,
+        gossip,
+        input,
+        resolver,
+        procs,
+        _resolver_dir: resolver_dir,
+    }
+}
 
-    // DNS: failover answers the first pool (eu); geo answers by the ECS region.
-    let mut answer = dig_short(dns, "failover.demo.test");
+static DEMO: Shared<Demo> = Shared::new(start_demo);
+
+/// The demo's processes, the demo first: stopped with Ctrl-C (SIGINT) when dropped, so that
+/// the demo stops the 40 processes it started (killed, it would leave them running), then
+/// killed if still there.
+struct Interrupting(Procs);
+
+impl Interrupting {
+    fn demo(&mut self) -> &mut std::process::Child {
+        &mut self.0 .0[0]
+    }
+}
+
+impl Drop for Interrupting {
+    fn drop(&mut self) {
+        let demo = self.demo();
+        if let Ok(None) = demo.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(i32::try_from(demo.id()).expect("pid"));
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+            wait_until(Duration::from_secs(15), || {
+                demo.try_wait().is_ok_and(|s| s.is_some())
+            });
+        }
+    }
+}
+
+fn every_demo_endpoint_comes_up_healthy_with_every_prober_alive() {
+    let d = DEMO.lock();
+    for e in ENDPOINTS {
+        assert_eq!(healthy(d.admin, e), Some(true), "{e}");
+    }
+    assert_eq!(live_probers(d.admin), 39);
+}
+
+fn failover_answers_the_first_pool() {
+    let d = DEMO.lock();
+    let mut answer = dig_short(d.dns, "failover.demo.test");
     answer.sort();
     assert_eq!(answer, vec!["127.0.1.11", "127.0.1.12"]);
+}
+
+fn geo_answers_by_the_ecs_region() {
+    let d = DEMO.lock();
     let geo = Command::new("dig")
-        .arg(format!("@{}", dns.ip()))
-        .args([
-            "-p",
-            &dns.port().to_string(),
-            "geo.demo.test",
-            "A",
-            "+short",
-            "+subnet=10.3.0.0/24",
-        ])
+        .arg(format!("@{}", d.dns.ip()))
+        .args(["-p", &d.dns.port().to_string(), "geo.demo.test", "A"])
+        .args(["+short", "+subnet=10.3.0.0/24"])
         .output()
         .expect("dig");
     let geo = String::from_utf8_lossy(&geo.stdout).to_string();
@@ -153,42 +222,52 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         geo.contains("127.0.1.3"),
         "SEAS clients get the ap pool: {geo}"
     );
-    // The proxied www.demo.test resolves to the demo's PoP (its proxy), never to an origin
-    // (seed 000: proxied hides the endpoints).
+}
+
+fn a_proxied_name_resolves_to_the_pop_never_to_an_origin() {
+    let d = DEMO.lock();
+    // Proxied hides the endpoints (docs/design.md).
     wait_for(
         "www.demo.test to name the PoP",
         Duration::from_secs(20),
-        || dig_short(dns, "www.demo.test") == vec![proxy.ip().to_string()],
+        || dig_short(d.dns, "www.demo.test") == vec![d.proxy.ip().to_string()],
     );
-    // Through a real resolver (Unbound, demo.test delegated to the demo): the apex, the
-    // names, NXDOMAIN, and ECS geo answers that differ per subnet.
-    let resolver_dir = tempfile::tempdir().expect("dir");
-    let resolver = free_tcp_and_udp();
-    let _unbound = Procs(vec![unbound(resolver_dir.path(), resolver, dns)]);
-    wait_for("the resolver answers", Duration::from_secs(20), || {
-        resolve(resolver, &["demo.test", "SOA"]).0 == "NOERROR"
-    });
-    let (status, soa) = resolve(resolver, &["demo.test", "SOA"]);
+}
+
+fn a_real_resolver_gets_the_apex_through_the_delegation() {
+    let d = DEMO.lock();
+    let (status, soa) = resolve(d.resolver, &["demo.test", "SOA"]);
     assert!(status == "NOERROR" && soa.len() == 1, "{status} {soa:?}");
-    let (status, ns) = resolve(resolver, &["demo.test", "NS"]);
+    let (status, ns) = resolve(d.resolver, &["demo.test", "NS"]);
     assert_eq!(
         (status.as_str(), ns),
         ("NOERROR", vec!["ns1.demo.test.".to_string()])
     );
+}
+
+fn a_real_resolver_gets_the_names_and_nxdomain_for_the_rest() {
+    let d = DEMO.lock();
     assert_eq!(
-        resolve(resolver, &["failover.demo.test", "A"]),
+        resolve(d.resolver, &["failover.demo.test", "A"]),
         (
             "NOERROR".to_string(),
             vec!["127.0.1.11".to_string(), "127.0.1.12".to_string()]
         )
     );
     assert_eq!(
-        resolve(resolver, &["www.demo.test", "A"]),
-        ("NOERROR".to_string(), vec![proxy.ip().to_string()])
+        resolve(d.resolver, &["www.demo.test", "A"]),
+        ("NOERROR".to_string(), vec![d.proxy.ip().to_string()])
     );
-    assert_eq!(resolve(resolver, &["nothing.demo.test", "A"]).0, "NXDOMAIN");
-    let ap = resolve(resolver, &["+subnet=10.3.0.0/24", "geo.demo.test", "A"]).1;
-    let eu = resolve(resolver, &["+subnet=10.1.0.0/24", "geo.demo.test", "A"]).1;
+    assert_eq!(
+        resolve(d.resolver, &["nothing.demo.test", "A"]).0,
+        "NXDOMAIN"
+    );
+}
+
+fn a_real_resolver_gets_geo_answers_that_differ_per_client_subnet() {
+    let d = DEMO.lock();
+    let ap = resolve(d.resolver, &["+subnet=10.3.0.0/24", "geo.demo.test", "A"]).1;
+    let eu = resolve(d.resolver, &["+subnet=10.1.0.0/24", "geo.demo.test", "A"]).1;
     assert!(
         ap.iter().all(|a| a.starts_with("127.0.1.3")) && !ap.is_empty(),
         "SEAS through the resolver: {ap:?}"
@@ -197,12 +276,14 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         eu.iter().all(|a| a.starts_with("127.0.1.1")) && !eu.is_empty(),
         "WEU through the resolver: {eu:?}"
     );
+}
 
-    // Each region measures its own RTTs (the origins emulate the distance from the probing
-    // region): from SEAS the ap pool is nearest, from WEU the eu pool, and the fallback is far
-    // from both.
+fn each_region_measures_its_own_rtts() {
+    let d = DEMO.lock();
+    // The origins emulate the distance from the probing region: from SEAS the ap pool is
+    // nearest, from WEU the eu pool, and the fallback is far from both.
     let rtt = |pool: &str, region: &str| -> Option<f64> {
-        get(admin, "/status")?["pools"]
+        get(d.admin, "/status")?["pools"]
             .as_array()?
             .iter()
             .find(|p| p["name"] == pool)?["rtt_ms"][region]
@@ -224,12 +305,15 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
             ap_seas < eu_seas && eu_weu < ap_weu && eu_weu < static_weu
         },
     );
-    // The proxy serves www.demo.test (dynamic latency from the PoP WEU) from the nearest real
-    // pool, eu — not from the fallback.
+}
+
+fn the_proxy_serves_from_the_nearest_real_pool_not_the_fallback() {
+    let d = DEMO.lock();
+    // Dynamic latency from the PoP WEU: the eu pool.
     let page = || {
         let out = Command::new("curl")
             .args(["-s", "--max-time", "5", "-H", "Host: www.demo.test"])
-            .arg(format!("http://{proxy}/"))
+            .arg(format!("http://{}/", d.proxy))
             .output()
             .expect("curl");
         String::from_utf8_lossy(&out.stdout).to_string()
@@ -240,27 +324,43 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         Duration::from_secs(60),
         || page().contains("(pool eu)"),
     );
+}
 
-    // Stop eu-1 through the demo's command input: the mesh marks it down, DNS drops it.
-    writeln!(input, "kill eu-1").expect("command");
+fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back() {
+    let mut d = DEMO.lock();
+    writeln!(d.input, "kill eu-1").expect("command");
+    let admin = d.admin;
     let down = wait_for("eu-1 to be marked down", Duration::from_secs(15), || {
         healthy(admin, "eu-1") == Some(false)
     });
     println!("eu-1 down {down:?} after the command");
-    assert!(!dig_short(dns, "failover.demo.test").contains(&"127.0.1.11".to_string()));
-    writeln!(input, "start eu-1").expect("command");
+    let answer = dig_short(d.dns, "failover.demo.test");
+    writeln!(d.input, "start eu-1").expect("command");
+    assert!(
+        !answer.contains(&"127.0.1.11".to_string()),
+        "DNS drops eu-1: {answer:?}"
+    );
     wait_for("eu-1 to be healthy again", Duration::from_secs(15), || {
         healthy(admin, "eu-1") == Some(true)
     });
+}
 
-    // Ctrl-C stops the demo and every process it started.
-    let pid = nix::unistd::Pid::from_raw(i32::try_from(demo.id()).expect("pid"));
+fn ctrl_c_stops_the_demo_and_every_process_it_started() {
+    let mut d = DEMO.lock();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(d.procs.demo().id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
     let mut exited = None;
-    wait_for("the demo to exit", Duration::from_secs(15), || {
-        exited = demo.try_wait().ok().flatten();
+    let ended = wait_until(Duration::from_secs(15), || {
+        exited = d.procs.demo().try_wait().ok().flatten();
         exited.is_some()
     });
+    let (admin, gossip) = (d.admin, d.gossip);
+    // A trial after this one gets a demo of its own.
+    Shared::restart_next(d);
+    assert!(
+        ended.is_some(),
+        "the demo did not exit within 15 s of SIGINT"
+    );
     assert!(exited.is_some_and(|s| s.success()), "{exited:?}");
     assert!(
         std::net::TcpStream::connect(admin).is_err(),
@@ -271,4 +371,25 @@ fn the_demo_runs_answers_fails_over_and_stops_cleanly() {
         freed,
         "every gossip port is free again: no prober is left running"
     );
+}
+
+fn main() {
+    shared_world::run(
+        trials![
+            every_demo_endpoint_comes_up_healthy_with_every_prober_alive,
+            failover_answers_the_first_pool,
+            geo_answers_by_the_ecs_region,
+            a_proxied_name_resolves_to_the_pop_never_to_an_origin,
+            a_real_resolver_gets_the_apex_through_the_delegation,
+            a_real_resolver_gets_the_names_and_nxdomain_for_the_rest,
+            a_real_resolver_gets_geo_answers_that_differ_per_client_subnet,
+            each_region_measures_its_own_rtts,
+            the_proxy_serves_from_the_nearest_real_pool_not_the_fallback,
+            an_origin_stopped_through_the_command_input_fails_over_and_comes_back,
+            // Last, as it ends the demo (a trial run after it would start another).
+            ctrl_c_stops_the_demo_and_every_process_it_started,
+        ],
+        false,
+        &[&DEMO],
+    )
 }

@@ -3,13 +3,19 @@
 //! rules' unit tests); every metric the dashboards and rules query is one meshlb exports, the
 //! exposition passes `promtool check metrics`, and a real Prometheus scrapes it and answers a
 //! query for it. The allocator's options reach jemalloc as operations.md says.
+//!
+//! The metric trials share one mesh (with Prometheus), started once; a `libtest-mimic` harness
+//! (`main` at the end) runs the trials and stops it after them.
 
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod support;
-use support::*;
+mod shared_world;
+use shared_world::Shared;
+use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
+use test_support::*;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -47,7 +53,6 @@ fn files(dir: &str, ext: &str) -> Vec<std::path::PathBuf> {
     v
 }
 
-#[test]
 fn kubernetes_manifests_parse_with_a_valid_config_and_real_flags() {
     let regions = lb_core::regions_table::RegionsTable::embedded().expect("regions");
     let mut kinds = BTreeSet::new();
@@ -128,7 +133,6 @@ impl FromDoc for serde_yaml_ng::Value {
 
 /// The allocator knob docs/operations.md names reaches jemalloc: an option it does not know is
 /// refused by name, and `stats_print` prints its statistics when the process exits.
-#[test]
 fn allocator_options_reach_jemalloc() {
     let run = |conf: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
@@ -154,7 +158,6 @@ fn allocator_options_reach_jemalloc() {
     );
 }
 
-#[test]
 fn systemd_units_use_real_flags() {
     for path in files("deploy/systemd", "service") {
         let text = std::fs::read_to_string(&path)
@@ -185,7 +188,6 @@ fn promtool(args: &[&str]) -> String {
     text
 }
 
-#[test]
 fn alert_rules_and_scrape_config_pass_promtool() {
     promtool(&["check", "rules", "alerts.yml"]);
     let tests = promtool(&["test", "rules", "alerts_test.yml"]);
@@ -236,139 +238,157 @@ fn queried_metrics() -> BTreeSet<String> {
     names
 }
 
-#[test]
-fn dashboards_and_rules_query_exported_metrics_and_prometheus_reads_them() {
-    let (scratch, key) = scratch_dir_with_key("deploy");
-    let dir = scratch.path();
-    let origin = origin();
-    let l4 = free_tcp();
-    let config = dir.join("meshlb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[[monitors]]
-name = "http"
-port = {port}
-interval = 1
-timeout = 1
-[[monitors]]
-name = "tcp"
-type = "tcp"
-port = {port}
-interval = 1
-timeout = 1
-[[monitor_groups]]
-name = "both"
-members = [{{ monitor = "http" }}, {{ monitor = "tcp", monitoring_only = true }}]
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
-[[pools]]
-name = "grouped"
-monitor_group = "both"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {port} }}]
-[[load_balancers]]
-name = "www.example.test"
-proxied = true
-default_pools = ["web"]
-[[load_balancers]]
-name = "dns.example.test"
-default_pools = ["web"]
-[[load_balancers]]
-name = "tcp.example.test"
-protocol = "tcp"
-listen = [{l4}]
-origin_port = {port}
-default_pools = ["web"]
-[notifications]
-[[notifications.webhooks]]
-name = "hook"
-url = "http://127.0.0.1:9/nowhere"
-"#,
-            port = origin.port,
-            l4 = l4.port(),
-        ),
-    )
-    .expect("config");
-    let (admin, dns, proxy, prober_metrics) =
-        (free_tcp(), free_tcp_and_udp(), free_tcp(), free_tcp());
-    let extra: Vec<String> = [
-        "--dns",
-        &dns.to_string(),
-        "--proxy",
-        &proxy.to_string(),
-        "--l4",
-        "127.0.0.1",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut mesh = start_mesh(&config, &key, admin, &extra);
-    // One more prober, alone, serving its own /metrics.
-    mesh.0.push(
-        Command::new(env!("CARGO_BIN_EXE_meshlb"))
-            .args(["prober", "--config", &config.display().to_string()])
-            .args([
-                "--region",
-                "WEU",
-                "--dc",
-                "ams",
-                "--listen",
-                &free_udp().to_string(),
-            ])
-            .args(["--key-file", &key.display().to_string()])
-            .args(["--metrics", &prober_metrics.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prober"),
-    );
-    wait_for(
-        "the endpoint to be healthy",
-        Duration::from_secs(20),
-        || {
-            scrape(admin).contains("meshlb_endpoint_state{")
-                && scrape(admin).lines().any(|l| {
-                    l.starts_with("meshlb_endpoint_state{")
-                        && l.contains("state=\"healthy\"")
-                        && l.ends_with(" 1")
-                })
-        },
-    );
-    // Traffic, so that request series have samples.
+/// A mesh exporting every kind of metric: an aggregator with DNS, the proxy and a layer-4 load
+/// balancer (each having served a request), a monitor group, a webhook channel; one more prober
+/// serving its own `/metrics`; and a real Prometheus scraping both.
+struct World {
+    admin: SocketAddr,
+    prober_metrics: SocketAddr,
+    /// Prometheus's web listener.
+    web: SocketAddr,
+    _origin: Origin,
+    _scratch: tempfile::TempDir,
+    _procs: Procs,
+}
+
+fn deploy_config(port: u16, l4: u16) -> String {
+    let on_origin = |name: &str| {
+        Pool::new(name)
+            .regions(&["WEU"])
+            .origin("a", ("127.0.0.1", port))
+    };
+    Config::new()
+        .monitor(Monitor::http("http").port(port).interval(1).timeout(1))
+        .monitor(Monitor::tcp("tcp").port(port).interval(1).timeout(1))
+        .monitor_group(MonitorGroup::new("both").member("http").monitoring_only("tcp"))
+        .pool(on_origin("web").monitor("http"))
+        .pool(on_origin("grouped").monitor_group("both"))
+        .load_balancer(Lb::new("www.example.test").proxied().pools(&["web"]))
+        .load_balancer(Lb::new("dns.example.test").pools(&["web"]))
+        .load_balancer(
+            Lb::new("tcp.example.test")
+                .protocol("tcp")
+                .listen(&[l4])
+                .origin_port(port)
+                .pools(&["web"]),
+        )
+        .extra("[notifications]\n[[notifications.webhooks]]\nname = \"hook\"\nurl = \"http://127.0.0.1:9/nowhere\"")
+        .render()
+}
+
+/// A query, a request through the proxy and a connection through the layer-4 load balancer,
+/// so that request series have samples.
+fn traffic(dns: SocketAddr, proxy: SocketAddr, l4: SocketAddr) {
     let _ = Command::new("dig")
-        .args([
-            "@127.0.0.1",
-            "-p",
-            &dns.port().to_string(),
-            "dns.example.test",
-            "A",
-            "+short",
-        ])
+        .args(["@127.0.0.1", "-p", &dns.port().to_string()])
+        .args(["dns.example.test", "A", "+short"])
         .output();
     let _ = Command::new("curl")
         .args(["-s", "-o", "/dev/null", "-H", "Host: www.example.test"])
         .arg(format!("http://{proxy}/"))
         .output();
-    // And a connection through the layer-4 load balancer.
     let _ = Command::new("curl")
         .args(["-s", "-o", "/dev/null"])
         .arg(format!("http://{l4}/"))
         .output();
+}
+
+/// Prometheus scraping `targets` every second, its data in `dir`, listening on `web`.
+fn prometheus(
+    dir: &std::path::Path,
+    targets: [SocketAddr; 2],
+    web: SocketAddr,
+) -> std::process::Child {
+    let [a, b] = targets;
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global: {{ scrape_interval: 1s }}\nscrape_configs:\n  - job_name: meshlb\n    static_configs:\n      - targets: [\"{a}\", \"{b}\"]\n"
+        ),
+    )
+    .expect("prometheus.yml");
+    Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("tsdb").display()
+        ))
+        .arg(format!("--web.listen-address={web}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus (package prometheus)")
+}
+
+fn start_world() -> World {
+    let (scratch, key) = scratch_dir_with_key("deploy");
+    let dir = scratch.path();
+    let origin = origin();
+    let l4 = free_tcp();
+    let config = dir.join("meshlb.toml");
+    std::fs::write(&config, deploy_config(origin.port, l4.port())).expect("config");
+    let (admin, dns, proxy, prober_metrics) =
+        (free_tcp(), free_tcp_and_udp(), free_tcp(), free_tcp());
+    let extra: Vec<String> = ["--dns", &dns.to_string(), "--proxy", &proxy.to_string()]
+        .into_iter()
+        .chain(["--l4", "127.0.0.1"])
+        .map(String::from)
+        .collect();
+    let mut procs = start_mesh(&config, &key, admin, &extra);
+    // One more prober, alone, serving its own /metrics.
+    procs.0.push(spawn_logged(
+        Command::new(env!("CARGO_BIN_EXE_meshlb"))
+            .args(["prober", "--config", &config.display().to_string()])
+            .args(["--region", "WEU", "--dc", "ams"])
+            .args(["--listen", &free_udp().to_string()])
+            .args(["--key-file", &key.display().to_string()])
+            .args(["--metrics", &prober_metrics.to_string()]),
+        "prober",
+    ));
+    let web = free_tcp();
+    procs.0.push(prometheus(dir, [admin, prober_metrics], web));
+    wait_for(
+        "the endpoint to be healthy",
+        Duration::from_secs(20),
+        || {
+            scrape(admin).lines().any(|l| {
+                l.starts_with("meshlb_endpoint_state{")
+                    && l.contains("state=\"healthy\"")
+                    && l.ends_with(" 1")
+            })
+        },
+    );
+    traffic(dns, proxy, l4);
     wait_for("the prober's first probes", Duration::from_secs(10), || {
         scrape(prober_metrics).contains("meshlb_probes_total{")
     });
-    let body = |text: String| {
-        text.split_once("\r\n\r\n")
-            .map_or(text.clone(), |(_, b)| b.to_string())
-    };
-    let exposition = format!("{}\n{}", body(scrape(admin)), body(scrape(prober_metrics)));
+    World {
+        admin,
+        prober_metrics,
+        web,
+        _origin: origin,
+        _scratch: scratch,
+        _procs: procs,
+    }
+}
 
-    // Every queried metric exists (histograms as name_bucket/_sum/_count).
+static WORLD: Shared<World> = Shared::new(start_world);
+
+/// The body of an HTTP answer (all of `text` when it has no head).
+fn body(text: String) -> String {
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(_, b)| b.to_string())
+}
+
+fn every_metric_the_dashboards_and_rules_query_is_exported() {
+    let w = WORLD.lock();
+    let exposition = format!(
+        "{}\n{}",
+        body(scrape(w.admin)),
+        body(scrape(w.prober_metrics))
+    );
+    // Histograms as name_bucket/_sum/_count.
     let exported: BTreeSet<&str> = exposition
         .lines()
         .filter(|l| l.starts_with("meshlb_"))
@@ -382,66 +402,56 @@ url = "http://127.0.0.1:9/nowhere"
         missing.is_empty(),
         "queried but not exported: {missing:?}\nexported: {exported:?}"
     );
+}
 
-    // The exposition of each node passes promtool's linter.
-    for (what, addr) in [("aggregator", admin), ("prober", prober_metrics)] {
-        let mut child = Command::new("promtool")
-            .args(["check", "metrics"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("promtool");
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(body(scrape(addr)).as_bytes())
-            .expect("write");
-        let out = child.wait_with_output().expect("promtool");
-        assert!(
-            out.status.success(),
-            "promtool check metrics ({what}):\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    // A real Prometheus scrapes both and answers a query through its HTTP API.
-    let web = free_tcp();
-    let prom_config = dir.join("prometheus.yml");
-    std::fs::write(
-        &prom_config,
-        format!(
-            "global: {{ scrape_interval: 1s }}\nscrape_configs:\n  - job_name: meshlb\n    static_configs:\n      - targets: [\"{admin}\", \"{prober_metrics}\"]\n"
-        ),
-    )
-    .expect("prometheus.yml");
-    mesh.0.push(
-        Command::new("prometheus")
-            .arg(format!("--config.file={}", prom_config.display()))
-            .arg(format!(
-                "--storage.tsdb.path={}",
-                dir.join("tsdb").display()
-            ))
-            .arg(format!("--web.listen-address={web}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("prometheus (package prometheus)"),
+/// `promtool check metrics` on what `/metrics` at `addr` serves.
+fn passes_promtool(what: &str, addr: SocketAddr) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body(scrape(addr)).as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("promtool");
+    assert!(
+        out.status.success(),
+        "promtool check metrics ({what}):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+fn the_aggregators_exposition_passes_promtool() {
+    let w = WORLD.lock();
+    passes_promtool("aggregator", w.admin);
+}
+
+fn the_probers_exposition_passes_promtool() {
+    let w = WORLD.lock();
+    passes_promtool("prober", w.prober_metrics);
+}
+
+fn a_real_prometheus_scrapes_both_nodes_and_answers_queries() {
+    let w = WORLD.lock();
     let query = |q: &str| -> Option<serde_json::Value> {
         let out = Command::new("curl")
             .args(["-s", "--max-time", "2", "--get", "--data-urlencode"])
             .arg(format!("query={q}"))
-            .arg(format!("http://{web}/api/v1/query"))
+            .arg(format!("http://{}/api/v1/query", w.web))
             .output()
             .ok()?;
         serde_json::from_slice(&out.stdout).ok()
     };
     wait_for(
-        "Prometheus to return meshlb series",
+        "Prometheus to return the aggregator's series",
         Duration::from_secs(30),
         || {
             query("meshlb_endpoint_state{state=\"healthy\"} == 1").is_some_and(|v| {
@@ -454,5 +464,22 @@ url = "http://127.0.0.1:9/nowhere"
     );
     let probes = query("sum(meshlb_probes_total)").expect("query");
     assert_eq!(probes["status"], "success", "{probes}");
-    drop(mesh);
+}
+
+fn main() {
+    shared_world::run(
+        trials![
+            kubernetes_manifests_parse_with_a_valid_config_and_real_flags,
+            allocator_options_reach_jemalloc,
+            systemd_units_use_real_flags,
+            alert_rules_and_scrape_config_pass_promtool,
+            every_metric_the_dashboards_and_rules_query_is_exported,
+            the_aggregators_exposition_passes_promtool,
+            the_probers_exposition_passes_promtool,
+            a_real_prometheus_scrapes_both_nodes_and_answers_queries,
+        ],
+        // The file checks need no world; they run beside the one the metrics trials share.
+        true,
+        &[&WORLD],
+    )
 }

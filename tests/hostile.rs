@@ -1,24 +1,33 @@
 //! Hostile clients against a real aggregator and prober: each attack, and the defence that
 //! holds (docs/security.md).
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::*;
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
 
-const CONFIG: &str = r#"
-[[pools]]
-name = "web"
-origins = [{ name = "a", address = "127.0.0.1", port = 9 }]
-[[load_balancers]]
-name = "www.hostile.test"
-proxied = true
-default_pools = ["web"]
-"#;
+/// Pool `web` of one endpoint `a` at `at`, behind `lb`.
+fn one_pool(at: impl test_support::config::Address, lb: Lb) -> Config {
+    Config::new()
+        .pool(Pool::new("web").origin("a", at))
+        .load_balancer(lb.pools(&["web"]))
+}
+
+/// Pool `web` of endpoints `a` and `b` at addresses (no ports), behind DNS load balancer `lb`.
+fn two_endpoints(a: &str, b: &str, lb: &str) -> String {
+    Config::new()
+        .pool(Pool::new("web").origin("a", a).origin("b", b))
+        .load_balancer(Lb::new(lb).pools(&["web"]))
+        .render()
+}
+
+/// A proxied `www.hostile.test` in front of a closed port.
+fn closed_port_config() -> String {
+    one_pool(("127.0.0.1", 9), Lb::new("www.hostile.test").proxied()).render()
+}
 
 /// `curl -X method` on the admin API with `headers`: the status code.
 fn call(admin: SocketAddr, method: &str, path: &str, headers: &[&str]) -> u16 {
@@ -50,7 +59,7 @@ fn wait_healthz(admin: SocketAddr) {
 fn admin_changes_need_the_token_and_never_come_from_a_browser() {
     let (scratch, key) = scratch_dir_with_key("hostile-admin");
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(&config, closed_port_config()).expect("config");
     // Without a token: reads open, every change refused.
     let open = free_tcp();
     let _open = Procs(vec![start_aggregator(
@@ -102,7 +111,7 @@ fn admin_changes_need_the_token_and_never_come_from_a_browser() {
 fn a_request_head_that_never_ends_is_cut_at_the_admin_head_timeout() {
     let (scratch, key) = scratch_dir_with_key("hostile-head");
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(&config, closed_port_config()).expect("config");
     let admin = free_tcp();
     let _p = Procs(vec![start_aggregator(
         &config,
@@ -150,7 +159,7 @@ fn cpu_seconds(pid: u32) -> f64 {
 fn connections_that_send_part_of_the_http2_preface_cost_next_to_nothing() {
     let (scratch, key) = scratch_dir_with_key("hostile-preface");
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(&config, closed_port_config()).expect("config");
     let (admin, proxy) = (free_tcp(), free_tcp());
     let child = start_aggregator(
         &config,
@@ -192,7 +201,7 @@ fn connections_that_send_part_of_the_http2_preface_cost_next_to_nothing() {
 fn a_node_whose_vital_task_ends_exits_non_zero_naming_it() {
     let (scratch, key) = scratch_dir_with_key("hostile-vital");
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(&config, CONFIG).expect("config");
+    std::fs::write(&config, closed_port_config()).expect("config");
     // The prober's metrics listener cannot bind: the node must not run on without it.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = taken.local_addr().expect("addr");
@@ -295,28 +304,16 @@ fn votes_count_only_from_datacenters_the_regions_table_lists() {
     let dir = scratch.path();
     let origin = origin();
     let config = dir.join("meshlb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[[monitors]]
-name = "tcp"
-type = "tcp"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "tcp"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {} }}]
-[[load_balancers]]
-name = "www.hostile.test"
-default_pools = ["web"]
-"#,
-            origin.port
-        ),
-    )
-    .expect("config");
+    Config::new()
+        .monitor(Monitor::tcp("tcp").interval(1).timeout(1))
+        .pool(
+            Pool::new("web")
+                .monitor("tcp")
+                .regions(&["WEU"])
+                .origin("a", ("127.0.0.1", origin.port)),
+        )
+        .load_balancer(Lb::new("www.hostile.test").pools(&["web"]))
+        .write(&config);
     // The embedded table refuses an unknown datacenter at start, with the ones it knows.
     let out = Command::new(env!("CARGO_BIN_EXE_meshlb"))
         .args(["prober", "--config", &config.display().to_string()])
@@ -459,24 +456,14 @@ fn invented_header_sessions_are_bounded_and_counted() {
     let (scratch, key) = scratch_dir_with_key("hostile-sessions");
     let origin = origin();
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[[pools]]
-name = "web"
-origins = [{{ name = "a", address = "127.0.0.1", port = {} }}]
-[[load_balancers]]
-name = "sticky.hostile.test"
-proxied = true
-default_pools = ["web"]
-session_affinity = "header"
-session_affinity_attributes = {{ headers = ["X-Session"] }}
-"#,
-            origin.port
-        ),
-    )
-    .expect("config");
+    let sticky = Lb::new("sticky.hostile.test")
+        .proxied()
+        .affinity("header")
+        .set(
+            "session_affinity_attributes",
+            r#"{ headers = ["X-Session"] }"#,
+        );
+    one_pool(("127.0.0.1", origin.port), sticky).write(&config);
     let (admin, proxy) = (free_tcp(), free_tcp());
     let _p = Procs(vec![start_aggregator(
         &config,
@@ -562,7 +549,7 @@ fn tcp_dns_query(id: u16, name: &str) -> Vec<u8> {
 fn dns_tcp_connections_are_capped_and_idle_ones_closed() {
     let (_p, admin, dns) = dns_aggregator(
         "hostile-dns-tcp",
-        "[[pools]]\nname = \"web\"\norigins = [{ name = \"a\", address = \"192.0.2.10\" }]\n[[load_balancers]]\nname = \"dns.hostile.test\"\ndefault_pools = [\"web\"]\n",
+        &one_pool("192.0.2.10", Lb::new("dns.hostile.test")).render(),
         &[
             "--dns-tcp-max-connections",
             "2",
@@ -630,14 +617,7 @@ fn dns_tcp_connections_are_capped_and_idle_ones_closed() {
 fn dns_answers_over_the_rate_slip_to_tcp_or_are_dropped() {
     let (_p, admin, dns) = dns_aggregator(
         "hostile-rrl",
-        r#"
-[[pools]]
-name = "web"
-origins = [{ name = "a", address = "192.0.2.10" }, { name = "b", address = "192.0.2.11" }]
-[[load_balancers]]
-name = "dns.hostile.test"
-default_pools = ["web"]
-"#,
+        &two_endpoints("192.0.2.10", "192.0.2.11", "dns.hostile.test"),
         &[
             "--dns-sockets",
             "1",
@@ -726,13 +706,7 @@ default_pools = ["web"]
 fn proxy_with(name: &str, port: u16, extra: &[&str]) -> (Procs, SocketAddr, SocketAddr) {
     let (scratch, key) = scratch_dir_with_key(name);
     let config = scratch.path().join("meshlb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[[pools]]\nname = \"web\"\norigins = [{{ name = \"a\", address = \"127.0.0.1\", port = {port} }}]\n[[load_balancers]]\nname = \"www.hostile.test\"\nproxied = true\ndefault_pools = [\"web\"]\n"
-        ),
-    )
-    .expect("config");
+    one_pool(("127.0.0.1", port), Lb::new("www.hostile.test").proxied()).write(&config);
     let (admin, proxy) = (free_tcp(), free_tcp());
     let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -1128,12 +1102,12 @@ fn an_http2_answer_that_outlasts_the_idle_timeout_is_not_cut() {
 
 #[test]
 fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
-    use mesh::keys::{encode_drains, DrainDecision, DRAINS};
+    use ::mesh::keys::{encode_drains, DrainDecision, DRAINS};
     let (scratch, key) = scratch_dir_with_key("hostile-drains");
     let config = scratch.path().join("meshlb.toml");
     std::fs::write(
         &config,
-        "[[pools]]\nname = \"web\"\norigins = [{ name = \"a\", address = \"192.0.2.1\" }, { name = \"b\", address = \"192.0.2.2\" }]\n[[load_balancers]]\nname = \"www.hostile.test\"\ndefault_pools = [\"web\"]\n",
+        two_endpoints("192.0.2.1", "192.0.2.2", "www.hostile.test"),
     )
     .expect("config");
     let admin = free_tcp();
@@ -1171,15 +1145,19 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
         let mut nodes = Vec::new();
         // A prober drains a; a node claiming to be an aggregator drains b for ever.
         for (name, role, d) in [
-            ("insider-prober", mesh::Role::Prober, decision("a", now_ms)),
+            (
+                "insider-prober",
+                ::mesh::Role::Prober,
+                decision("a", now_ms),
+            ),
             (
                 "insider-aggregator",
-                mesh::Role::Aggregator,
+                ::mesh::Role::Aggregator,
                 decision("b", u64::MAX),
             ),
         ] {
-            let node = mesh::start(
-                &mesh::NodeIdentity {
+            let node = ::mesh::start(
+                &::mesh::NodeIdentity {
                     node_id: name.into(),
                     role,
                     region: "WEU".into(),
@@ -1187,15 +1165,15 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
                     config_hash: String::new(),
                     config_loaded_at: 0,
                 },
-                &mesh::MeshSettings {
+                &::mesh::MeshSettings {
                     cluster_id: "meshlb".into(),
                     listen: free_udp(),
                     advertise: None,
                     aliases: Vec::new(),
-                    send_format: mesh::SendFormat::Bound,
+                    send_format: ::mesh::SendFormat::Bound,
                     seeds: vec![seed.clone()],
                     gossip_interval: Duration::from_millis(100),
-                    keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
+                    keys: ::mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
                     dead_node_grace: Duration::from_secs(60),
                 },
             )

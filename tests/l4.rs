@@ -2,14 +2,30 @@
 //! through a TCP load balancer, HAProxy reading PROXY v1 and v2 headers, a real Unbound
 //! through a UDP load balancer with `dig`, and test origins that show what reached them.
 
-mod support;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::*;
+use test_support::config::{Config, Endpoint, Lb, Pool};
+use test_support::*;
+
+/// A layer-4 load balancer `name` (`protocol` `tcp` or `udp`) listening on `port`, over `pool`.
+fn layer4(name: &str, protocol: &str, port: u16, pool: &str) -> Lb {
+    Lb::new(name)
+        .protocol(protocol)
+        .listen(&[port])
+        .pools(&[pool])
+}
+
+/// Pool `pool` of one endpoint `a` on 127.0.0.1 `port`, behind a TCP load balancer `name`
+/// listening on `listen`.
+fn one_tcp(name: &str, listen: u16, pool: &str, port: u16) -> String {
+    Config::new()
+        .pool(Pool::new(pool).origin("a", ("127.0.0.1", port)))
+        .load_balancer(layer4(name, "tcp", listen, pool))
+        .render()
+}
 
 /// A TCP origin that greets each connection with `name\n`, echoes what it reads, and on the
 /// client's half-close closes its side.
@@ -152,28 +168,20 @@ fn tcp_is_steered_by_weight_fails_over_passes_half_closes_and_idles_out() {
     let (a, b) = (echo_origin("a"), echo_origin("b"));
     let dead = closed_port();
     let (port, failover) = (free_port(), free_port());
-    let config = format!(
-        r#"
-[[pools]]
-name = "weighted"
-origins = [{{ name = "a", address = "127.0.0.1", port = {a}, weight = 0.8 }},
-           {{ name = "b", address = "127.0.0.1", port = {b}, weight = 0.2 }}]
-[[pools]]
-name = "half-dead"
-origins = [{{ name = "dead", address = "127.0.0.1", port = {dead} }},
-           {{ name = "a", address = "127.0.0.1", port = {a} }}]
-[[load_balancers]]
-name = "tcp.l4.test"
-protocol = "tcp"
-listen = [{port}]
-default_pools = ["weighted"]
-[[load_balancers]]
-name = "failover.l4.test"
-protocol = "tcp"
-listen = [{failover}]
-default_pools = ["half-dead"]
-"#
-    );
+    let config = Config::new()
+        .pool(
+            Pool::new("weighted")
+                .endpoint(Endpoint::new("a", ("127.0.0.1", a)).weight(0.8))
+                .endpoint(Endpoint::new("b", ("127.0.0.1", b)).weight(0.2)),
+        )
+        .pool(
+            Pool::new("half-dead")
+                .origin("dead", ("127.0.0.1", dead))
+                .origin("a", ("127.0.0.1", a)),
+        )
+        .load_balancer(layer4("tcp.l4.test", "tcp", port, "weighted"))
+        .load_balancer(layer4("failover.l4.test", "tcp", failover, "half-dead"))
+        .render();
     let node = aggregator("l4-tcp", &config, &["--l4-idle-timeout-ms", "1000"]);
     wait_serving(port);
     // Weights over many connections: 0.8 / 0.2 (400 draws: a's share within 0.65..0.92).
@@ -230,22 +238,16 @@ default_pools = ["half-dead"]
 fn client_ip_hash_keeps_each_client_on_one_endpoint() {
     let origins = [echo_origin("a"), echo_origin("b"), echo_origin("c")];
     let port = free_port();
-    let config = format!(
-        r#"
-[[pools]]
-name = "hashed"
-origin_steering = {{ policy = "hash" }}
-origins = [{{ name = "a", address = "127.0.0.1", port = {} }},
-           {{ name = "b", address = "127.0.0.1", port = {} }},
-           {{ name = "c", address = "127.0.0.1", port = {} }}]
-[[load_balancers]]
-name = "sticky.l4.test"
-protocol = "tcp"
-listen = [{port}]
-default_pools = ["hashed"]
-"#,
-        origins[0], origins[1], origins[2]
-    );
+    let hashed = ["a", "b", "c"]
+        .iter()
+        .zip(origins)
+        .fold(Pool::new("hashed").steering("hash"), |p, (n, o)| {
+            p.origin(n, ("127.0.0.1", o))
+        });
+    let config = Config::new()
+        .pool(hashed)
+        .load_balancer(layer4("sticky.l4.test", "tcp", port, "hashed"))
+        .render();
     let _node = aggregator("l4-hash", &config, &[]);
     wait_serving(port);
     let mut seen = std::collections::BTreeSet::new();
@@ -293,19 +295,10 @@ fn a_real_redis_through_a_tcp_load_balancer() {
     let (child, redis_port) = redis(scratch.path());
     let _redis = Procs(vec![child]);
     let port = free_port();
-    let config = format!(
-        r#"
-[[pools]]
-name = "redis"
-origins = [{{ name = "r", address = "127.0.0.1" }}]
-[[load_balancers]]
-name = "redis.l4.test"
-protocol = "tcp"
-listen = [{port}]
-origin_port = {redis_port}
-default_pools = ["redis"]
-"#
-    );
+    let config = Config::new()
+        .pool(Pool::new("redis").origin("r", "127.0.0.1"))
+        .load_balancer(layer4("redis.l4.test", "tcp", port, "redis").origin_port(redis_port))
+        .render();
     let _node = aggregator("l4-redis", &config, &[]);
     wait_for("redis through meshlb", Duration::from_secs(20), || {
         redis_cli(port, &["PING"]) == "PONG"
@@ -360,16 +353,16 @@ fn haproxy_reads_the_client_address_from_proxy_v1_and_v2() {
     let _haproxy = Procs(vec![haproxy(scratch.path(), origin_port)]);
     let (v1, v2, none) = (free_port(), free_port(), free_port());
     let lb = |name: &str, port: u16, pp: &str| {
-        format!(
-            "[[load_balancers]]\nname = \"{name}\"\nprotocol = \"tcp\"\nlisten = [{port}]\norigin_port = {origin_port}\nproxy_protocol = \"{pp}\"\ndefault_pools = [\"h\"]\n"
-        )
+        layer4(name, "tcp", port, "h")
+            .origin_port(origin_port)
+            .proxy_protocol(pp)
     };
-    let config = format!(
-        "[[pools]]\nname = \"h\"\norigins = [{{ name = \"haproxy\", address = \"127.0.0.1\" }}]\n{}{}{}",
-        lb("v1.l4.test", v1, "v1"),
-        lb("v2.l4.test", v2, "v2"),
-        lb("none.l4.test", none, "off"),
-    );
+    let config = Config::new()
+        .pool(Pool::new("h").origin("haproxy", "127.0.0.1"))
+        .load_balancer(lb("v1.l4.test", v1, "v1"))
+        .load_balancer(lb("v2.l4.test", v2, "v2"))
+        .load_balancer(lb("none.l4.test", none, "off"))
+        .render();
     let _node = aggregator("l4-pp", &config, &[]);
     wait_for("HAProxy through meshlb", Duration::from_secs(20), || {
         http_from("127.0.0.1", v1).is_some()
@@ -392,7 +385,7 @@ fn haproxy_reads_the_client_address_from_proxy_v1_and_v2() {
 
 /// Unbound on `port` answering `dns.l4.test` from local data.
 fn unbound(dir: &std::path::Path, port: u16) -> Child {
-    support::unbound(
+    test_support::unbound(
         dir,
         SocketAddr::from(([127, 0, 0, 1], port)),
         "  local-zone: \"l4.test.\" static\n  local-data: \"dns.l4.test. 60 IN A 192.0.2.53\"\n",
@@ -425,18 +418,10 @@ fn dig_through_a_udp_load_balancer_to_unbound_and_flows_expire() {
         dig(unbound_port) == "192.0.2.53"
     });
     let port = free_udp().port();
-    let config = format!(
-        r#"
-[[pools]]
-name = "resolvers"
-origins = [{{ name = "unbound", address = "127.0.0.1", port = {unbound_port} }}]
-[[load_balancers]]
-name = "udp.l4.test"
-protocol = "udp"
-listen = [{port}]
-default_pools = ["resolvers"]
-"#
-    );
+    let config = Config::new()
+        .pool(Pool::new("resolvers").origin("unbound", ("127.0.0.1", unbound_port)))
+        .load_balancer(layer4("udp.l4.test", "udp", port, "resolvers"))
+        .render();
     let node = aggregator("l4-udp", &config, &["--l4-udp-idle-timeout-ms", "500"]);
     wait_for("dig through meshlb", Duration::from_secs(20), || {
         dig(port) == "192.0.2.53"
@@ -470,19 +455,10 @@ fn udp_flows_carry_the_simple_proxy_protocol_and_replies_lose_it() {
         }
     });
     let port = free_udp().port();
-    let config = format!(
-        r#"
-[[pools]]
-name = "spp"
-origins = [{{ name = "o", address = "127.0.0.1", port = {origin_port} }}]
-[[load_balancers]]
-name = "spp.l4.test"
-protocol = "udp"
-listen = [{port}]
-proxy_protocol = "simple"
-default_pools = ["spp"]
-"#
-    );
+    let config = Config::new()
+        .pool(Pool::new("spp").origin("o", ("127.0.0.1", origin_port)))
+        .load_balancer(layer4("spp.l4.test", "udp", port, "spp").proxy_protocol("simple"))
+        .render();
     let _node = aggregator("l4-spp", &config, &[]);
     let client = UdpSocket::bind("127.0.0.9:0").expect("bind");
     client
@@ -506,11 +482,7 @@ default_pools = ["spp"]
 fn reloads_open_new_ports_close_old_ones_and_refuse_a_port_in_use() {
     let a = echo_origin("a");
     let (first, second) = (free_port(), free_port());
-    let lb = |port: u16| {
-        format!(
-            "[[pools]]\nname = \"p\"\norigins = [{{ name = \"a\", address = \"127.0.0.1\", port = {a} }}]\n[[load_balancers]]\nname = \"reload.l4.test\"\nprotocol = \"tcp\"\nlisten = [{port}]\ndefault_pools = [\"p\"]\n"
-        )
-    };
+    let lb = |port: u16| one_tcp("reload.l4.test", port, "p", a);
     let node = aggregator("l4-reload", &lb(first), &[]);
     wait_serving(first);
     // A connection open across the reload goes on.
@@ -544,9 +516,7 @@ fn reloads_open_new_ports_close_old_ones_and_refuse_a_port_in_use() {
 fn a_layer4_name_resolves_to_the_pops_and_is_not_the_http_proxys() {
     let a = echo_origin("a");
     let (port, dns, proxy) = (free_port(), free_tcp_and_udp(), free_tcp());
-    let config = format!(
-        "[[pools]]\nname = \"p\"\norigins = [{{ name = \"a\", address = \"127.0.0.1\", port = {a} }}]\n[[load_balancers]]\nname = \"ssh.l4.test\"\nprotocol = \"tcp\"\nlisten = [{port}]\ndefault_pools = [\"p\"]\n"
-    );
+    let config = one_tcp("ssh.l4.test", port, "p", a);
     let dns_arg = dns.to_string();
     let proxy_arg = proxy.to_string();
     let node = aggregator(
@@ -608,26 +578,12 @@ fn connections_beyond_the_limit_are_closed_and_flows_beyond_the_table_evict_the_
         }
     });
     let (tcp, udp) = (free_port(), free_udp().port());
-    let config = format!(
-        r#"
-[[pools]]
-name = "t"
-origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}]
-[[pools]]
-name = "u"
-origins = [{{ name = "echo", address = "127.0.0.1", port = {udp_port} }}]
-[[load_balancers]]
-name = "tcp.l4.test"
-protocol = "tcp"
-listen = [{tcp}]
-default_pools = ["t"]
-[[load_balancers]]
-name = "udp.l4.test"
-protocol = "udp"
-listen = [{udp}]
-default_pools = ["u"]
-"#
-    );
+    let config = Config::new()
+        .pool(Pool::new("t").origin("a", ("127.0.0.1", a)))
+        .pool(Pool::new("u").origin("echo", ("127.0.0.1", udp_port)))
+        .load_balancer(layer4("tcp.l4.test", "tcp", tcp, "t"))
+        .load_balancer(layer4("udp.l4.test", "udp", udp, "u"))
+        .render();
     let node = aggregator(
         "l4-limits",
         &config,

@@ -2,15 +2,21 @@
 //! `monitoring_only` one) of a group on real loopback servers, the aggregator combines them,
 //! `/status` shows each member with its votes, events name the member that moved a verdict,
 //! and `dig` sees the endpoint leave and come back.
+//!
+//! One mesh, started once and shared by the named trials (a `libtest-mimic` harness, `main` at
+//! the end); a trial that stops a member's origin starts it again and waits for the steady
+//! state.
 
-mod support;
+mod shared_world;
 
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::*;
+use shared_world::Shared;
+use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
+use test_support::*;
 
 /// A TCP listener on `ip:port` that accepts and drops connections (a TCP monitor's origin).
 fn tcp_listener(ip: &str, port: u16) {
@@ -77,107 +83,163 @@ fn wait_verdicts(admin: SocketAddr, name: &str, want: (&str, [&str; 3]), what: &
     assert!(ok.is_some(), "{what}: want {want:?}, last seen {seen:?}");
 }
 
-#[test]
-fn a_group_combines_an_http_and_a_tcp_member_across_real_probers() {
+/// A mesh (with DNS) over pool `web` of endpoints `a` (127.0.0.1) and `b` (127.0.0.2), judged
+/// by monitor group `web-and-port`: `http` (must be healthy), `tcp` (one port on both
+/// addresses) and `side` (`monitoring_only`, on a closed port, so always unhealthy).
+struct World {
+    admin: SocketAddr,
+    dns: SocketAddr,
+    http_a: Origin,
+    tcp_a: Origin,
+    /// Whether `tcp_member_fails_and_recovers` ran in this world.
+    tcp_outage_done: bool,
+    _http_b: Origin,
+    _scratch: tempfile::TempDir,
+    _procs: Procs,
+}
+
+const WWW: &str = "www.groups.test";
+
+fn groups_config(tcp_port: u16, closed: u16, pa: u16, pb: u16) -> String {
+    let every_second = |m: Monitor| m.interval(1).timeout(1).retries(0);
+    Config::new()
+        .monitor(every_second(Monitor::http("http")))
+        .monitor(every_second(Monitor::tcp("tcp").port(tcp_port)))
+        .monitor(every_second(Monitor::tcp("side").port(closed)))
+        .monitor_group(
+            MonitorGroup::new("web-and-port")
+                .must_be_healthy("http")
+                .member("tcp")
+                .monitoring_only("side"),
+        )
+        .pool(
+            Pool::new("web")
+                .monitor_group("web-and-port")
+                .regions(&["WEU"])
+                .origin("a", ("127.0.0.1", pa))
+                .origin("b", ("127.0.0.2", pb)),
+        )
+        .load_balancer(Lb::new(WWW).pools(&["web"]).ttl(5))
+        .render()
+}
+
+fn start_world() -> World {
     let (scratch, key) = scratch_dir_with_key("groups");
-    let dir = scratch.path();
     let (http_a, http_b) = (origin_on("127.0.0.1"), origin_on("127.0.0.2"));
     // The TCP member probes one port on both endpoints' addresses.
     let tcp_a = origin_on("127.0.0.1");
-    let tcp_port = tcp_a.port;
-    tcp_listener("127.0.0.2", tcp_port);
+    tcp_listener("127.0.0.2", tcp_a.port);
     let closed = free_tcp().port();
-    let config = dir.join("meshlb.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[[monitors]]
-name = "http"
-interval = 1
-timeout = 1
-retries = 0
-[[monitors]]
-name = "tcp"
-type = "tcp"
-port = {tcp_port}
-interval = 1
-timeout = 1
-retries = 0
-[[monitors]]
-name = "side"
-type = "tcp"
-port = {closed}
-interval = 1
-timeout = 1
-retries = 0
-[[monitor_groups]]
-name = "web-and-port"
-members = [
-  {{ monitor = "http", must_be_healthy = true }},
-  {{ monitor = "tcp" }},
-  {{ monitor = "side", monitoring_only = true }},
-]
-[[pools]]
-name = "web"
-monitor_group = "web-and-port"
-check_regions = ["WEU"]
-origins = [
-  {{ name = "a", address = "127.0.0.1", port = {pa} }},
-  {{ name = "b", address = "127.0.0.2", port = {pb} }},
-]
-[[load_balancers]]
-name = "www.groups.test"
-default_pools = ["web"]
-ttl = 5
-"#,
-            pa = http_a.port,
-            pb = http_b.port,
-        ),
-    )
-    .expect("config");
-    let admin = free_tcp();
-    let dns = free_tcp_and_udp();
-    let extra: Vec<String> = vec!["--dns".into(), dns.to_string()];
-    let _procs = start_mesh(&config, &key, admin, &extra);
-
-    // Every member tallied; the monitoring_only one fails (closed port) without deciding.
-    wait_verdicts(
+    let config = scratch.path().join("meshlb.toml");
+    let text = groups_config(tcp_a.port, closed, http_a.port, http_b.port);
+    std::fs::write(&config, text).expect("config");
+    let (admin, dns) = (free_tcp(), free_tcp_and_udp());
+    let procs = start_mesh(&config, &key, admin, &["--dns".into(), dns.to_string()]);
+    World {
         admin,
-        "a",
-        ("healthy", ["healthy", "healthy", "unhealthy"]),
-        "first verdicts",
-    );
-    // The verdict moves on a majority of the three datacenters; wait for the third one's vote
-    // too, so the counts below are the steady state.
-    let mut status = Value::Null;
-    wait_for(
-        "all three DCs vote on side",
-        Duration::from_secs(10),
-        || {
-            status = get(admin, "/status").unwrap_or(Value::Null);
-            endpoint(&status, "a")
-                .is_some_and(|a| a["members"][2]["regions"][0]["unhealthy_dcs"] == 3)
-        },
-    );
+        dns,
+        http_a,
+        tcp_a,
+        tcp_outage_done: false,
+        _http_b: http_b,
+        _scratch: scratch,
+        _procs: procs,
+    }
+}
+
+static WORLD: Shared<World> = Shared::new(start_world);
+
+/// An origin stopped until this is dropped (a failing trial too starts it again).
+struct Stopped<'a>(&'a Origin);
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        self.0.start();
+    }
+}
+
+fn stop(origin: &Origin) -> Stopped<'_> {
+    origin.stop();
+    Stopped(origin)
+}
+
+impl World {
+    /// Waits for the steady state: `a` healthy with `side` unhealthy, voted by all three DCs
+    /// (a verdict moves on a majority, so the third vote can come later); `/status` then.
+    fn steady(&self) -> Value {
+        wait_verdicts(
+            self.admin,
+            "a",
+            ("healthy", ["healthy", "healthy", "unhealthy"]),
+            "the steady state",
+        );
+        let mut status = Value::Null;
+        wait_for(
+            "all three DCs vote on side",
+            Duration::from_secs(10),
+            || {
+                status = get(self.admin, "/status").unwrap_or(Value::Null);
+                endpoint(&status, "a")
+                    .is_some_and(|a| a["members"][2]["regions"][0]["unhealthy_dcs"] == 3)
+            },
+        );
+        status
+    }
+
+    /// The deciding TCP member of `a` fails, then comes back: checked on the way (one of two
+    /// deciding members is no majority: `a` goes, out of DNS).
+    fn tcp_member_fails_and_recovers(&mut self) {
+        self.steady();
+        {
+            let _stopped = stop(&self.tcp_a);
+            let down = ("unhealthy", ["healthy", "unhealthy", "unhealthy"]);
+            wait_verdicts(self.admin, "a", down, "tcp down");
+            wait_for("a out of DNS", Duration::from_secs(10), || {
+                dig_a(self.dns, WWW) == ["127.0.0.2"]
+            });
+        }
+        self.tcp_outage_done = true;
+        self.steady();
+    }
+
+    /// The events of endpoint `a` since the world started, after a TCP member outage.
+    fn events_after_tcp_outage(&mut self) -> Vec<Value> {
+        if !self.tcp_outage_done {
+            self.tcp_member_fails_and_recovers();
+        }
+        let events = get(self.admin, "/events?endpoint=a").expect("events");
+        events.as_array().cloned().unwrap_or_default()
+    }
+}
+
+fn a_monitoring_only_member_fails_without_deciding_the_verdict() {
+    let w = WORLD.lock();
+    let status = w.steady();
     let a = endpoint(&status, "a").expect("a");
+    assert_eq!(a["verdict"], "healthy", "{a:#}");
     assert_eq!(a["regions"], Value::Array(Vec::new()), "{a:#}");
     let side = &a["members"][2];
     assert_eq!(
         (side["role"].as_str(), side["type"].as_str()),
         (Some("monitoring_only"), Some("tcp"))
     );
-    let votes = &side["regions"][0];
+}
+
+fn status_shows_each_members_votes_with_the_reason() {
+    let w = WORLD.lock();
+    let status = w.steady();
+    let votes = &endpoint(&status, "a").expect("a")["members"][2]["regions"][0];
     assert_eq!(votes["region"], "WEU");
     assert_eq!(votes["unhealthy_dcs"], 3, "{votes:#}");
-    assert!(
-        votes["datacenters"][0]["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("refused")),
-        "{votes:#}"
-    );
+    let reason = votes["datacenters"][0]["reason"].as_str();
+    assert!(reason.is_some_and(|r| r.contains("refused")), "{votes:#}");
+}
+
+fn meshlb_status_shows_each_member_with_its_votes() {
+    let w = WORLD.lock();
+    w.steady();
     let cli = Command::new(env!("CARGO_BIN_EXE_meshlb"))
-        .args(["status", "--admin", &admin.to_string()])
+        .args(["status", "--admin", &w.admin.to_string()])
         .output()
         .expect("meshlb status");
     let cli = String::from_utf8_lossy(&cli.stdout);
@@ -187,11 +249,20 @@ ttl = 5
             && l.contains("WEU -0/3/0")),
         "meshlb status shows each member with its votes:\n{cli}"
     );
-    let www = "www.groups.test";
+}
+
+fn endpoints_whose_group_is_healthy_are_answered_in_dns() {
+    let w = WORLD.lock();
+    w.steady();
     wait_for("both endpoints in DNS", Duration::from_secs(10), || {
-        dig_a(dns, www) == ["127.0.0.1", "127.0.0.2"]
+        dig_a(w.dns, WWW) == ["127.0.0.1", "127.0.0.2"]
     });
-    let text = scrape(admin);
+}
+
+fn each_member_has_a_state_gauge() {
+    let w = WORLD.lock();
+    w.steady();
+    let text = scrape(w.admin);
     assert!(
         text.lines().any(|l| l.starts_with("meshlb_member_state{")
             && l.contains("monitor=\"side\"")
@@ -199,28 +270,27 @@ ttl = 5
             && l.ends_with(" 1")),
         "no member gauge in:\n{text}"
     );
+}
 
-    // The deciding TCP member of a fails: one of two deciding members is no majority.
-    tcp_a.stop();
-    wait_verdicts(
-        admin,
-        "a",
-        ("unhealthy", ["healthy", "unhealthy", "unhealthy"]),
-        "tcp down",
-    );
-    wait_for("a out of DNS", Duration::from_secs(10), || {
-        dig_a(dns, www) == ["127.0.0.2"]
-    });
-    let events = get(admin, "/events?endpoint=a").expect("events");
-    let events = events.as_array().cloned().unwrap_or_default();
+fn a_failing_deciding_member_without_a_majority_fails_the_endpoint() {
+    // Checked on the way through the outage.
+    WORLD.lock().tcp_member_fails_and_recovers();
+}
+
+fn a_member_event_carries_its_role_and_the_votes_at_the_change() {
+    let events = WORLD.lock().events_after_tcp_outage();
     let member = events
         .iter()
         .find(|e| e["kind"] == "member" && e["monitor"] == "tcp" && e["to"] == "unhealthy")
         .unwrap_or_else(|| panic!("no member event in {events:#?}"));
     assert_eq!(member["role"], "decides");
-    // The event carries the votes at the moment of the change: a majority, 2 or 3 of 3 DCs.
+    // A majority, 2 or 3 of 3 DCs.
     let at_change = member["regions"][0]["unhealthy_dcs"].as_u64();
     assert!(matches!(at_change, Some(2 | 3)), "{member:#}");
+}
+
+fn an_endpoint_event_names_the_member_that_moved_it() {
+    let events = WORLD.lock().events_after_tcp_outage();
     let down = events
         .iter()
         .find(|e| e["kind"] == "endpoint" && e["to"] == "unhealthy")
@@ -237,25 +307,48 @@ ttl = 5
         ["tcp"],
         "the event names the member that moved it: {down:#}"
     );
+}
 
-    // Back; then the must-be-healthy HTTP member fails while TCP passes.
-    tcp_a.start();
-    wait_verdicts(
-        admin,
-        "a",
-        ("healthy", ["healthy", "healthy", "unhealthy"]),
-        "tcp back",
-    );
-    http_a.stop();
-    wait_verdicts(
-        admin,
-        "a",
-        ("unhealthy", ["unhealthy", "healthy", "unhealthy"]),
-        "must-be-healthy http down",
-    );
-    wait_for("a out of DNS again", Duration::from_secs(10), || {
-        dig_a(dns, www) == ["127.0.0.2"]
+fn a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass() {
+    let w = WORLD.lock();
+    w.steady();
+    let stopped = stop(&w.http_a);
+    let down = ("unhealthy", ["unhealthy", "healthy", "unhealthy"]);
+    wait_verdicts(w.admin, "a", down, "must-be-healthy http down");
+    wait_for("a out of DNS", Duration::from_secs(10), || {
+        dig_a(w.dns, WWW) == ["127.0.0.2"]
     });
-    let (b, _) = verdicts(admin, "b").expect("b");
+    drop(stopped);
+    w.steady();
+}
+
+fn an_endpoint_whose_members_pass_stays_healthy_while_another_fails() {
+    let w = WORLD.lock();
+    w.steady();
+    let stopped = stop(&w.http_a);
+    let down = ("unhealthy", ["unhealthy", "healthy", "unhealthy"]);
+    wait_verdicts(w.admin, "a", down, "must-be-healthy http down");
+    let (b, _) = verdicts(w.admin, "b").expect("b");
     assert_eq!(b, "healthy", "b never changed");
+    drop(stopped);
+    w.steady();
+}
+
+fn main() {
+    shared_world::run(
+        trials![
+            a_monitoring_only_member_fails_without_deciding_the_verdict,
+            status_shows_each_members_votes_with_the_reason,
+            meshlb_status_shows_each_member_with_its_votes,
+            endpoints_whose_group_is_healthy_are_answered_in_dns,
+            each_member_has_a_state_gauge,
+            a_failing_deciding_member_without_a_majority_fails_the_endpoint,
+            a_member_event_carries_its_role_and_the_votes_at_the_change,
+            an_endpoint_event_names_the_member_that_moved_it,
+            a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass,
+            an_endpoint_whose_members_pass_stays_healthy_while_another_fails,
+        ],
+        false,
+        &[&WORLD],
+    )
 }

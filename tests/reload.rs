@@ -1,15 +1,22 @@
 //! Reloading a node's configuration: a prober follows its file through a Kubernetes-style
 //! ConfigMap update (a new directory, the `..data` symlink swapped) and through SIGHUP, refuses
 //! a broken file with its errors and keeps probing with the config it had, and says so in
-//! metrics.
+//! metrics; an aggregator reloads fifty times under traffic (a world started once, whose
+//! named trials each check one thing the fifty reloads had to keep), refuses a broken reload,
+//! and drains the sessions of an endpoint a reload disabled. A `libtest-mimic` harness (`main`
+//! at the end) runs the trials and stops the shared world after them.
 
 use std::os::unix::fs::symlink;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod support;
-use support::*;
+mod shared_world;
+use shared_world::Shared;
+use test_support::config::{Config, Endpoint, Lb, Monitor, Pool};
+use test_support::*;
 
 /// The value of an unlabelled-but-for-node-labels metric line `name{...} value`, matching
 /// `needle` in its labels.
@@ -32,18 +39,15 @@ fn publish(dir: &Path, version: u32, text: &str) {
 }
 
 fn config(endpoints: usize) -> String {
-    let origins: Vec<String> = (0..endpoints)
-        .map(|i| format!("{{ name = \"e{i}\", address = \"127.0.0.1\", port = 9 }}"))
-        .collect();
-    format!(
-        "[[monitors]]\nname = \"tcp\"\ntype = \"tcp\"\ninterval = 5\ntimeout = 1\n\
-         [[pools]]\nname = \"web\"\nmonitor = \"tcp\"\ncheck_regions = [\"WEU\"]\n\
-         origins = [{}]\n",
-        origins.join(", ")
-    )
+    let pool = (0..endpoints).fold(Pool::new("web").monitor("tcp").regions(&["WEU"]), |p, i| {
+        p.origin(&format!("e{i}"), ("127.0.0.1", 9))
+    });
+    Config::new()
+        .monitor(Monitor::tcp("tcp").interval(5).timeout(1))
+        .pool(pool)
+        .render()
 }
 
-#[test]
 fn a_prober_follows_its_config_map_and_refuses_a_broken_file() {
     let (dir, key) = scratch_dir_with_key("reload");
     let map = dir.path();
@@ -272,78 +276,66 @@ fn dig_answers(dns: std::net::SocketAddr, name: &str) -> bool {
 /// `c` added, the pool `spare`'s monitor changes its kind (a new identity there), and the
 /// monitor of `web` changes its cadence (the same identity).
 fn aggregator_config(second: bool, ports: &[u16; 4]) -> String {
+    aggregator(second, ports, false).render()
+}
+
+/// `aggregator_config`, or (`broken`) the first config with an unknown field in monitor `tcp`
+/// and `www.reload.test` naming a pool that does not exist.
+fn aggregator(second: bool, ports: &[u16; 4], broken: bool) -> Config {
     let [a, b, c, s] = *ports;
     let (interval, weight, other, spare_monitor) = if second {
-        (
-            2,
-            0.5,
-            format!("{{ name = \"c\", address = \"127.0.0.1\", port = {c} }}"),
-            "tcp",
-        )
+        (2, 0.5, Endpoint::new("c", ("127.0.0.1", c)), "tcp")
     } else {
-        (
-            1,
-            1.0,
-            format!("{{ name = \"b\", address = \"127.0.0.1\", port = {b} }}"),
-            "http",
-        )
+        (1, 1.0, Endpoint::new("b", ("127.0.0.1", b)), "http")
     };
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = {interval}
-timeout = 1
-[[monitors]]
-name = "tcp"
-type = "tcp"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a}, weight = {weight} }}, {other}]
-[[pools]]
-name = "spare"
-monitor = "{spare_monitor}"
-check_regions = ["WEU"]
-origins = [{{ name = "s", address = "127.0.0.1", port = {s} }}]
-[[load_balancers]]
-name = "www.reload.test"
-proxied = true
-default_pools = ["web", "spare"]
-[[load_balancers]]
-name = "dns.reload.test"
-default_pools = ["web", "spare"]
-ttl = 30
-"#
-    )
+    let tcp = Monitor::tcp("tcp").interval(1).timeout(1);
+    let (tcp, www_pools): (Monitor, &[&str]) = if broken {
+        (tcp.set("surprise", "true"), &["nowhere"])
+    } else {
+        (tcp, &["web", "spare"])
+    };
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .path("/")
+                .interval(interval)
+                .timeout(1),
+        )
+        .monitor(tcp)
+        .pool(
+            Pool::new("web")
+                .monitor("http")
+                .regions(&["WEU"])
+                .endpoint(Endpoint::new("a", ("127.0.0.1", a)).weight(weight))
+                .endpoint(other),
+        )
+        .pool(
+            Pool::new("spare")
+                .monitor(spare_monitor)
+                .regions(&["WEU"])
+                .origin("s", ("127.0.0.1", s)),
+        )
+        .load_balancer(Lb::new("www.reload.test").proxied().pools(www_pools))
+        .load_balancer(Lb::new("dns.reload.test").pools(&["web", "spare"]).ttl(30))
 }
 
 /// What the probers run: every endpoint of both.
 fn probers_config(ports: &[u16; 4]) -> String {
     let [a, b, c, s] = *ports;
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}, {{ name = "b", address = "127.0.0.1", port = {b} }}, {{ name = "c", address = "127.0.0.1", port = {c} }}]
-[[pools]]
-name = "spare"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "s", address = "127.0.0.1", port = {s} }}]
-"#
-    )
+    let web = ["a", "b", "c"].iter().zip([a, b, c]).fold(
+        Pool::new("web").monitor("http").regions(&["WEU"]),
+        |p, (n, port)| p.origin(n, ("127.0.0.1", port)),
+    );
+    Config::new()
+        .monitor(Monitor::http("http").path("/").interval(1).timeout(1))
+        .pool(web)
+        .pool(
+            Pool::new("spare")
+                .monitor("http")
+                .regions(&["WEU"])
+                .origin("s", ("127.0.0.1", s)),
+        )
+        .render()
 }
 
 /// The events the aggregator logged for endpoint `endpoint` of `web` (not initial ones).
@@ -353,67 +345,59 @@ fn events_of(admin: std::net::SocketAddr, endpoint: &str) -> Vec<serde_json::Val
         .unwrap_or_default()
 }
 
-#[test]
-fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
-    use std::io::Write;
-    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-    use std::sync::Arc;
+/// What one reload of the fifty saw.
+#[derive(Debug)]
+struct Reload {
+    /// `POST /-/reload`'s status and answer.
+    answer: (u16, serde_json::Value),
+    /// Who answered each of six requests begun after the answer (`None`: it failed).
+    answered_by: Vec<Option<String>>,
+    /// The WebSocket's echo of a message sent after it (`Err`: what broke).
+    echo: Result<(), String>,
+    /// Whether requests and queries were answered before the next reload.
+    traffic_after: bool,
+}
 
-    let origins = ["a", "b", "c", "s"].map(|n| named_origin("127.0.0.1", n, Duration::ZERO));
-    let ports = [0, 1, 2, 3].map(|i| origins[i].port);
-    let (dir, key) = scratch_dir_with_key("live-config");
-    let agg = dir.path().join("aggregator.toml");
-    let probers = dir.path().join("probers.toml");
-    std::fs::write(&agg, aggregator_config(false, &ports)).expect("config");
-    std::fs::write(&probers, probers_config(&ports)).expect("config");
-    let token = dir.path().join("token");
-    std::fs::write(&token, TOKEN).expect("token");
-    let (admin, dns, proxy) = (free_tcp(), free_tcp_and_udp(), free_tcp());
-    let extra: Vec<String> = [
-        "--admin-token-file",
-        token.to_str().unwrap(),
-        "--dns",
-        &dns.to_string(),
-        "--proxy",
-        &proxy.to_string(),
-        "--proxy-workers",
-        "2",
-    ]
-    .map(String::from)
-    .to_vec();
-    let (_mesh, _) = support::start_mesh_split(&agg, &probers, &key, admin, &extra);
-    wait_for("a verdict for a and b", Duration::from_secs(40), || {
-        answered_by(proxy).is_some()
-            && get(admin, "/status").is_some_and(|s| {
-                s["pools"][0]["endpoints"]
-                    .as_array()
-                    .is_some_and(|e| e.iter().all(|e| e["verdict"] == "healthy"))
-            })
-    });
-    wait_for("DNS answers", Duration::from_secs(20), || {
-        dig_answers(dns, "dns.reload.test")
-    });
-    let quiet_since = {
-        let events = events_of(admin, "a");
-        events
-            .iter()
-            .filter_map(|e| e["at_ms"].as_u64())
-            .max()
-            .unwrap_or(0)
-    };
+/// A mesh whose aggregator (DNS and proxy) was reloaded fifty times under traffic, alternating
+/// between `aggregator_config(false)` and `(true)`, and what each reload and the traffic saw.
+struct Fifty {
+    admin: std::net::SocketAddr,
+    reloads: Vec<Reload>,
+    /// The streaming download begun before the first reload: its status and length.
+    download: Option<(u16, usize)>,
+    /// What failed among the keep-alive requests, the new connections and the queries.
+    failures: Vec<String>,
+    served: usize,
+    queries: usize,
+    /// The time of the last event for `a` before the reloads.
+    quiet_since: u64,
+    _origins: [Origin; 4],
+    _scratch: tempfile::TempDir,
+    _mesh: Procs,
+}
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let failures = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
-    let served = Arc::new(AtomicUsize::new(0));
-    let mut load = Vec::new();
-    // Keep-alive: one connection for the whole run.
-    {
-        let (stop, failures, served) = (
-            Arc::clone(&stop),
-            Arc::clone(&failures),
-            Arc::clone(&served),
-        );
-        load.push(std::thread::spawn(move || {
+/// Traffic through the proxy and the DNS server until `stop`: one keep-alive connection, a new
+/// connection per request, `dig` queries.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    failures: Arc<Mutex<Vec<String>>>,
+    served: Arc<AtomicUsize>,
+    queries: Arc<AtomicUsize>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Traffic {
+    fn start(proxy: std::net::SocketAddr, dns: std::net::SocketAddr) -> Traffic {
+        let t = Traffic {
+            stop: Arc::default(),
+            failures: Arc::default(),
+            served: Arc::default(),
+            queries: Arc::default(),
+            threads: Vec::new(),
+        };
+        let mut threads = Vec::new();
+        let (stop, failures, served) = (t.stop.clone(), t.failures.clone(), t.served.clone());
+        threads.push(std::thread::spawn(move || {
             let mut s = std::net::TcpStream::connect(proxy).expect("proxy");
             s.set_read_timeout(Some(Duration::from_secs(10))).ok();
             while !stop.load(Ordering::Relaxed) {
@@ -422,24 +406,15 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
                         served.fetch_add(1, Ordering::Relaxed);
                     }
                     other => {
-                        failures
-                            .lock()
-                            .unwrap()
-                            .push(format!("keep-alive: {other:?}"));
+                        let failure = format!("keep-alive: {other:?}");
+                        failures.lock().unwrap().push(failure);
                         return;
                     }
                 }
             }
         }));
-    }
-    // A new connection per request.
-    {
-        let (stop, failures, served) = (
-            Arc::clone(&stop),
-            Arc::clone(&failures),
-            Arc::clone(&served),
-        );
-        load.push(std::thread::spawn(move || {
+        let (stop, failures, served) = (t.stop.clone(), t.failures.clone(), t.served.clone());
+        threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 match answered_by(proxy) {
                     Some(_) => {
@@ -452,16 +427,8 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
                 }
             }
         }));
-    }
-    // DNS queries with `dig`.
-    let queries = Arc::new(AtomicUsize::new(0));
-    {
-        let (stop, failures, queries) = (
-            Arc::clone(&stop),
-            Arc::clone(&failures),
-            Arc::clone(&queries),
-        );
-        load.push(std::thread::spawn(move || {
+        let (stop, failures, queries) = (t.stop.clone(), t.failures.clone(), t.queries.clone());
+        threads.push(std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
                 if dig_answers(dns, "dns.reload.test") {
                     queries.fetch_add(1, Ordering::Relaxed);
@@ -470,8 +437,112 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
                 }
             }
         }));
+        Traffic { threads, ..t }
     }
-    // One long streaming download, begun before the first reload (8 s).
+
+    /// Whether more requests (5) and queries were answered within 10 s.
+    fn flows(&self) -> bool {
+        let (requests, answered) = (
+            self.served.load(Ordering::Relaxed),
+            self.queries.load(Ordering::Relaxed),
+        );
+        wait_until(Duration::from_secs(10), || {
+            self.served.load(Ordering::Relaxed) > requests + 5
+                && self.queries.load(Ordering::Relaxed) > answered
+        })
+        .is_some()
+    }
+
+    /// Stops the traffic: the failures, the requests answered and the queries answered.
+    fn stop(self) -> (Vec<String>, usize, usize) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads {
+            t.join().expect("traffic thread");
+        }
+        let failures = std::mem::take(&mut *self.failures.lock().unwrap());
+        (
+            failures,
+            self.served.load(Ordering::Relaxed),
+            self.queries.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Reload `reload` of the fifty: the file written in place and renamed over (as an editor or
+/// a config tool does), `POST /-/reload`, then requests, a WebSocket message and traffic.
+fn reload_once(
+    reload: u32,
+    agg: &Path,
+    ports: &[u16; 4],
+    admin: std::net::SocketAddr,
+    proxy: std::net::SocketAddr,
+    ws: &mut Option<WebSocket>,
+    traffic: &Traffic,
+) -> Reload {
+    let second = reload % 2 == 1;
+    let tmp = agg.with_extension("toml.new");
+    std::fs::write(&tmp, aggregator_config(second, ports)).expect("write");
+    std::fs::rename(&tmp, agg).expect("rename");
+    let answer = post_reload(admin, Some(TOKEN));
+    let answered_by = (0..6).map(|_| answered_by(proxy)).collect();
+    let msg = tungstenite::Message::text(format!("message {reload}"));
+    let echo = match ws.as_mut() {
+        None => Err("closed by an earlier reload".to_string()),
+        Some(ws) => match ws.send(msg.clone()).and_then(|()| ws.read()) {
+            Ok(echo) if echo == msg => Ok(()),
+            Ok(other) => Err(format!("echoed {other:?}")),
+            Err(e) => Err(e.to_string()),
+        },
+    };
+    if echo.is_err() {
+        *ws = None;
+    }
+    Reload {
+        answer,
+        answered_by,
+        echo,
+        traffic_after: traffic.flows(),
+    }
+}
+
+type WebSocket = tungstenite::WebSocket<std::net::TcpStream>;
+
+fn start_fifty() -> Fifty {
+    let origins = ["a", "b", "c", "s"].map(|n| named_origin("127.0.0.1", n, Duration::ZERO));
+    let ports = [0, 1, 2, 3].map(|i| origins[i].port);
+    let (dir, key) = scratch_dir_with_key("live-config");
+    let agg = dir.path().join("aggregator.toml");
+    let probers = dir.path().join("probers.toml");
+    std::fs::write(&agg, aggregator_config(false, &ports)).expect("config");
+    std::fs::write(&probers, probers_config(&ports)).expect("config");
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).expect("token");
+    let (admin, dns, proxy) = (free_tcp(), free_tcp_and_udp(), free_tcp());
+    let extra: Vec<String> = ["--admin-token-file", token.to_str().unwrap()]
+        .into_iter()
+        .chain(["--dns", &dns.to_string(), "--proxy", &proxy.to_string()])
+        .chain(["--proxy-workers", "2"])
+        .map(String::from)
+        .collect();
+    let (mesh, _) = start_mesh_split(&agg, &probers, &key, admin, &extra);
+    wait_for("a verdict for a and b", Duration::from_secs(40), || {
+        answered_by(proxy).is_some()
+            && get(admin, "/status").is_some_and(|s| {
+                s["pools"][0]["endpoints"]
+                    .as_array()
+                    .is_some_and(|e| e.iter().all(|e| e["verdict"] == "healthy"))
+            })
+    });
+    wait_for("DNS answers", Duration::from_secs(20), || {
+        dig_answers(dns, "dns.reload.test")
+    });
+    let quiet_since = events_of(admin, "a")
+        .iter()
+        .filter_map(|e| e["at_ms"].as_u64())
+        .max()
+        .unwrap_or(0);
+    let traffic = Traffic::start(proxy, dns);
+    // One long streaming download (8 s), begun before the first reload.
     let download = std::thread::spawn(move || {
         let mut s = std::net::TcpStream::connect(proxy).expect("proxy");
         s.set_read_timeout(Some(Duration::from_secs(10))).ok();
@@ -482,109 +553,160 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
     ws_stream
         .set_read_timeout(Some(Duration::from_secs(5)))
         .ok();
-    let (mut ws, _) =
+    let (ws, _) =
         tungstenite::client("ws://www.reload.test/ws", ws_stream).expect("WebSocket handshake");
-
-    let mut saw_c = 0;
-    for reload in 1..=50u32 {
-        let second = reload % 2 == 1;
-        // Written in place and renamed over, as an editor or a config tool does.
-        let tmp = dir.path().join("aggregator.toml.new");
-        std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(aggregator_config(second, &ports).as_bytes()))
-            .expect("write");
-        std::fs::rename(&tmp, &agg).expect("rename");
-        let (status, answer) = post_reload(admin, Some(TOKEN));
-        assert_eq!(status, 200, "reload {reload}: {answer}");
-        assert_eq!(answer["reloaded"], true, "reload {reload}: {answer}");
-        assert_eq!(answer["generation"], u64::from(reload) + 1);
-        // Requests begun after the answer see the new config: never the removed endpoint.
-        for _ in 0..6 {
-            let by =
-                answered_by(proxy).unwrap_or_else(|| panic!("reload {reload}: a request failed"));
-            let gone = if second { "b" } else { "c" };
-            assert_ne!(by, gone, "reload {reload}: the removed endpoint answered");
-            saw_c += usize::from(by == "c");
-        }
-        let msg = format!("message {reload}");
-        ws.send(tungstenite::Message::text(msg.clone()))
-            .expect("WebSocket send");
-        assert_eq!(
-            ws.read().expect("WebSocket echo"),
-            tungstenite::Message::text(msg)
-        );
-        // Traffic flows between two reloads: more requests answered, more queries too.
-        let (requests, answered) = (
-            served.load(Ordering::Relaxed),
-            queries.load(Ordering::Relaxed),
-        );
-        wait_for(
-            "traffic between two reloads",
-            Duration::from_secs(10),
-            || {
-                served.load(Ordering::Relaxed) > requests + 5
-                    && queries.load(Ordering::Relaxed) > answered
-            },
-        );
+    let mut ws = Some(ws);
+    let reloads = (1..=50)
+        .map(|r| reload_once(r, &agg, &ports, admin, proxy, &mut ws, &traffic))
+        .collect();
+    let download = download.join().expect("download");
+    let (failures, served, queries) = traffic.stop();
+    Fifty {
+        admin,
+        reloads,
+        download,
+        failures,
+        served,
+        queries,
+        quiet_since,
+        _origins: origins,
+        _scratch: dir,
+        _mesh: mesh,
     }
-    // The added endpoint took traffic once voted (its votes were there: at its first tally).
+}
+
+static FIFTY: Shared<Fifty> = Shared::new(start_fifty);
+
+/// The endpoint reload `reload` (1 to 50) removed: `b` by the odd ones, `c` by the even ones.
+fn removed_by(reload: usize) -> &'static str {
+    if reload % 2 == 1 {
+        "b"
+    } else {
+        "c"
+    }
+}
+
+fn every_reload_answers_that_it_reloaded_with_the_next_generation() {
+    let w = FIFTY.lock();
+    for (i, r) in w.reloads.iter().enumerate() {
+        let (status, answer) = &r.answer;
+        assert_eq!(*status, 200, "reload {}: {answer}", i + 1);
+        assert_eq!(answer["reloaded"], true, "reload {}: {answer}", i + 1);
+        assert_eq!(answer["generation"], i + 2, "reload {}: {answer}", i + 1);
+    }
+}
+
+fn requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed() {
+    let w = FIFTY.lock();
+    for (i, r) in w.reloads.iter().enumerate() {
+        for by in &r.answered_by {
+            let by = by
+                .as_deref()
+                .unwrap_or_else(|| panic!("reload {}: a request failed", i + 1));
+            assert_ne!(
+                by,
+                removed_by(i + 1),
+                "reload {}: the removed endpoint answered",
+                i + 1
+            );
+        }
+    }
+}
+
+fn an_endpoint_a_reload_adds_takes_traffic_once_voted() {
+    let w = FIFTY.lock();
+    let saw_c = w
+        .reloads
+        .iter()
+        .flat_map(|r| &r.answered_by)
+        .filter(|by| by.as_deref() == Some("c"))
+        .count();
     assert!(
         saw_c > 0,
         "c never answered after the reloads that added it"
     );
-    let (status, len) = download
-        .join()
-        .expect("download")
-        .expect("the download broke off");
+}
+
+fn a_websocket_stays_open_through_every_reload() {
+    let w = FIFTY.lock();
+    for (i, r) in w.reloads.iter().enumerate() {
+        assert_eq!(r.echo, Ok(()), "the WebSocket after reload {}", i + 1);
+    }
+}
+
+fn traffic_flows_between_two_reloads() {
+    let w = FIFTY.lock();
+    let stalled: Vec<usize> = (1..=50)
+        .filter(|i| !w.reloads[i - 1].traffic_after)
+        .collect();
+    assert!(
+        stalled.is_empty(),
+        "no traffic for 10 s after reloads {stalled:?}"
+    );
+}
+
+fn a_streaming_download_begun_before_the_reloads_completes() {
+    let w = FIFTY.lock();
+    let download = w.download.expect("the download broke off");
     assert_eq!(
-        (status, len),
+        download,
         (200, 80 * 1024),
         "the streaming download completes"
     );
-    stop.store(true, Ordering::Relaxed);
-    for t in load {
-        t.join().expect("load thread");
-    }
-    let failures = failures.lock().unwrap();
+}
+
+fn no_request_or_query_fails_while_the_aggregator_reloads() {
+    let w = FIFTY.lock();
+    let failures = &w.failures;
     assert!(
         failures.is_empty(),
         "{} failures: {:?}",
         failures.len(),
         &failures[..failures.len().min(10)]
     );
-    assert!(served.load(Ordering::Relaxed) > 100, "traffic flowed");
-    assert!(queries.load(Ordering::Relaxed) > 20, "queries flowed");
+    assert!(w.served > 100, "traffic flowed: {}", w.served);
+    assert!(w.queries > 20, "queries flowed: {}", w.queries);
+}
 
-    // No event for the endpoint that stayed; one removal per reload that removed b.
-    let a_events: Vec<_> = events_of(admin, "a")
+fn an_endpoint_no_reload_changed_gets_no_event() {
+    let w = FIFTY.lock();
+    let a_events: Vec<_> = events_of(w.admin, "a")
         .into_iter()
-        .filter(|e| e["at_ms"].as_u64().unwrap_or(0) > quiet_since)
+        .filter(|e| e["at_ms"].as_u64().unwrap_or(0) > w.quiet_since)
         .collect();
     assert!(
         a_events.is_empty(),
         "events for the unchanged endpoint: {a_events:?}"
     );
-    let removed_b = events_of(admin, "b")
+}
+
+fn each_reload_that_removes_an_endpoint_logs_one_removal_event() {
+    let w = FIFTY.lock();
+    let removed_b = events_of(w.admin, "b")
         .iter()
         .filter(|e| e["kind"] == "endpoint_removed")
         .count();
     assert_eq!(removed_b, 25, "one removal event per reload that removed b");
-    let status = get(admin, "/status").expect("status");
+}
+
+fn the_generation_and_the_reload_metrics_count_every_reload() {
+    let w = FIFTY.lock();
+    let status = get(w.admin, "/status").expect("status");
     assert_eq!(status["config_generation"], 51);
-    let metrics = scrape(admin);
-    assert_eq!(
-        metric(
-            &metrics,
-            "meshlb_config_reloads_total",
-            "result=\"success\""
-        ),
-        Some(50.0)
+    let metrics = scrape(w.admin);
+    let success = metric(
+        &metrics,
+        "meshlb_config_reloads_total",
+        "result=\"success\"",
     );
-    assert_eq!(
-        metric(&metrics, "meshlb_config_last_reload_successful", ""),
-        Some(1.0)
-    );
-    // The endpoint the last reload removed no longer shows as healthy (no alert on the gone).
+    assert_eq!(success, Some(50.0));
+    let last = metric(&metrics, "meshlb_config_last_reload_successful", "");
+    assert_eq!(last, Some(1.0));
+}
+
+fn an_endpoint_the_last_reload_removed_no_longer_shows_healthy() {
+    let w = FIFTY.lock();
+    let metrics = scrape(w.admin);
     let c_healthy: Vec<&str> = metrics
         .lines()
         .filter(|l| l.starts_with("meshlb_endpoint_state{"))
@@ -592,11 +714,10 @@ fn an_aggregator_reloads_fifty_times_under_traffic_without_a_failure() {
         .collect();
     assert!(
         !c_healthy.is_empty() && c_healthy.iter().all(|l| l.ends_with(" 0")),
-        "{c_healthy:?}"
+        "no alert on the gone: {c_healthy:?}"
     );
 }
 
-#[test]
 fn an_aggregator_refuses_a_broken_reload_and_keeps_serving() {
     let origin = named_origin("127.0.0.1", "a", Duration::ZERO);
     let ports = [origin.port, origin.port, origin.port, origin.port];
@@ -638,12 +759,7 @@ fn an_aggregator_refuses_a_broken_reload_and_keeps_serving() {
     );
 
     // An unknown field and a pool reference to nothing: both reported, nothing changed.
-    let broken = good
-        .replacen("[[pools]]", "surprise = true\n[[pools]]", 1)
-        .replace(
-            "default_pools = [\"web\", \"spare\"]\n[[load_balancers]]\nname = \"dns.reload.test\"",
-            "default_pools = [\"nowhere\"]\n[[load_balancers]]\nname = \"dns.reload.test\"",
-        );
+    let broken = aggregator(false, &ports, true).render();
     std::fs::write(&agg, &broken).expect("broken");
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 422, "{answer}");
@@ -715,27 +831,27 @@ fn an_aggregator_refuses_a_broken_reload_and_keeps_serving() {
 
 /// A config with cookie affinity over `a` and `b` (`b_enabled` or not), `drain_duration = 10`:
 /// long enough for the checks made within it on a loaded machine.
-fn drain_config(b_enabled: bool, a: u16, b: u16) -> String {
-    format!(
-        r#"
-[[monitors]]
-name = "http"
-path = "/"
-interval = 1
-timeout = 1
-[[pools]]
-name = "web"
-monitor = "http"
-check_regions = ["WEU"]
-origins = [{{ name = "a", address = "127.0.0.1", port = {a} }}, {{ name = "b", address = "127.0.0.1", port = {b}, enabled = {b_enabled} }}]
-[[load_balancers]]
-name = "www.reload.test"
-proxied = true
-default_pools = ["web"]
-session_affinity = "cookie"
-session_affinity_attributes = {{ drain_duration = 10 }}
-"#
-    )
+fn drain_config(b_enabled: bool, a: u16, b: u16) -> Config {
+    let web = Pool::new("web")
+        .monitor("http")
+        .regions(&["WEU"])
+        .origin("a", ("127.0.0.1", a))
+        .endpoint(Endpoint::new("b", ("127.0.0.1", b)).enabled(b_enabled));
+    drain_config_with(web)
+}
+
+/// `drain_config` with pool `web` as given.
+fn drain_config_with(web: Pool) -> Config {
+    Config::new()
+        .monitor(Monitor::http("http").path("/").interval(1).timeout(1))
+        .pool(web)
+        .load_balancer(
+            Lb::new("www.reload.test")
+                .proxied()
+                .pools(&["web"])
+                .affinity("cookie")
+                .drain_duration(10),
+        )
 }
 
 /// Who answered, and the affinity cookie it set (name=value), when it set one.
@@ -761,7 +877,6 @@ fn with_cookie(
     ))
 }
 
-#[test]
 fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     let (a, b) = (
         named_origin("127.0.0.1", "a", Duration::ZERO),
@@ -770,8 +885,8 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     let (dir, key) = scratch_dir_with_key("live-config-drain");
     let agg = dir.path().join("aggregator.toml");
     let probers = dir.path().join("probers.toml");
-    std::fs::write(&agg, drain_config(true, a.port, b.port)).expect("config");
-    std::fs::write(&probers, drain_config(true, a.port, b.port)).expect("config");
+    drain_config(true, a.port, b.port).write(&agg);
+    drain_config(true, a.port, b.port).write(&probers);
     let token = dir.path().join("token");
     std::fs::write(&token, TOKEN).expect("token");
     let (admin, proxy) = (free_tcp(), free_tcp());
@@ -785,7 +900,7 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     ]
     .map(String::from)
     .to_vec();
-    let (_mesh, _) = support::start_mesh_split(&agg, &probers, &key, admin, &extra);
+    let (_mesh, _) = start_mesh_split(&agg, &probers, &key, admin, &extra);
     wait_for("both endpoints healthy", Duration::from_secs(40), || {
         get(admin, "/status").is_some_and(|s| {
             s["pools"][0]["endpoints"]
@@ -810,7 +925,7 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     assert_eq!(with_cookie(proxy, Some(&cookie)).expect("answer").0, "b");
 
     // b disabled by a reload: its session stays for drain_duration; no new client lands there.
-    std::fs::write(&agg, drain_config(false, a.port, b.port)).expect("config");
+    drain_config(false, a.port, b.port).write(&agg);
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 200, "{answer}");
     let disabled = std::time::Instant::now();
@@ -845,12 +960,13 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
     let since = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(0));
-    let critical = drain_config(false, a.port, b.port).replacen(
-        "check_regions = [\"WEU\"]",
-        "check_regions = [\"WEU\"]\nminimum_origins = 2",
-        1,
-    );
-    std::fs::write(&agg, critical).expect("config");
+    let web = Pool::new("web")
+        .monitor("http")
+        .regions(&["WEU"])
+        .minimum_origins(2)
+        .origin("a", ("127.0.0.1", a.port))
+        .endpoint(Endpoint::new("b", ("127.0.0.1", b.port)).enabled(false));
+    drain_config_with(web).write(&agg);
     let (status, answer) = post_reload(admin, Some(TOKEN));
     assert_eq!(status, 200, "{answer}");
     let mut event = None;
@@ -869,4 +985,30 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
         event.get("initial").is_none(),
         "not a first verdict: {event}"
     );
+}
+
+fn main() {
+    shared_world::run(
+        trials![
+            // The trials with worlds of their own first, beside the fifty reloads' world.
+            a_prober_follows_its_config_map_and_refuses_a_broken_file,
+            an_aggregator_refuses_a_broken_reload_and_keeps_serving,
+            an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration,
+            every_reload_answers_that_it_reloaded_with_the_next_generation,
+            requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed,
+            an_endpoint_a_reload_adds_takes_traffic_once_voted,
+            a_websocket_stays_open_through_every_reload,
+            traffic_flows_between_two_reloads,
+            a_streaming_download_begun_before_the_reloads_completes,
+            no_request_or_query_fails_while_the_aggregator_reloads,
+            an_endpoint_no_reload_changed_gets_no_event,
+            each_reload_that_removes_an_endpoint_logs_one_removal_event,
+            the_generation_and_the_reload_metrics_count_every_reload,
+            an_endpoint_the_last_reload_removed_no_longer_shows_healthy,
+        ],
+        // The fifty reloads' mesh and the other trials' nodes run side by side, as the tests
+        // of this file always did.
+        true,
+        &[&FIFTY],
+    )
 }

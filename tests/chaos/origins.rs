@@ -10,9 +10,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-#[path = "../../src/cmd/demo/latency.rs"]
-mod latency;
-pub use latency::{continent_index, RTT_MS};
+use test_support::latency;
+pub use test_support::latency::{continent_index, RTT_MS};
 
 /// Shared by every origin: where each source address sits, and extra delay per continent.
 #[derive(Default)]

@@ -64,7 +64,13 @@ impl Node {
         }
     }
 
+    /// Starts it again unless it is running (killed, or exited by itself).
     pub fn start(&mut self) {
+        if let Some(c) = &mut self.child {
+            if matches!(c.try_wait(), Ok(Some(_))) {
+                self.child = None;
+            }
+        }
         if self.child.is_none() {
             self.spawn();
         }

@@ -5,7 +5,7 @@
 //! origins answer probes with each region's emulated round-trip time (`latency.rs`), so
 //! latency steering picks the nearest real pool.
 
-mod latency;
+use test_support::latency;
 mod origins;
 mod view;
 

@@ -1,4 +1,4 @@
-//! Emulated inter-region latency, for the demo and the chaos suite (which includes this file):
+//! Emulated inter-region latency, for the demo (`meshlb demo`'s origins) and the chaos suite:
 //! the round-trip time between a prober's region and an origin's continent, so probes from
 //! different regions measure different RTTs and latency-based steering has something to steer
 //! by on one machine. The demo knows the asker's region from the probe's User-Agent
@@ -42,7 +42,6 @@ pub fn rtt_ms(region: &str, continent: usize) -> u64 {
 }
 
 /// The region a prober's User-Agent names, if it names one.
-#[allow(dead_code)] // The chaos suite locates askers by address instead.
 pub fn region_of_user_agent(user_agent: &str) -> Option<&str> {
     let rest = user_agent.split("; region ").nth(1)?;
     rest.split(')').next().filter(|r| !r.is_empty())
