@@ -2,11 +2,10 @@
 //! flapping, one slow), 39 probers (13 regions x 3 datacenters, each a real `meshlb prober`
 //! process and chitchat member probing over loopback) and an aggregator serving DNS, the proxy
 //! and the admin API — with a live terminal view and commands to stop and start origins. The
-//! origins answer probes with each region's emulated round-trip time (`latency.rs`), so
+//! origins answer probes with each region's emulated round-trip time
+//! (`tests/support/src/demo_origins.rs`, `latency.rs`), so
 //! latency steering picks the nearest real pool.
 
-use test_support::latency;
-mod origins;
 mod view;
 
 use std::collections::BTreeMap;
@@ -20,7 +19,7 @@ use anyhow::{anyhow, bail, Context};
 use lb_core::RegionsTable;
 use serde_json::Value;
 
-use origins::{Behaviour, Origins};
+use test_support::demo_origins::{Behaviour, Origins};
 
 /// The demo's configuration (also `deploy/examples/demo.toml`).
 const DEMO_CONFIG: &str = include_str!("../../../deploy/examples/demo.toml");

@@ -4,9 +4,11 @@
 //! the configuration file (`config`). `use test_support::*;` brings every helper but the
 //! builders, which are used as `test_support::config::{Config, Monitor, Pool, Lb, ...}`.
 //!
-//! `latency` (the emulated inter-region round-trip times) is also used by `meshlb demo`; the
-//! binary takes this crate without its default `harness` feature, which holds everything else.
+//! `latency` (the emulated inter-region round-trip times) and `demo_origins` (origins that
+//! answer with them) are `meshlb demo`'s too; the binary takes this crate without its default
+//! `harness` feature, which holds everything else.
 
+pub mod demo_origins;
 pub mod latency;
 
 #[cfg(feature = "harness")]

@@ -1,4 +1,4 @@
-//! The demo's origins: small HTTP servers on loopback addresses, each with a behaviour —
+//! `meshlb demo`'s origins: small HTTP servers on loopback addresses, each with a behaviour —
 //! steady, flapping health, or slow — that can be stopped and started while the demo runs.
 //! Each answers a probe after the round-trip time between the probing region and its
 //! continent (`latency.rs`), so the regions measure different RTTs, as they would across the
@@ -59,12 +59,12 @@ fn network_delay(pool: &str, req: &Request<hyper::body::Incoming>) -> Duration {
         .headers()
         .get(hyper::header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
-        .and_then(super::latency::region_of_user_agent);
+        .and_then(crate::latency::region_of_user_agent);
     let Some(region) = region else {
         return Duration::ZERO;
     };
     let ms = match pool {
-        "eu" | "us" | "ap" => super::latency::rtt_ms(region, super::latency::continent_index(pool)),
+        "eu" | "us" | "ap" => crate::latency::rtt_ms(region, crate::latency::continent_index(pool)),
         _ => FAR_MS,
     };
     Duration::from_millis(ms)
