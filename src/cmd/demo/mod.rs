@@ -6,13 +6,14 @@
 //! (`tests/support/src/demo_origins.rs`, `latency.rs`), so
 //! latency steering picks the nearest real pool.
 
+mod fleet;
 mod view;
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitCode, Stdio};
+use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
@@ -72,44 +73,6 @@ fn parse_flap(s: &str) -> Result<(Duration, Duration), String> {
     Ok((secs(up, "UP")?, secs(down, "DOWN")?))
 }
 
-/// Child processes, stopped (SIGTERM, then SIGKILL after 5 s) when dropped — also on errors.
-struct Fleet(Vec<(String, Child)>);
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        use nix::sys::signal::{kill, Signal};
-        use nix::unistd::Pid;
-        for (_, c) in &self.0 {
-            if let Ok(pid) = i32::try_from(c.id()) {
-                let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
-            }
-        }
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
-        for (_, c) in &mut self.0 {
-            while std::time::Instant::now() < deadline {
-                if matches!(c.try_wait(), Ok(Some(_))) {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn spawn(exe: &Path, args: &[String], log: &Path) -> anyhow::Result<Child> {
-    let file =
-        std::fs::File::create(log).with_context(|| format!("cannot create {}", log.display()))?;
-    Command::new(exe)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(file.try_clone()?)
-        .stderr(file)
-        .spawn()
-        .with_context(|| format!("cannot start {}", exe.display()))
-}
-
 /// GET `path` from the admin API (blocking; the demo's API has no token), with one client
 /// for the demo's life.
 fn admin_get(admin: SocketAddr, path: &str) -> Option<Value> {
@@ -141,35 +104,68 @@ enum Input {
     Closed,
 }
 
-pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
-    let text = match &args.config {
-        Some(p) => {
-            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?
-        }
-        None => DEMO_CONFIG.replace(
-            &format!("port = {DEMO_ORIGIN_PORT}"),
-            &format!("port = {}", args.origin_port),
+/// The demo's config text, from --config or the embedded one with --origin-port.
+fn config_text(args: &Args) -> anyhow::Result<(String, String)> {
+    Ok(match &args.config {
+        Some(p) => (
+            p.display().to_string(),
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
         ),
-    };
-    let name = args
-        .config
-        .as_ref()
-        .map_or("demo.toml".to_string(), |p| p.display().to_string());
+        None => (
+            "demo.toml".to_string(),
+            DEMO_CONFIG.replace(
+                &format!("port = {DEMO_ORIGIN_PORT}"),
+                &format!("port = {}", args.origin_port),
+            ),
+        ),
+    })
+}
+
+/// Lines typed on standard input, read on a thread of their own.
+fn stdin_lines() -> tokio::sync::mpsc::UnboundedReceiver<Input> {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            match line {
+                Ok(l) => {
+                    if tx.send(Input::Line(l)).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Input::Closed);
+    });
+    rx
+}
+
+/// What a typed command did (`None`: quit).
+async fn command(line: &str, origins: &mut Origins) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    Some(match words.as_slice() {
+        ["kill" | "stop", name] => match origins.stop(name).await {
+            Ok(()) => format!("stopped origin {name}: watch the mesh mark it down"),
+            Err(e) => e,
+        },
+        ["start", name] => match origins.start(name).await {
+            Ok(()) => format!("started origin {name}"),
+            Err(e) => e,
+        },
+        ["quit" | "exit" | "q"] => return None,
+        [] => String::new(),
+        _ => format!("unknown command `{line}` (kill NAME, start NAME, quit)"),
+    })
+}
+
+pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
+    let (name, text) = config_text(args)?;
     let config =
         lb_core::config::Config::parse(&name, &text, regions).map_err(|e| anyhow!("{e}"))?;
     if u32::from(args.gossip_port) + 39 > u32::from(u16::MAX) {
         bail!("--gossip-port leaves no room for 39 probers above it");
     }
     let dir = std::env::temp_dir().join(format!("meshlb-demo-{}", std::process::id()));
-    std::fs::create_dir_all(dir.join("logs"))
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    let config_path = dir.join("meshlb.toml");
-    std::fs::write(&config_path, &text)?;
-    let key = dir.join("cluster.key");
-    std::fs::write(&key, "meshlb demo cluster key (loopback only)\n")?;
-    let exe = std::env::current_exe().context("cannot find the meshlb binary")?;
-    let str_path = |p: &Path| p.display().to_string();
-
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(async {
         let behaviours = BTreeMap::from([
@@ -178,59 +174,9 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ]);
         let mut origins = Origins::new(&config, &behaviours);
         origins.start_all().await.map_err(|e| anyhow!("{e}"))?;
-
-        let seed = format!("127.0.0.1:{}", args.gossip_port);
-        let mesh = |listen: u16| -> Vec<String> {
-            vec![
-                "--listen".into(), format!("127.0.0.1:{listen}"),
-                "--seed".into(), seed.clone(),
-                "--key-file".into(), str_path(&key),
-                "--gossip-interval-ms".into(), "200".into(),
-            ]
-        };
-        let mut fleet = Fleet(Vec::new());
-        let mut agg: Vec<String> = [
-            "aggregator", "--config", &str_path(&config_path), "--region", "WEU", "--dc", "ams",
-            "--admin", &args.admin.to_string(), "--dns", &args.dns.to_string(),
-            "--proxy", &args.proxy.to_string(), "--proxy-workers", "1", "--dns-sockets", "1",
-            // The proxied www.demo.test resolves to this PoP, never to an origin.
-            "--advertise-proxy", &args.proxy.ip().to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        agg.extend(mesh(args.gossip_port));
-        fleet.0.push(("aggregator".into(), spawn(&exe, &agg, &dir.join("logs/aggregator.log"))?));
-        let mut port = args.gossip_port;
-        for r in regions.regions() {
-            for dc in r.datacenters.iter().take(3) {
-                port += 1;
-                let mut a: Vec<String> = ["prober", "--config", &str_path(&config_path), "--region", r.region.code(), "--dc", &dc.code]
-                    .iter()
-                    .map(|s| s.to_string())
-                    .collect();
-                a.extend(mesh(port));
-                let log = dir.join(format!("logs/prober-{}-{}.log", r.region.code(), dc.code));
-                fleet.0.push((format!("prober {}/{}", r.region.code(), dc.code), spawn(&exe, &a, &log)?));
-            }
-        }
-
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for line in std::io::stdin().lock().lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(Input::Line(l)).is_err() {
-                            return;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-            let _ = tx.send(Input::Closed);
-        });
-
-        let logs = str_path(&dir.join("logs"));
+        let mut fleet = fleet::start(args, regions, &dir, &text)?;
+        let mut rx = stdin_lines();
+        let logs = dir.join("logs").display().to_string();
         let (dns, proxy, admin) = (args.dns.to_string(), args.proxy.to_string(), args.admin.to_string());
         if args.no_view {
             println!("meshlb demo: DNS {dns}, proxy http://{proxy}, admin http://{admin}, {} nodes, logs in {logs}", fleet.0.len());
@@ -245,24 +191,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             tokio::select! {
                 _ = &mut stop => break,
                 input = rx.recv() => {
-                    let line = match input {
-                        Some(Input::Line(l)) => l,
-                        Some(Input::Closed) | None => continue,
-                    };
-                    let words: Vec<&str> = line.split_whitespace().collect();
-                    message = match words.as_slice() {
-                        ["kill" | "stop", name] => match origins.stop(name).await {
-                            Ok(()) => format!("stopped origin {name}: watch the mesh mark it down"),
-                            Err(e) => e,
-                        },
-                        ["start", name] => match origins.start(name).await {
-                            Ok(()) => format!("started origin {name}"),
-                            Err(e) => e,
-                        },
-                        ["quit" | "exit" | "q"] => break,
-                        [] => String::new(),
-                        _ => format!("unknown command `{line}` (kill NAME, start NAME, quit)"),
-                    };
+                    let Some(Input::Line(line)) = input else { continue };
+                    match command(&line, &mut origins).await {
+                        None => break,
+                        Some(m) => message = m,
+                    }
                     if args.no_view && !message.is_empty() {
                         println!("{message}");
                     }
@@ -270,10 +203,8 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
                 _ = tick.tick() => {}
             }
             // A child that exited is a broken demo: say so rather than show a stale view.
-            for (what, child) in &mut fleet.0 {
-                if let Ok(Some(status)) = child.try_wait() {
-                    bail!("{what} exited ({status}); see its log in {logs}");
-                }
+            if let Some((what, status)) = fleet.exited() {
+                bail!("{what} exited ({status}); see its log in {logs}");
             }
             let admin_addr = args.admin;
             let (status, events) = tokio::task::spawn_blocking(move || {
