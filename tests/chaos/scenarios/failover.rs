@@ -86,6 +86,14 @@ pub fn an_origin_s_death_and_return_are_seen_within_the_bound(m: &mut Mesh) -> O
 /// is not considered (Cloudflare's NoHealth, docs/design.md#the-fallback-pool), so DNS still
 /// answers with it once it is marked unhealthy, and the load balancer is critical. Leaves every
 /// origin stopped, the state the next two trials start from.
+///
+/// Depends on the prober trials having run before it, in the suite's order: on a world where
+/// they did not run (this trial alone, or after an idle minute), both aggregators stopped
+/// counting votes once eu's and us's origins were down (every vote stale, fail static) and DNS
+/// stayed on us for 20 s. The old single test did the same when its first three scenarios were
+/// skipped (checked 2026-12-03), so this is the world's or the product's, not the split's; the
+/// timeout message gives the votes counted and the fail-static flag. The next two trials, which
+/// stop every origin themselves when they run alone, share the dependency.
 pub fn pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down(m: &mut Mesh) -> Outcome {
     m.wait_healthy(Duration::from_secs(60));
     let mut steps = Vec::new();

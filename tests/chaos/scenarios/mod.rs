@@ -1,7 +1,9 @@
 //! The chaos trials, one behaviour each, in the order they run (the order of the one function
 //! they were before): a trial that needs the state an earlier one left says so, and
-//! establishes it itself where it can. Each returns the row it adds to the report; it passes
-//! when the row does.
+//! establishes it itself where it can. Run the whole list (`cargo test --test chaos`): the
+//! failover trials pass only after the prober trials (see
+//! `failover::pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down`). Each returns
+//! the row it adds to the report; it passes when the row does.
 
 mod aggregators;
 mod control;
