@@ -2,9 +2,9 @@
 //! flapping, one slow), 39 probers (13 regions x 3 datacenters, each a real `meshlb prober`
 //! process and chitchat member probing over loopback) and an aggregator serving DNS, the proxy
 //! and the admin API — with a live terminal view and commands to stop and start origins. The
-//! origins answer probes with each region's emulated round-trip time
-//! (`tests/support/src/demo_origins.rs`, `latency.rs`), so
-//! latency steering picks the nearest real pool.
+//! origins (`tests/support/src/demo_origins.rs`) answer probes with each region's emulated
+//! round-trip time (`tests/support/src/latency.rs`), so latency steering picks the nearest
+//! real pool.
 
 mod fleet;
 mod view;
