@@ -180,19 +180,6 @@ fn ms(v: u64) -> Duration {
     Duration::from_millis(v.max(1))
 }
 
-/// A token from its file, else from the environment variable `env`.
-pub(super) fn read_token(file: Option<&PathBuf>, env: &str) -> anyhow::Result<Option<String>> {
-    Ok(match file {
-        Some(f) => Some(
-            std::fs::read_to_string(f)
-                .with_context(|| format!("cannot read {}", f.display()))?
-                .trim()
-                .to_string(),
-        ),
-        None => std::env::var(env).ok(),
-    })
-}
-
 pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let settings = args.settings(regions)?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -213,9 +200,9 @@ impl Args {
             ConfigRole::Standalone
         };
         let tokens = aggregator::admin::Tokens {
-            write: read_token(self.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?
+            write: super::read_token(self.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?
                 .map(Into::into),
-            read: read_token(
+            read: super::read_token(
                 self.admin_read_token_file.as_ref(),
                 "MESHLB_ADMIN_READ_TOKEN",
             )?

@@ -44,3 +44,16 @@ pub fn load_regions(path: Option<&Path>) -> Result<RegionsTable, String> {
         }
     }
 }
+
+/// A token from its file, else from the environment variable `env`.
+pub fn read_token(file: Option<&std::path::PathBuf>, env: &str) -> anyhow::Result<Option<String>> {
+    Ok(match file {
+        Some(f) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?
+                .trim()
+                .to_string(),
+        ),
+        None => std::env::var(env).ok(),
+    })
+}

@@ -57,8 +57,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     } else {
         ConfigRole::Standalone
     };
-    let token =
-        super::aggregator::read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;
+    let token = super::read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;
     let settings = Settings {
         config: args.config.clone(),
         regions: regions.clone(),
