@@ -1,8 +1,8 @@
 //! What meshlb's integration tests share (`tests/*.rs`, `tests/chaos/`): child processes that
 //! die with the test, free loopback ports, HTTP origins that can be stopped, the admin API,
-//! bounded waits, starters for small meshes, a real Unbound and dig, and builders that render
-//! the configuration file (`config`). `use test_support::*;` brings every helper but the
-//! builders, which are used as `test_support::config::{Config, Monitor, Pool, Lb, ...}`.
+//! bounded waits, starters for small meshes (`meshes`), a real Unbound and dig, and builders
+//! that render the configuration file (`config`). `use test_support::*;` brings every helper but
+//! the builders, which are used as `test_support::config::{Config, Monitor, Pool, Lb, ...}`.
 //!
 //! `latency` (the emulated inter-region round-trip times) and `demo_origins` (origins that
 //! answer with them) are `meshlb demo`'s too; the binary takes this crate without its default
@@ -18,7 +18,7 @@ pub mod config;
 #[cfg(feature = "harness")]
 pub mod dns;
 #[cfg(feature = "harness")]
-pub mod mesh;
+pub mod meshes;
 #[cfg(feature = "harness")]
 pub mod named;
 #[cfg(feature = "harness")]
@@ -37,7 +37,7 @@ pub use admin::{admin_token_args, get, scrape};
 #[cfg(feature = "harness")]
 pub use dns::{dig_short, unbound};
 #[cfg(feature = "harness")]
-pub use mesh::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
+pub use meshes::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
 #[cfg(feature = "harness")]
 pub use named::named_origin;
 #[cfg(feature = "harness")]
