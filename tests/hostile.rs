@@ -1145,11 +1145,7 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
         let mut nodes = Vec::new();
         // A prober drains a; a node claiming to be an aggregator drains b for ever.
         for (name, role, d) in [
-            (
-                "insider-prober",
-                mesh::Role::Prober,
-                decision("a", now_ms),
-            ),
+            ("insider-prober", mesh::Role::Prober, decision("a", now_ms)),
             (
                 "insider-aggregator",
                 mesh::Role::Aggregator,
