@@ -16,8 +16,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-mod shared_world;
-use shared_world::{Guard, Shared};
 use test_support::*;
 
 /// One API call: (status, ETag, JSON body or the text as a string).
@@ -295,8 +293,7 @@ impl Primary {
     }
 }
 
-fn a_cloudflare_monitor_body_is_accepted_with_a_generated_id() {
-    let w = PRIMARY.lock();
+fn a_cloudflare_monitor_body_is_accepted_with_a_generated_id(w: &mut Primary) {
     let (status, _, m) = &w.monitor;
     assert_eq!(*status, 200, "{m:#}");
     assert_eq!(
@@ -312,23 +309,20 @@ fn a_cloudflare_monitor_body_is_accepted_with_a_generated_id() {
     assert_eq!(m["result"]["header"]["X-App-ID"], json!(["abc123"]));
 }
 
-fn cloudflare_pool_bodies_are_accepted_with_their_name_as_id() {
-    let w = PRIMARY.lock();
+fn cloudflare_pool_bodies_are_accepted_with_their_name_as_id(w: &mut Primary) {
     let (status, _, p) = &w.pool;
     assert_eq!(*status, 200, "{p:#}");
     assert_eq!(p["result"]["id"], json!("primary-dc-1"));
     assert_eq!(w.fallback.0, 200, "{:#}", w.fallback.2);
 }
 
-fn a_cloudflare_load_balancer_body_is_accepted_with_its_steering() {
-    let w = PRIMARY.lock();
+fn a_cloudflare_load_balancer_body_is_accepted_with_its_steering(w: &mut Primary) {
     let (status, _, l) = &w.lb;
     assert_eq!(*status, 200, "{l:#}");
     assert_eq!(l["result"]["steering_policy"], json!("dynamic_latency"));
 }
 
-fn each_write_answers_the_next_generation_as_its_etag() {
-    let w = PRIMARY.lock();
+fn each_write_answers_the_next_generation_as_its_etag(w: &mut Primary) {
     let etags = [&w.monitor.1, &w.pool.1, &w.fallback.1, &w.lb.1];
     assert_eq!(
         etags,
@@ -337,8 +331,7 @@ fn each_write_answers_the_next_generation_as_its_etag() {
     );
 }
 
-fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written() {
-    let w = PRIMARY.lock();
+fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written(w: &mut Primary) {
     let before = w.generation();
     let monitor = w.monitor_id();
     let mut unsupported: Value =
@@ -364,8 +357,7 @@ fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written() {
     assert!(message.contains("unknown field"), "{e:#}");
 }
 
-fn a_value_of_the_wrong_type_is_refused_with_its_path() {
-    let w = PRIMARY.lock();
+fn a_value_of_the_wrong_type_is_refused_with_its_path(w: &mut Primary) {
     let (status, _, e) = call(
         w.admin,
         WRITE,
@@ -379,28 +371,24 @@ fn a_value_of_the_wrong_type_is_refused_with_its_path() {
     assert_eq!(pointer, &json!("/minimum_origins"), "{e:#}");
 }
 
-fn lists_carry_result_info_and_the_read_token_reads_them() {
-    let w = PRIMARY.lock();
+fn lists_carry_result_info_and_the_read_token_reads_them(w: &mut Primary) {
     let (status, _, list) = call(w.admin, READ, "GET", POOLS, None, &[]);
     assert_eq!(status, 200, "{list:#}");
     assert_eq!(list["result_info"]["count"], json!(2), "{list:#}");
     assert_eq!(list["result_info"]["total_count"], json!(2), "{list:#}");
 }
 
-fn the_read_token_cannot_write() {
-    let w = PRIMARY.lock();
+fn the_read_token_cannot_write(w: &mut Primary) {
     let path = format!("{POOLS}/fallback");
     let (status, _, e) = call(w.admin, READ, "DELETE", &path, None, &[]);
     assert_eq!((status, e["errors"][0]["code"].clone()), (403, json!(1005)));
 }
 
-fn a_request_without_a_token_is_refused_401() {
-    let w = PRIMARY.lock();
+fn a_request_without_a_token_is_refused_401(w: &mut Primary) {
     assert_eq!(call(w.admin, None, "GET", POOLS, None, &[]).0, 401);
 }
 
-fn a_write_from_another_site_is_refused_403() {
-    let w = PRIMARY.lock();
+fn a_write_from_another_site_is_refused_403(w: &mut Primary) {
     let evil = [("Origin", "https://evil.example")];
     assert_eq!(
         call(w.admin, WRITE, "POST", POOLS, Some("{}"), &evil).0,
@@ -408,8 +396,7 @@ fn a_write_from_another_site_is_refused_403() {
     );
 }
 
-fn a_second_write_based_on_the_same_generation_is_a_conflict() {
-    let w = PRIMARY.lock();
+fn a_second_write_based_on_the_same_generation_is_a_conflict(w: &mut Primary) {
     let based_on = format!("\"{}\"", w.generation());
     let path = format!("{POOLS}/fallback");
     let if_match = [("If-Match", based_on.as_str())];
@@ -423,8 +410,7 @@ fn a_second_write_based_on_the_same_generation_is_a_conflict() {
     assert_eq!(e["errors"][0]["code"], json!(1003));
 }
 
-fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference() {
-    let w = PRIMARY.lock();
+fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference(w: &mut Primary) {
     let path = format!("{POOLS}/primary-dc-1");
     let (status, _, e) = call(w.admin, WRITE, "DELETE", &path, None, &[]);
     assert_eq!(status, 400, "{e:#}");
@@ -437,8 +423,7 @@ fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference() {
     assert!(names_the_lb, "{e:#}");
 }
 
-fn a_resource_read_can_be_written_back_unchanged_making_no_generation() {
-    let w = PRIMARY.lock();
+fn a_resource_read_can_be_written_back_unchanged_making_no_generation(w: &mut Primary) {
     let path = format!("{LBS}/www.example.com");
     let (status, _, got) = call(w.admin, READ, "GET", &path, None, &[]);
     assert_eq!(status, 200, "{got:#}");
@@ -453,16 +438,14 @@ fn a_resource_read_can_be_written_back_unchanged_making_no_generation() {
     );
 }
 
-fn a_put_that_renames_is_refused() {
-    let w = PRIMARY.lock();
+fn a_put_that_renames_is_refused(w: &mut Primary) {
     let path = format!("{LBS}/www.example.com");
     let other = cloudflare_lb("other.example.com", &["fallback"], "fallback");
     let (status, _, e) = call(w.admin, WRITE, "PUT", &path, Some(&other), &[]);
     assert_eq!(status, 400, "{e:#}");
 }
 
-fn pool_health_answers_in_cloudflare_shape() {
-    let w = PRIMARY.lock();
+fn pool_health_answers_in_cloudflare_shape(w: &mut Primary) {
     let path = format!("{POOLS}/primary-dc-1/health");
     let (status, _, h) = call(w.admin, READ, "GET", &path, None, &[]);
     assert_eq!(status, 200, "{h:#}");
@@ -471,8 +454,7 @@ fn pool_health_answers_in_cloudflare_shape() {
     assert!(origin.is_object(), "{h:#}");
 }
 
-fn the_analytics_events_view_answers() {
-    let w = PRIMARY.lock();
+fn the_analytics_events_view_answers(w: &mut Primary) {
     let path = "/client/v4/user/load_balancing_analytics/events";
     let (status, _, ev) = call(w.admin, READ, "GET", path, None, &[]);
     assert_eq!(
@@ -482,8 +464,7 @@ fn the_analytics_events_view_answers() {
     );
 }
 
-fn the_file_holds_the_generation_in_force_and_keeps_the_one_before() {
-    let w = PRIMARY.lock();
+fn the_file_holds_the_generation_in_force_and_keeps_the_one_before(w: &mut Primary) {
     let text = std::fs::read_to_string(&w.config).expect("config");
     assert!(text.contains("www.example.com"), "{text}");
     assert!(w.dir.path().join("meshlb.toml.previous").exists());
@@ -493,8 +474,7 @@ fn the_file_holds_the_generation_in_force_and_keeps_the_one_before() {
     assert_eq!(sidecar["generation"], json!(w.generation()), "{sidecar:#}");
 }
 
-fn the_written_file_passes_meshlb_check() {
-    let w = PRIMARY.lock();
+fn the_written_file_passes_meshlb_check(w: &mut Primary) {
     let check = Command::new(env!("CARGO_BIN_EXE_meshlb"))
         .args(["check", w.config.to_str().unwrap()])
         .output()
@@ -503,15 +483,13 @@ fn the_written_file_passes_meshlb_check() {
     assert!(check.status.success(), "{stderr}");
 }
 
-fn meshlb_pools_list_shows_each_pool_with_its_description() {
-    let w = PRIMARY.lock();
+fn meshlb_pools_list_shows_each_pool_with_its_description(w: &mut Primary) {
     let (code, out, err) = w.cli(&["pools", "list"]);
     assert_eq!(code, Some(0), "{err}");
     assert!(out.contains("primary-dc-1\tPrimary data center"), "{out}");
 }
 
-fn meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work() {
-    let w = PRIMARY.lock();
+fn meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work(w: &mut Primary) {
     let file = w.dir.path().join("pool.json");
     let pool = cloudflare_pool("from-cli", &w.monitor_id(), &[("c", "127.0.0.1", 1.0)]);
     std::fs::write(&file, pool).expect("pool file");
@@ -528,16 +506,14 @@ fn meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work() {
     assert_eq!(code, Some(0), "{err}");
 }
 
-fn meshlb_config_diff_shows_what_a_push_would_change() {
-    let w = PRIMARY.lock();
+fn meshlb_config_diff_shows_what_a_push_would_change(w: &mut Primary) {
     let (next, _) = w.edited_config();
     let (code, out, _) = w.cli(&["config", "diff", next.to_str().unwrap()]);
     assert_eq!(code, Some(1), "a difference: {out}");
     assert!(out.contains("+description = \"Edited monitor\""), "{out}");
 }
 
-fn a_config_push_based_on_a_stale_generation_is_refused_409() {
-    let w = PRIMARY.lock();
+fn a_config_push_based_on_a_stale_generation_is_refused_409(w: &mut Primary) {
     let (next, _) = w.edited_config();
     let next = next.to_str().unwrap();
     let (code, out, err) = w.cli(&["config", "push", next, "--if-match", "1"]);
@@ -545,8 +521,7 @@ fn a_config_push_based_on_a_stale_generation_is_refused_409() {
     assert!(err.contains("409"), "{err}");
 }
 
-fn meshlb_config_push_writes_the_file_verbatim() {
-    let w = PRIMARY.lock();
+fn meshlb_config_push_writes_the_file_verbatim(w: &mut Primary) {
     let original = w.dir.path().join("original.toml");
     std::fs::copy(&w.config, &original).expect("copy");
     let (next, edited) = w.edited_config();
@@ -782,8 +757,7 @@ impl Mesh {
     }
 }
 
-fn a_write_reaches_every_node_at_its_generation() {
-    let w = MESH.lock();
+fn a_write_reaches_every_node_at_its_generation(w: &mut Mesh) {
     let path = format!("{POOLS}/eu");
     let patch = json!({ "description": format!("written at {:?}", std::time::SystemTime::now()) });
     let (status, etag, e) = call(
@@ -799,13 +773,12 @@ fn a_write_reaches_every_node_at_its_generation() {
     w.wait_everywhere(generation, "every node at the new generation");
 }
 
-fn a_follower_aggregator_serves_what_the_primary_wrote() {
+fn a_follower_aggregator_serves_what_the_primary_wrote(w: &mut Mesh) {
     // Both endpoints, once the probers' votes are in.
-    MESH.lock().serve_both();
+    w.serve_both();
 }
 
-fn a_write_on_a_follower_is_refused_421_naming_the_primary() {
-    let w = MESH.lock();
+fn a_write_on_a_follower_is_refused_421_naming_the_primary(w: &mut Mesh) {
     let path = format!("{POOLS}/eu");
     let (status, _, e) = call(w.secondary, WRITE, "DELETE", &path, None, &[]);
     assert_eq!(status, 421, "{e:#}");
@@ -831,8 +804,7 @@ impl Drop for Paused {
     }
 }
 
-fn a_paused_prober_catches_up_on_a_write_it_missed() {
-    let w = MESH.lock();
+fn a_paused_prober_catches_up_on_a_write_it_missed(w: &mut Mesh) {
     w.serve_both();
     let paused = Paused(w.procs.0[2].id());
     signal(paused.0, "STOP");
@@ -849,8 +821,7 @@ fn a_paused_prober_catches_up_on_a_write_it_missed() {
     );
 }
 
-fn a_document_one_node_cannot_validate_is_refused_there_and_reported() {
-    let w = MESH.lock();
+fn a_document_one_node_cannot_validate_is_refused_there_and_reported(w: &mut Mesh) {
     let before = w.generation();
     w.wait_everywhere(before, "every node at the generation in force");
     let path = format!("{LBS}/www.example.com");
@@ -896,8 +867,7 @@ fn a_document_one_node_cannot_validate_is_refused_there_and_reported() {
     w.wait_everywhere(generation, "every node at the generation without France");
 }
 
-fn without_the_primary_a_follower_keeps_serving_and_writes_wait() {
-    let mut w = MESH.lock();
+fn without_the_primary_a_follower_keeps_serving_and_writes_wait(w: &mut Mesh) {
     w.serve_both();
     let generation = w.generation();
     let served = dig(w.dns, "www.example.com");
@@ -906,7 +876,7 @@ fn without_the_primary_a_follower_keeps_serving_and_writes_wait() {
     let _ = primary.wait();
     // Started again when the trial ends, passed or failed.
     let restart = primary_args(w.dir.path(), &w.key, w.primary, w.seed);
-    let back = Restart(&mut w, restart);
+    let back = Restart(w, restart);
     let m = &back.0;
     wait_for(
         "the follower sees no primary",
@@ -926,9 +896,9 @@ fn without_the_primary_a_follower_keeps_serving_and_writes_wait() {
 
 /// Starts the primary again (with `args`) when dropped, and waits (without failing: the trial
 /// that dropped it says what broke) for the follower and every node to see it.
-struct Restart<'a, 'w>(&'a mut Guard<'w, Mesh>, Vec<String>);
+struct Restart<'a>(&'a mut Mesh, Vec<String>);
 
-impl Drop for Restart<'_, '_> {
+impl Drop for Restart<'_> {
     fn drop(&mut self) {
         let m = &mut self.0;
         m.procs.0.insert(0, node(&self.1));
@@ -1036,43 +1006,45 @@ fn lb_now() -> u64 {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            a_cloudflare_monitor_body_is_accepted_with_a_generated_id,
-            cloudflare_pool_bodies_are_accepted_with_their_name_as_id,
-            a_cloudflare_load_balancer_body_is_accepted_with_its_steering,
-            each_write_answers_the_next_generation_as_its_etag,
-            fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written,
-            a_value_of_the_wrong_type_is_refused_with_its_path,
-            lists_carry_result_info_and_the_read_token_reads_them,
-            the_read_token_cannot_write,
-            a_request_without_a_token_is_refused_401,
-            a_write_from_another_site_is_refused_403,
-            a_second_write_based_on_the_same_generation_is_a_conflict,
-            a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference,
-            a_resource_read_can_be_written_back_unchanged_making_no_generation,
-            a_put_that_renames_is_refused,
-            pool_health_answers_in_cloudflare_shape,
-            the_analytics_events_view_answers,
-            the_file_holds_the_generation_in_force_and_keeps_the_one_before,
-            the_written_file_passes_meshlb_check,
-            meshlb_pools_list_shows_each_pool_with_its_description,
-            meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work,
-            meshlb_config_diff_shows_what_a_push_would_change,
-            a_config_push_based_on_a_stale_generation_is_refused_409,
-            meshlb_config_push_writes_the_file_verbatim,
-            a_write_reaches_every_node_at_its_generation,
-            a_follower_aggregator_serves_what_the_primary_wrote,
-            a_write_on_a_follower_is_refused_421_naming_the_primary,
-            a_paused_prober_catches_up_on_a_write_it_missed,
-            a_document_one_node_cannot_validate_is_refused_there_and_reported,
-            without_the_primary_a_follower_keeps_serving_and_writes_wait,
-            every_control_plane_flag_is_documented,
-            request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key,
-        ],
-        // The two worlds and the limits' primary are light enough to run side by side, as
-        // the tests of this file always did.
-        true,
-        &[&PRIMARY, &MESH],
-    )
+    let primary = trials![PRIMARY =>
+        a_cloudflare_monitor_body_is_accepted_with_a_generated_id,
+        cloudflare_pool_bodies_are_accepted_with_their_name_as_id,
+        a_cloudflare_load_balancer_body_is_accepted_with_its_steering,
+        each_write_answers_the_next_generation_as_its_etag,
+        fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written,
+        a_value_of_the_wrong_type_is_refused_with_its_path,
+        lists_carry_result_info_and_the_read_token_reads_them,
+        the_read_token_cannot_write,
+        a_request_without_a_token_is_refused_401,
+        a_write_from_another_site_is_refused_403,
+        a_second_write_based_on_the_same_generation_is_a_conflict,
+        a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference,
+        a_resource_read_can_be_written_back_unchanged_making_no_generation,
+        a_put_that_renames_is_refused,
+        pool_health_answers_in_cloudflare_shape,
+        the_analytics_events_view_answers,
+        the_file_holds_the_generation_in_force_and_keeps_the_one_before,
+        the_written_file_passes_meshlb_check,
+        meshlb_pools_list_shows_each_pool_with_its_description,
+        meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work,
+        meshlb_config_diff_shows_what_a_push_would_change,
+        a_config_push_based_on_a_stale_generation_is_refused_409,
+        meshlb_config_push_writes_the_file_verbatim,
+    ];
+    let mesh = trials![MESH =>
+        a_write_reaches_every_node_at_its_generation,
+        a_follower_aggregator_serves_what_the_primary_wrote,
+        a_write_on_a_follower_is_refused_421_naming_the_primary,
+        a_paused_prober_catches_up_on_a_write_it_missed,
+        a_document_one_node_cannot_validate_is_refused_there_and_reported,
+        without_the_primary_a_follower_keeps_serving_and_writes_wait,
+    ];
+    let alone = trials![
+        every_control_plane_flag_is_documented,
+        request_bodies_are_bounded_in_size_and_time_and_fetches_need_the_cluster_key,
+    ];
+    let all = [primary, mesh, alone].into_iter().flatten().collect();
+    // The two worlds and the limits' primary are light enough to run side by side, as the
+    // tests of this file always did.
+    trials::run(all, Threads::Cores);
 }

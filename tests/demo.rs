@@ -10,8 +10,6 @@ use std::net::{SocketAddr, UdpSocket};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod shared_world;
-use shared_world::Shared;
 use test_support::*;
 
 /// A base port with itself and the 39 above it free for UDP on 127.0.0.1, below Linux's
@@ -194,23 +192,20 @@ impl Drop for Interrupting {
     }
 }
 
-fn every_demo_endpoint_comes_up_healthy_with_every_prober_alive() {
-    let d = DEMO.lock();
+fn every_demo_endpoint_comes_up_healthy_with_every_prober_alive(d: &mut Demo) {
     for e in ENDPOINTS {
         assert_eq!(healthy(d.admin, e), Some(true), "{e}");
     }
     assert_eq!(live_probers(d.admin), 39);
 }
 
-fn failover_answers_the_first_pool() {
-    let d = DEMO.lock();
+fn failover_answers_the_first_pool(d: &mut Demo) {
     let mut answer = dig_short(d.dns, "failover.demo.test");
     answer.sort();
     assert_eq!(answer, vec!["127.0.1.11", "127.0.1.12"]);
 }
 
-fn geo_answers_by_the_ecs_region() {
-    let d = DEMO.lock();
+fn geo_answers_by_the_ecs_region(d: &mut Demo) {
     let geo = Command::new("dig")
         .arg(format!("@{}", d.dns.ip()))
         .args(["-p", &d.dns.port().to_string(), "geo.demo.test", "A"])
@@ -224,8 +219,7 @@ fn geo_answers_by_the_ecs_region() {
     );
 }
 
-fn a_proxied_name_resolves_to_the_pop_never_to_an_origin() {
-    let d = DEMO.lock();
+fn a_proxied_name_resolves_to_the_pop_never_to_an_origin(d: &mut Demo) {
     // Proxied hides the endpoints (docs/design.md).
     wait_for(
         "www.demo.test to name the PoP",
@@ -234,8 +228,7 @@ fn a_proxied_name_resolves_to_the_pop_never_to_an_origin() {
     );
 }
 
-fn a_real_resolver_gets_the_apex_through_the_delegation() {
-    let d = DEMO.lock();
+fn a_real_resolver_gets_the_apex_through_the_delegation(d: &mut Demo) {
     let (status, soa) = resolve(d.resolver, &["demo.test", "SOA"]);
     assert!(status == "NOERROR" && soa.len() == 1, "{status} {soa:?}");
     let (status, ns) = resolve(d.resolver, &["demo.test", "NS"]);
@@ -245,8 +238,7 @@ fn a_real_resolver_gets_the_apex_through_the_delegation() {
     );
 }
 
-fn a_real_resolver_gets_the_names_and_nxdomain_for_the_rest() {
-    let d = DEMO.lock();
+fn a_real_resolver_gets_the_names_and_nxdomain_for_the_rest(d: &mut Demo) {
     assert_eq!(
         resolve(d.resolver, &["failover.demo.test", "A"]),
         (
@@ -264,8 +256,7 @@ fn a_real_resolver_gets_the_names_and_nxdomain_for_the_rest() {
     );
 }
 
-fn a_real_resolver_gets_geo_answers_that_differ_per_client_subnet() {
-    let d = DEMO.lock();
+fn a_real_resolver_gets_geo_answers_that_differ_per_client_subnet(d: &mut Demo) {
     let ap = resolve(d.resolver, &["+subnet=10.3.0.0/24", "geo.demo.test", "A"]).1;
     let eu = resolve(d.resolver, &["+subnet=10.1.0.0/24", "geo.demo.test", "A"]).1;
     assert!(
@@ -278,8 +269,7 @@ fn a_real_resolver_gets_geo_answers_that_differ_per_client_subnet() {
     );
 }
 
-fn each_region_measures_its_own_rtts() {
-    let d = DEMO.lock();
+fn each_region_measures_its_own_rtts(d: &mut Demo) {
     // The origins emulate the distance from the probing region: from SEAS the ap pool is
     // nearest, from WEU the eu pool, and the fallback is far from both.
     let rtt = |pool: &str, region: &str| -> Option<f64> {
@@ -307,8 +297,7 @@ fn each_region_measures_its_own_rtts() {
     );
 }
 
-fn the_proxy_serves_from_the_nearest_real_pool_not_the_fallback() {
-    let d = DEMO.lock();
+fn the_proxy_serves_from_the_nearest_real_pool_not_the_fallback(d: &mut Demo) {
     // Dynamic latency from the PoP WEU: the eu pool.
     let page = || {
         let out = Command::new("curl")
@@ -326,8 +315,7 @@ fn the_proxy_serves_from_the_nearest_real_pool_not_the_fallback() {
     );
 }
 
-fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back() {
-    let mut d = DEMO.lock();
+fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back(d: &mut Demo) {
     writeln!(d.input, "kill eu-1").expect("command");
     let admin = d.admin;
     let down = wait_for("eu-1 to be marked down", Duration::from_secs(15), || {
@@ -345,8 +333,7 @@ fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back() {
     });
 }
 
-fn ctrl_c_stops_the_demo_and_every_process_it_started() {
-    let mut d = DEMO.lock();
+fn ctrl_c_stops_the_demo_and_every_process_it_started(d: &mut Demo) {
     let pid = nix::unistd::Pid::from_raw(i32::try_from(d.procs.demo().id()).expect("pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
     let mut exited = None;
@@ -355,8 +342,6 @@ fn ctrl_c_stops_the_demo_and_every_process_it_started() {
         exited.is_some()
     });
     let (admin, gossip) = (d.admin, d.gossip);
-    // A trial after this one gets a demo of its own.
-    Shared::restart_next(d);
     assert!(
         ended.is_some(),
         "the demo did not exit within 15 s of SIGINT"
@@ -374,22 +359,22 @@ fn ctrl_c_stops_the_demo_and_every_process_it_started() {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            every_demo_endpoint_comes_up_healthy_with_every_prober_alive,
-            failover_answers_the_first_pool,
-            geo_answers_by_the_ecs_region,
-            a_proxied_name_resolves_to_the_pop_never_to_an_origin,
-            a_real_resolver_gets_the_apex_through_the_delegation,
-            a_real_resolver_gets_the_names_and_nxdomain_for_the_rest,
-            a_real_resolver_gets_geo_answers_that_differ_per_client_subnet,
-            each_region_measures_its_own_rtts,
-            the_proxy_serves_from_the_nearest_real_pool_not_the_fallback,
-            an_origin_stopped_through_the_command_input_fails_over_and_comes_back,
-            // Last, as it ends the demo (a trial run after it would start another).
-            ctrl_c_stops_the_demo_and_every_process_it_started,
-        ],
-        false,
-        &[&DEMO],
-    )
+    let mut all = trials![DEMO =>
+        every_demo_endpoint_comes_up_healthy_with_every_prober_alive,
+        failover_answers_the_first_pool,
+        geo_answers_by_the_ecs_region,
+        a_proxied_name_resolves_to_the_pop_never_to_an_origin,
+        a_real_resolver_gets_the_apex_through_the_delegation,
+        a_real_resolver_gets_the_names_and_nxdomain_for_the_rest,
+        a_real_resolver_gets_geo_answers_that_differ_per_client_subnet,
+        each_region_measures_its_own_rtts,
+        the_proxy_serves_from_the_nearest_real_pool_not_the_fallback,
+        an_origin_stopped_through_the_command_input_fails_over_and_comes_back,
+    ];
+    // Last, as it ends the demo (a trial run after it starts another).
+    all.push(DEMO.ending(
+        stringify!(ctrl_c_stops_the_demo_and_every_process_it_started),
+        ctrl_c_stops_the_demo_and_every_process_it_started,
+    ));
+    trials::run(all, Threads::One);
 }

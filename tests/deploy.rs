@@ -12,8 +12,6 @@ use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod shared_world;
-use shared_world::Shared;
 use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
 use test_support::*;
 
@@ -381,8 +379,7 @@ fn body(text: String) -> String {
         .map_or(text.clone(), |(_, b)| b.to_string())
 }
 
-fn every_metric_the_dashboards_and_rules_query_is_exported() {
-    let w = WORLD.lock();
+fn every_metric_the_dashboards_and_rules_query_is_exported(w: &mut World) {
     let exposition = format!(
         "{}\n{}",
         body(scrape(w.admin)),
@@ -429,18 +426,15 @@ fn passes_promtool(what: &str, addr: SocketAddr) {
     );
 }
 
-fn the_aggregators_exposition_passes_promtool() {
-    let w = WORLD.lock();
+fn the_aggregators_exposition_passes_promtool(w: &mut World) {
     passes_promtool("aggregator", w.admin);
 }
 
-fn the_probers_exposition_passes_promtool() {
-    let w = WORLD.lock();
+fn the_probers_exposition_passes_promtool(w: &mut World) {
     passes_promtool("prober", w.prober_metrics);
 }
 
-fn a_real_prometheus_scrapes_both_nodes_and_answers_queries() {
-    let w = WORLD.lock();
+fn a_real_prometheus_scrapes_both_nodes_and_answers_queries(w: &mut World) {
     let query = |q: &str| -> Option<serde_json::Value> {
         let out = Command::new("curl")
             .args(["-s", "--max-time", "2", "--get", "--data-urlencode"])
@@ -467,19 +461,19 @@ fn a_real_prometheus_scrapes_both_nodes_and_answers_queries() {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            kubernetes_manifests_parse_with_a_valid_config_and_real_flags,
-            allocator_options_reach_jemalloc,
-            systemd_units_use_real_flags,
-            alert_rules_and_scrape_config_pass_promtool,
-            every_metric_the_dashboards_and_rules_query_is_exported,
-            the_aggregators_exposition_passes_promtool,
-            the_probers_exposition_passes_promtool,
-            a_real_prometheus_scrapes_both_nodes_and_answers_queries,
-        ],
-        // The file checks need no world; they run beside the one the metrics trials share.
-        true,
-        &[&WORLD],
-    )
+    let files = trials![
+        kubernetes_manifests_parse_with_a_valid_config_and_real_flags,
+        allocator_options_reach_jemalloc,
+        systemd_units_use_real_flags,
+        alert_rules_and_scrape_config_pass_promtool,
+    ];
+    let metrics = trials![WORLD =>
+        every_metric_the_dashboards_and_rules_query_is_exported,
+        the_aggregators_exposition_passes_promtool,
+        the_probers_exposition_passes_promtool,
+        a_real_prometheus_scrapes_both_nodes_and_answers_queries,
+    ];
+    let all = [files, metrics].into_iter().flatten().collect();
+    // The file checks need no world; they run beside the one the metrics trials share.
+    trials::run(all, Threads::Cores);
 }

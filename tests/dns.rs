@@ -13,9 +13,6 @@
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 
-#[macro_use]
-mod harness;
-
 mod dns {
     pub mod answers;
     pub mod failover;
@@ -24,7 +21,7 @@ mod dns {
 }
 
 use dns::*;
-use harness::Shared;
+use test_support::{trials, Shared, Threads};
 
 /// What `dig` printed for one query.
 #[derive(Debug, Default)]
@@ -103,11 +100,12 @@ pub fn addresses(d: &Dig) -> Vec<String> {
     a
 }
 
+static WORLD: Shared<world::World> = Shared::new(world::World::start);
+static POPS: Shared<pops::PopsWorld> = Shared::new(pops::PopsWorld::start);
+
 fn main() {
-    let world = Shared::new(world::World::start);
-    let pops = Shared::new(pops::PopsWorld::start);
     let mesh = trials![
-        world,
+        WORLD =>
         answers::equal_weights_answer_every_healthy_address_of_the_pool,
         answers::dns_is_answered_over_tcp,
         answers::dns_is_answered_over_ipv6_by_udp_and_tcp,
@@ -127,7 +125,7 @@ fn main() {
         failover::with_the_fallback_disabled_nothing_left_is_nodata_with_the_soa,
     ];
     let proxied = trials![
-        pops,
+        POPS =>
         pops::the_answering_pops_own_address_comes_first,
         pops::a_client_subnets_region_puts_its_pop_first,
         pops::aaaa_for_a_proxied_name_answers_the_pops_ipv6_addresses,
@@ -135,7 +133,6 @@ fn main() {
         pops::explain_shows_the_eligible_pops_in_order,
         pops::a_dead_pop_leaves_the_answer,
     ];
-    let trials = [mesh, proxied].into_iter().flatten().collect();
-    let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world, pops];
-    harness::run(trials, worlds);
+    let all = [mesh, proxied].into_iter().flatten().collect();
+    trials::run(all, Threads::PerTrial);
 }

@@ -1102,7 +1102,7 @@ fn an_http2_answer_that_outlasts_the_idle_timeout_is_not_cut() {
 
 #[test]
 fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
-    use ::mesh::keys::{encode_drains, DrainDecision, DRAINS};
+    use mesh::keys::{encode_drains, DrainDecision, DRAINS};
     let (scratch, key) = scratch_dir_with_key("hostile-drains");
     let config = scratch.path().join("meshlb.toml");
     std::fs::write(
@@ -1145,19 +1145,15 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
         let mut nodes = Vec::new();
         // A prober drains a; a node claiming to be an aggregator drains b for ever.
         for (name, role, d) in [
-            (
-                "insider-prober",
-                ::mesh::Role::Prober,
-                decision("a", now_ms),
-            ),
+            ("insider-prober", mesh::Role::Prober, decision("a", now_ms)),
             (
                 "insider-aggregator",
-                ::mesh::Role::Aggregator,
+                mesh::Role::Aggregator,
                 decision("b", u64::MAX),
             ),
         ] {
-            let node = ::mesh::start(
-                &::mesh::NodeIdentity {
+            let node = mesh::start(
+                &mesh::NodeIdentity {
                     node_id: name.into(),
                     role,
                     region: "WEU".into(),
@@ -1165,15 +1161,15 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
                     config_hash: String::new(),
                     config_loaded_at: 0,
                 },
-                &::mesh::MeshSettings {
+                &mesh::MeshSettings {
                     cluster_id: "meshlb".into(),
                     listen: free_udp(),
                     advertise: None,
                     aliases: Vec::new(),
-                    send_format: ::mesh::SendFormat::Bound,
+                    send_format: mesh::SendFormat::Bound,
                     seeds: vec![seed.clone()],
                     gossip_interval: Duration::from_millis(100),
-                    keys: ::mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
+                    keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
                     dead_node_grace: Duration::from_secs(60),
                 },
             )

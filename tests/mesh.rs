@@ -15,9 +15,6 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-#[macro_use]
-mod harness;
-
 mod mesh {
     pub mod admin;
     pub mod alone;
@@ -26,8 +23,8 @@ mod mesh {
     pub mod world;
 }
 
-use harness::{alone, Shared};
 use mesh::*;
+use test_support::{trials, Shared, Threads};
 
 /// Every region x three datacenters = 39 probers, the production shape. (The prober crate is
 /// built optimized even in test builds: unoptimized, the AEAD code monomorphized into it made
@@ -56,10 +53,11 @@ pub fn endpoint_verdict(status: &Value, endpoint: &str) -> Option<String> {
         .map(|e| e["verdict"].as_str().unwrap_or("").to_string())
 }
 
+static WORLD: Shared<world::World> = Shared::new(world::World::start);
+
 fn main() {
-    let world = Shared::new(world::World::start);
     let meshed = trials![
-        world,
+        WORLD =>
         votes::every_region_votes_on_every_endpoint,
         votes::an_aggregator_with_a_verdict_for_every_endpoint_is_ready,
         votes::every_prober_joins_and_a_node_with_the_wrong_key_never_does,
@@ -76,17 +74,10 @@ fn main() {
         metrics::a_prober_exports_its_probes,
         metrics::a_probers_failed_probes_are_classed_by_reason,
     ];
-    let lone = vec![
-        alone(
-            "an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout",
-            alone::an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout,
-        ),
-        alone(
-            "explain_uses_the_regions_table_of_the_aggregator",
-            alone::explain_uses_the_regions_table_of_the_aggregator,
-        ),
+    let lone = trials![
+        alone::an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout,
+        alone::explain_uses_the_regions_table_of_the_aggregator,
     ];
-    let trials = [meshed, lone].into_iter().flatten().collect();
-    let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world];
-    harness::run(trials, worlds);
+    let all = [meshed, lone].into_iter().flatten().collect();
+    trials::run(all, Threads::PerTrial);
 }

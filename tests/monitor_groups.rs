@@ -7,14 +7,11 @@
 //! the end); a trial that stops a member's origin starts it again and waits for the steady
 //! state.
 
-mod shared_world;
-
 use std::net::{SocketAddr, TcpListener};
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
-use shared_world::Shared;
 use test_support::config::{Config, Lb, Monitor, MonitorGroup, Pool};
 use test_support::*;
 
@@ -149,20 +146,6 @@ fn start_world() -> World {
 
 static WORLD: Shared<World> = Shared::new(start_world);
 
-/// An origin stopped until this is dropped (a failing trial too starts it again).
-struct Stopped<'a>(&'a Origin);
-
-impl Drop for Stopped<'_> {
-    fn drop(&mut self) {
-        self.0.start();
-    }
-}
-
-fn stop(origin: &Origin) -> Stopped<'_> {
-    origin.stop();
-    Stopped(origin)
-}
-
 impl World {
     /// Waits for the steady state: `a` healthy with `side` unhealthy, voted by all three DCs
     /// (a verdict moves on a majority, so the third vote can come later); `/status` then.
@@ -191,7 +174,7 @@ impl World {
     fn tcp_member_fails_and_recovers(&mut self) {
         self.steady();
         {
-            let _stopped = stop(&self.tcp_a);
+            let _stopped = Stopped::new([&self.tcp_a]);
             let down = ("unhealthy", ["healthy", "unhealthy", "unhealthy"]);
             wait_verdicts(self.admin, "a", down, "tcp down");
             wait_for("a out of DNS", Duration::from_secs(10), || {
@@ -212,8 +195,7 @@ impl World {
     }
 }
 
-fn a_monitoring_only_member_fails_without_deciding_the_verdict() {
-    let w = WORLD.lock();
+fn a_monitoring_only_member_fails_without_deciding_the_verdict(w: &mut World) {
     let status = w.steady();
     let a = endpoint(&status, "a").expect("a");
     assert_eq!(a["verdict"], "healthy", "{a:#}");
@@ -225,8 +207,7 @@ fn a_monitoring_only_member_fails_without_deciding_the_verdict() {
     );
 }
 
-fn status_shows_each_members_votes_with_the_reason() {
-    let w = WORLD.lock();
+fn status_shows_each_members_votes_with_the_reason(w: &mut World) {
     let status = w.steady();
     let votes = &endpoint(&status, "a").expect("a")["members"][2]["regions"][0];
     assert_eq!(votes["region"], "WEU");
@@ -235,8 +216,7 @@ fn status_shows_each_members_votes_with_the_reason() {
     assert!(reason.is_some_and(|r| r.contains("refused")), "{votes:#}");
 }
 
-fn meshlb_status_shows_each_member_with_its_votes() {
-    let w = WORLD.lock();
+fn meshlb_status_shows_each_member_with_its_votes(w: &mut World) {
     w.steady();
     let cli = Command::new(env!("CARGO_BIN_EXE_meshlb"))
         .args(["status", "--admin", &w.admin.to_string()])
@@ -251,16 +231,14 @@ fn meshlb_status_shows_each_member_with_its_votes() {
     );
 }
 
-fn endpoints_whose_group_is_healthy_are_answered_in_dns() {
-    let w = WORLD.lock();
+fn endpoints_whose_group_is_healthy_are_answered_in_dns(w: &mut World) {
     w.steady();
     wait_for("both endpoints in DNS", Duration::from_secs(10), || {
         dig_a(w.dns, WWW) == ["127.0.0.1", "127.0.0.2"]
     });
 }
 
-fn each_member_has_a_state_gauge() {
-    let w = WORLD.lock();
+fn each_member_has_a_state_gauge(w: &mut World) {
     w.steady();
     let text = scrape(w.admin);
     assert!(
@@ -272,13 +250,13 @@ fn each_member_has_a_state_gauge() {
     );
 }
 
-fn a_failing_deciding_member_without_a_majority_fails_the_endpoint() {
+fn a_failing_deciding_member_without_a_majority_fails_the_endpoint(w: &mut World) {
     // Checked on the way through the outage.
-    WORLD.lock().tcp_member_fails_and_recovers();
+    w.tcp_member_fails_and_recovers();
 }
 
-fn a_member_event_carries_its_role_and_the_votes_at_the_change() {
-    let events = WORLD.lock().events_after_tcp_outage();
+fn a_member_event_carries_its_role_and_the_votes_at_the_change(w: &mut World) {
+    let events = w.events_after_tcp_outage();
     let member = events
         .iter()
         .find(|e| e["kind"] == "member" && e["monitor"] == "tcp" && e["to"] == "unhealthy")
@@ -289,8 +267,8 @@ fn a_member_event_carries_its_role_and_the_votes_at_the_change() {
     assert!(matches!(at_change, Some(2 | 3)), "{member:#}");
 }
 
-fn an_endpoint_event_names_the_member_that_moved_it() {
-    let events = WORLD.lock().events_after_tcp_outage();
+fn an_endpoint_event_names_the_member_that_moved_it(w: &mut World) {
+    let events = w.events_after_tcp_outage();
     let down = events
         .iter()
         .find(|e| e["kind"] == "endpoint" && e["to"] == "unhealthy")
@@ -309,10 +287,9 @@ fn an_endpoint_event_names_the_member_that_moved_it() {
     );
 }
 
-fn a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass() {
-    let w = WORLD.lock();
+fn a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass(w: &mut World) {
     w.steady();
-    let stopped = stop(&w.http_a);
+    let stopped = Stopped::new([&w.http_a]);
     let down = ("unhealthy", ["unhealthy", "healthy", "unhealthy"]);
     wait_verdicts(w.admin, "a", down, "must-be-healthy http down");
     wait_for("a out of DNS", Duration::from_secs(10), || {
@@ -322,10 +299,9 @@ fn a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass() 
     w.steady();
 }
 
-fn an_endpoint_whose_members_pass_stays_healthy_while_another_fails() {
-    let w = WORLD.lock();
+fn an_endpoint_whose_members_pass_stays_healthy_while_another_fails(w: &mut World) {
     w.steady();
-    let stopped = stop(&w.http_a);
+    let stopped = Stopped::new([&w.http_a]);
     let down = ("unhealthy", ["unhealthy", "healthy", "unhealthy"]);
     wait_verdicts(w.admin, "a", down, "must-be-healthy http down");
     let (b, _) = verdicts(w.admin, "b").expect("b");
@@ -335,20 +311,17 @@ fn an_endpoint_whose_members_pass_stays_healthy_while_another_fails() {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            a_monitoring_only_member_fails_without_deciding_the_verdict,
-            status_shows_each_members_votes_with_the_reason,
-            meshlb_status_shows_each_member_with_its_votes,
-            endpoints_whose_group_is_healthy_are_answered_in_dns,
-            each_member_has_a_state_gauge,
-            a_failing_deciding_member_without_a_majority_fails_the_endpoint,
-            a_member_event_carries_its_role_and_the_votes_at_the_change,
-            an_endpoint_event_names_the_member_that_moved_it,
-            a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass,
-            an_endpoint_whose_members_pass_stays_healthy_while_another_fails,
-        ],
-        false,
-        &[&WORLD],
-    )
+    let all = trials![WORLD =>
+        a_monitoring_only_member_fails_without_deciding_the_verdict,
+        status_shows_each_members_votes_with_the_reason,
+        meshlb_status_shows_each_member_with_its_votes,
+        endpoints_whose_group_is_healthy_are_answered_in_dns,
+        each_member_has_a_state_gauge,
+        a_failing_deciding_member_without_a_majority_fails_the_endpoint,
+        a_member_event_carries_its_role_and_the_votes_at_the_change,
+        an_endpoint_event_names_the_member_that_moved_it,
+        a_failing_must_be_healthy_member_fails_the_endpoint_though_the_others_pass,
+        an_endpoint_whose_members_pass_stays_healthy_while_another_fails,
+    ];
+    trials::run(all, Threads::One);
 }

@@ -14,8 +14,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod shared_world;
-use shared_world::Shared;
 use test_support::config::{quote, Config, Lb, Monitor, Pool};
 use test_support::*;
 
@@ -416,8 +414,7 @@ fn delivered(subject: &str, to: &str) -> bool {
 }
 
 /// Waits for the down change's email to `to`.
-fn down_emailed_to(to: &str) {
-    let mut w = WORLD.lock();
+fn down_emailed_to(w: &mut World, to: &str) {
     w.outage();
     let subject = w.subject("healthy -> unhealthy");
     wait_for(
@@ -427,14 +424,13 @@ fn down_emailed_to(to: &str) {
     );
 }
 
-fn a_change_is_recorded_at_once_whatever_a_dead_smtp_server_does() {
-    let recorded = WORLD.lock().outage();
+fn a_change_is_recorded_at_once_whatever_a_dead_smtp_server_does(w: &mut World) {
+    let recorded = w.outage();
     let after = recorded.expect("the change in /events within 10 s of the stop");
     println!("unhealthy recorded {after:?} after the stop");
 }
 
-fn a_webhook_post_answered_500_is_retried() {
-    let mut w = WORLD.lock();
+fn a_webhook_post_answered_500_is_retried(w: &mut World) {
     w.outage();
     w.first_delivery();
     assert!(
@@ -443,8 +439,7 @@ fn a_webhook_post_answered_500_is_retried() {
     );
 }
 
-fn the_webhook_body_names_the_endpoint_and_its_change() {
-    let mut w = WORLD.lock();
+fn the_webhook_body_names_the_endpoint_and_its_change(w: &mut World) {
     w.outage();
     let json: serde_json::Value =
         serde_json::from_str(&w.first_delivery().body).expect("json body");
@@ -457,8 +452,7 @@ fn the_webhook_body_names_the_endpoint_and_its_change() {
     );
 }
 
-fn the_notification_filter_keeps_pool_changes_out() {
-    let mut w = WORLD.lock();
+fn the_notification_filter_keeps_pool_changes_out(w: &mut World) {
     w.outage();
     let json: serde_json::Value =
         serde_json::from_str(&w.first_delivery().body).expect("json body");
@@ -469,8 +463,7 @@ fn the_notification_filter_keeps_pool_changes_out() {
     );
 }
 
-fn the_webhook_is_signed_with_hmac_sha256_of_the_secret_file() {
-    let mut w = WORLD.lock();
+fn the_webhook_is_signed_with_hmac_sha256_of_the_secret_file(w: &mut World) {
     w.outage();
     let first = w.first_delivery();
     let expected =
@@ -478,20 +471,19 @@ fn the_webhook_is_signed_with_hmac_sha256_of_the_secret_file() {
     assert_eq!(first.signature, expected);
 }
 
-fn a_change_is_emailed_over_plain_smtp() {
-    down_emailed_to("root@localhost");
+fn a_change_is_emailed_over_plain_smtp(w: &mut World) {
+    down_emailed_to(w, "root@localhost");
 }
 
-fn a_change_is_emailed_over_starttls() {
-    down_emailed_to("root+starttls@localhost");
+fn a_change_is_emailed_over_starttls(w: &mut World) {
+    down_emailed_to(w, "root+starttls@localhost");
 }
 
-fn a_change_is_emailed_over_implicit_tls() {
-    down_emailed_to("root+smtps@localhost");
+fn a_change_is_emailed_over_implicit_tls(w: &mut World) {
+    down_emailed_to(w, "root+smtps@localhost");
 }
 
-fn a_recovery_is_emailed_and_posted() {
-    let mut w = WORLD.lock();
+fn a_recovery_is_emailed_and_posted(w: &mut World) {
     w.outage();
     let back = w.subject("unhealthy -> healthy");
     wait_for("the recovery email", Duration::from_secs(20), || {
@@ -500,8 +492,7 @@ fn a_recovery_is_emailed_and_posted() {
     w.delivery("\"from\":\"unhealthy\",\"to\":\"healthy\"");
 }
 
-fn two_aggregators_send_one_post_per_change() {
-    let mut w = WORLD.lock();
+fn two_aggregators_send_one_post_per_change(w: &mut World) {
     w.outage();
     // Once the recovery is posted, a second sender's copy of the first would have arrived too.
     w.delivery("\"from\":\"unhealthy\",\"to\":\"healthy\"");
@@ -518,8 +509,7 @@ fn two_aggregators_send_one_post_per_change() {
     );
 }
 
-fn a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up() {
-    let mut w = WORLD.lock();
+fn a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up(w: &mut World) {
     w.outage();
     // The other channels' emails were not held up by it.
     let subject = w.subject("healthy -> unhealthy");
@@ -543,21 +533,18 @@ fn a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up() {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            a_change_is_recorded_at_once_whatever_a_dead_smtp_server_does,
-            a_webhook_post_answered_500_is_retried,
-            the_webhook_body_names_the_endpoint_and_its_change,
-            the_notification_filter_keeps_pool_changes_out,
-            the_webhook_is_signed_with_hmac_sha256_of_the_secret_file,
-            a_change_is_emailed_over_plain_smtp,
-            a_change_is_emailed_over_starttls,
-            a_change_is_emailed_over_implicit_tls,
-            a_recovery_is_emailed_and_posted,
-            two_aggregators_send_one_post_per_change,
-            a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up,
-        ],
-        false,
-        &[&WORLD],
-    )
+    let all = trials![WORLD =>
+        a_change_is_recorded_at_once_whatever_a_dead_smtp_server_does,
+        a_webhook_post_answered_500_is_retried,
+        the_webhook_body_names_the_endpoint_and_its_change,
+        the_notification_filter_keeps_pool_changes_out,
+        the_webhook_is_signed_with_hmac_sha256_of_the_secret_file,
+        a_change_is_emailed_over_plain_smtp,
+        a_change_is_emailed_over_starttls,
+        a_change_is_emailed_over_implicit_tls,
+        a_recovery_is_emailed_and_posted,
+        two_aggregators_send_one_post_per_change,
+        a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up,
+    ];
+    trials::run(all, Threads::One);
 }

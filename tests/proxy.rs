@@ -15,9 +15,6 @@ use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
-#[macro_use]
-mod harness;
-
 mod proxy {
     pub mod affinity;
     pub mod drain;
@@ -31,8 +28,8 @@ mod proxy {
     pub mod world;
 }
 
-use harness::{alone, Shared};
 use proxy::*;
+use test_support::{trials, Shared, Threads};
 
 #[derive(Debug, Default)]
 pub struct Reply {
@@ -105,12 +102,13 @@ pub fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
         .unwrap_or(0)
 }
 
+static WORLD: Shared<world::World> = Shared::new(world::World::start);
+static DRAINS: Shared<drain::DrainWorld> = Shared::new(drain::DrainWorld::start);
+static TLS: Shared<origin_tls::OriginTlsWorld> = Shared::new(origin_tls::OriginTlsWorld::start);
+
 fn main() {
-    let world = Shared::new(world::World::start);
-    let drains = Shared::new(drain::DrainWorld::start);
-    let tls = Shared::new(origin_tls::OriginTlsWorld::start);
     let steady = trials![
-        world,
+        WORLD =>
         messages::a_load_balancer_with_nothing_to_serve_answers_530_naming_itself,
         messages::an_unknown_host_answers_404,
         messages::a_request_head_over_64_kib_is_refused_with_431,
@@ -149,7 +147,7 @@ fn main() {
         metrics::a_connection_the_origin_closes_is_never_reused,
     ];
     let drained = trials![
-        drains,
+        DRAINS =>
         drain::a_drained_endpoint_takes_no_new_clients,
         drain::a_drained_endpoint_keeps_its_sessions_within_drain_duration,
         drain::a_drained_endpoints_sessions_move_after_drain_duration,
@@ -158,21 +156,19 @@ fn main() {
         drain::an_undrained_endpoint_takes_new_clients_again,
         drain::a_drain_outlives_the_aggregator_it_was_made_on,
     ];
-    let mut others = trials![
-        tls,
+    let tls = trials![
+        TLS =>
         origin_tls::strict_origin_tls_with_the_origins_ca_is_served,
         origin_tls::strict_origin_tls_without_the_origins_ca_answers_526,
         origin_tls::full_origin_tls_to_an_origin_without_tls_answers_525,
     ];
-    others.push(alone(
-        "drains_survive_a_restart_with_a_state_dir",
+    let others = trials![
         state_dir::drains_survive_a_restart_with_a_state_dir,
-    ));
-    others.push(alone(
-        "a_damaged_state_file_stops_the_start_naming_it",
         state_dir::a_damaged_state_file_stops_the_start_naming_it,
-    ));
-    let trials = [steady, drained, others].into_iter().flatten().collect();
-    let worlds: Vec<std::sync::Arc<dyn harness::World>> = vec![world, drains, tls];
-    harness::run(trials, worlds);
+    ];
+    let all = [steady, drained, tls, others]
+        .into_iter()
+        .flatten()
+        .collect();
+    trials::run(all, Threads::PerTrial);
 }

@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-mod shared_world;
-use shared_world::Shared;
 use test_support::config::{Config, Endpoint, Lb, Monitor, Pool};
 use test_support::*;
 
@@ -586,8 +584,7 @@ fn removed_by(reload: usize) -> &'static str {
     }
 }
 
-fn every_reload_answers_that_it_reloaded_with_the_next_generation() {
-    let w = FIFTY.lock();
+fn every_reload_answers_that_it_reloaded_with_the_next_generation(w: &mut Fifty) {
     for (i, r) in w.reloads.iter().enumerate() {
         let (status, answer) = &r.answer;
         assert_eq!(*status, 200, "reload {}: {answer}", i + 1);
@@ -596,8 +593,7 @@ fn every_reload_answers_that_it_reloaded_with_the_next_generation() {
     }
 }
 
-fn requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed() {
-    let w = FIFTY.lock();
+fn requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed(w: &mut Fifty) {
     for (i, r) in w.reloads.iter().enumerate() {
         for by in &r.answered_by {
             let by = by
@@ -613,8 +609,7 @@ fn requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_remov
     }
 }
 
-fn an_endpoint_a_reload_adds_takes_traffic_once_voted() {
-    let w = FIFTY.lock();
+fn an_endpoint_a_reload_adds_takes_traffic_once_voted(w: &mut Fifty) {
     let saw_c = w
         .reloads
         .iter()
@@ -627,15 +622,13 @@ fn an_endpoint_a_reload_adds_takes_traffic_once_voted() {
     );
 }
 
-fn a_websocket_stays_open_through_every_reload() {
-    let w = FIFTY.lock();
+fn a_websocket_stays_open_through_every_reload(w: &mut Fifty) {
     for (i, r) in w.reloads.iter().enumerate() {
         assert_eq!(r.echo, Ok(()), "the WebSocket after reload {}", i + 1);
     }
 }
 
-fn traffic_flows_between_two_reloads() {
-    let w = FIFTY.lock();
+fn traffic_flows_between_two_reloads(w: &mut Fifty) {
     let stalled: Vec<usize> = (1..=50)
         .filter(|i| !w.reloads[i - 1].traffic_after)
         .collect();
@@ -645,8 +638,7 @@ fn traffic_flows_between_two_reloads() {
     );
 }
 
-fn a_streaming_download_begun_before_the_reloads_completes() {
-    let w = FIFTY.lock();
+fn a_streaming_download_begun_before_the_reloads_completes(w: &mut Fifty) {
     let download = w.download.expect("the download broke off");
     assert_eq!(
         download,
@@ -655,8 +647,7 @@ fn a_streaming_download_begun_before_the_reloads_completes() {
     );
 }
 
-fn no_request_or_query_fails_while_the_aggregator_reloads() {
-    let w = FIFTY.lock();
+fn no_request_or_query_fails_while_the_aggregator_reloads(w: &mut Fifty) {
     let failures = &w.failures;
     assert!(
         failures.is_empty(),
@@ -668,8 +659,7 @@ fn no_request_or_query_fails_while_the_aggregator_reloads() {
     assert!(w.queries > 20, "queries flowed: {}", w.queries);
 }
 
-fn an_endpoint_no_reload_changed_gets_no_event() {
-    let w = FIFTY.lock();
+fn an_endpoint_no_reload_changed_gets_no_event(w: &mut Fifty) {
     let a_events: Vec<_> = events_of(w.admin, "a")
         .into_iter()
         .filter(|e| e["at_ms"].as_u64().unwrap_or(0) > w.quiet_since)
@@ -680,8 +670,7 @@ fn an_endpoint_no_reload_changed_gets_no_event() {
     );
 }
 
-fn each_reload_that_removes_an_endpoint_logs_one_removal_event() {
-    let w = FIFTY.lock();
+fn each_reload_that_removes_an_endpoint_logs_one_removal_event(w: &mut Fifty) {
     let removed_b = events_of(w.admin, "b")
         .iter()
         .filter(|e| e["kind"] == "endpoint_removed")
@@ -689,8 +678,7 @@ fn each_reload_that_removes_an_endpoint_logs_one_removal_event() {
     assert_eq!(removed_b, 25, "one removal event per reload that removed b");
 }
 
-fn the_generation_and_the_reload_metrics_count_every_reload() {
-    let w = FIFTY.lock();
+fn the_generation_and_the_reload_metrics_count_every_reload(w: &mut Fifty) {
     let status = get(w.admin, "/status").expect("status");
     assert_eq!(status["config_generation"], 51);
     let metrics = scrape(w.admin);
@@ -704,8 +692,7 @@ fn the_generation_and_the_reload_metrics_count_every_reload() {
     assert_eq!(last, Some(1.0));
 }
 
-fn an_endpoint_the_last_reload_removed_no_longer_shows_healthy() {
-    let w = FIFTY.lock();
+fn an_endpoint_the_last_reload_removed_no_longer_shows_healthy(w: &mut Fifty) {
     let metrics = scrape(w.admin);
     let c_healthy: Vec<&str> = metrics
         .lines()
@@ -988,27 +975,27 @@ fn an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration() {
 }
 
 fn main() {
-    shared_world::run(
-        trials![
-            // The trials with worlds of their own first, beside the fifty reloads' world.
-            a_prober_follows_its_config_map_and_refuses_a_broken_file,
-            an_aggregator_refuses_a_broken_reload_and_keeps_serving,
-            an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration,
-            every_reload_answers_that_it_reloaded_with_the_next_generation,
-            requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed,
-            an_endpoint_a_reload_adds_takes_traffic_once_voted,
-            a_websocket_stays_open_through_every_reload,
-            traffic_flows_between_two_reloads,
-            a_streaming_download_begun_before_the_reloads_completes,
-            no_request_or_query_fails_while_the_aggregator_reloads,
-            an_endpoint_no_reload_changed_gets_no_event,
-            each_reload_that_removes_an_endpoint_logs_one_removal_event,
-            the_generation_and_the_reload_metrics_count_every_reload,
-            an_endpoint_the_last_reload_removed_no_longer_shows_healthy,
-        ],
-        // The fifty reloads' mesh and the other trials' nodes run side by side, as the tests
-        // of this file always did.
-        true,
-        &[&FIFTY],
-    )
+    let alone = trials![
+        // The trials with worlds of their own first, beside the fifty reloads' world.
+        a_prober_follows_its_config_map_and_refuses_a_broken_file,
+        an_aggregator_refuses_a_broken_reload_and_keeps_serving,
+        an_endpoint_disabled_by_a_reload_drains_its_sessions_for_drain_duration,
+    ];
+    let fifty = trials![FIFTY =>
+        every_reload_answers_that_it_reloaded_with_the_next_generation,
+        requests_begun_after_a_reload_are_answered_and_never_by_the_endpoint_it_removed,
+        an_endpoint_a_reload_adds_takes_traffic_once_voted,
+        a_websocket_stays_open_through_every_reload,
+        traffic_flows_between_two_reloads,
+        a_streaming_download_begun_before_the_reloads_completes,
+        no_request_or_query_fails_while_the_aggregator_reloads,
+        an_endpoint_no_reload_changed_gets_no_event,
+        each_reload_that_removes_an_endpoint_logs_one_removal_event,
+        the_generation_and_the_reload_metrics_count_every_reload,
+        an_endpoint_the_last_reload_removed_no_longer_shows_healthy,
+    ];
+    let all = [alone, fifty].into_iter().flatten().collect();
+    // The fifty reloads' mesh and the other trials' nodes run side by side, as the tests of
+    // this file always did.
+    trials::run(all, Threads::Cores);
 }

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use super::world::World;
-use crate::harness::Stopped;
 use test_support::*;
 
 pub fn the_aggregator_exports_states_as_one_hot_gauges(w: &mut World) {

@@ -8,7 +8,6 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::world::{node_id, World};
-use crate::harness::Stopped;
 use crate::{endpoint_verdict, readyz, REGIONS};
 use test_support::*;
 

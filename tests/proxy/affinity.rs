@@ -5,9 +5,8 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::world::World;
-use crate::harness::Stopped;
 use crate::{curl, Reply};
-use test_support::wait_for;
+use test_support::{wait_for, Stopped};
 
 const HOST: &str = "sticky.example.test";
 

@@ -5,9 +5,8 @@
 use std::time::{Duration, Instant};
 
 use super::world::World;
-use crate::harness::Stopped;
 use crate::{curl, raw_status};
-use test_support::wait_for;
+use test_support::{wait_for, Stopped};
 
 /// What a steady stream of requests saw.
 struct Stream {

@@ -1,7 +1,8 @@
 //! What meshlb's integration tests share (`tests/*.rs`, `tests/chaos/`): child processes that
 //! die with the test, free loopback ports, HTTP origins that can be stopped, the admin API,
-//! bounded waits, starters for small meshes, a real Unbound and dig, and builders that render
-//! the configuration file (`config`). `use test_support::*;` brings every helper but the
+//! bounded waits, starters for small meshes (`meshes`), a real Unbound and dig, the harness of
+//! named trials over shared worlds (`trials`, with the `trials!` macro), and builders that
+//! render the configuration file (`config`). `use test_support::*;` brings every helper but the
 //! builders, which are used as `test_support::config::{Config, Monitor, Pool, Lb, ...}`.
 //!
 //! `latency` (the emulated inter-region round-trip times) and `demo_origins` (origins that
@@ -18,7 +19,7 @@ pub mod config;
 #[cfg(feature = "harness")]
 pub mod dns;
 #[cfg(feature = "harness")]
-pub mod mesh;
+pub mod meshes;
 #[cfg(feature = "harness")]
 pub mod named;
 #[cfg(feature = "harness")]
@@ -30,6 +31,8 @@ pub mod processes;
 #[cfg(feature = "harness")]
 pub mod scratch;
 #[cfg(feature = "harness")]
+pub mod trials;
+#[cfg(feature = "harness")]
 pub mod waits;
 
 #[cfg(feature = "harness")]
@@ -37,16 +40,18 @@ pub use admin::{admin_token_args, get, scrape};
 #[cfg(feature = "harness")]
 pub use dns::{dig_short, unbound};
 #[cfg(feature = "harness")]
-pub use mesh::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
+pub use meshes::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
 #[cfg(feature = "harness")]
 pub use named::named_origin;
 #[cfg(feature = "harness")]
-pub use origins::{origin, origin_on, Origin};
+pub use origins::{origin, origin_on, Origin, Stopped};
 #[cfg(feature = "harness")]
 pub use ports::{free_tcp, free_tcp_and_udp, free_tcp_and_udp_v6, free_udp};
 #[cfg(feature = "harness")]
 pub use processes::{heavy, meshlb_bin, spawn_logged, Procs};
 #[cfg(feature = "harness")]
 pub use scratch::scratch_dir_with_key;
+#[cfg(feature = "harness")]
+pub use trials::{Shared, Threads};
 #[cfg(feature = "harness")]
 pub use waits::{wait_for, wait_until};

@@ -96,3 +96,25 @@ pub fn origin_on(ip: &str) -> Origin {
 pub fn origin() -> Origin {
     origin_on("127.0.0.1")
 }
+
+/// Stops origins for the length of a check and starts them again when dropped, even when the
+/// check fails, so the next trial finds them serving.
+pub struct Stopped<'a>(pub Vec<&'a Origin>);
+
+impl<'a> Stopped<'a> {
+    pub fn new(origins: impl IntoIterator<Item = &'a Origin>) -> Self {
+        let origins: Vec<_> = origins.into_iter().collect();
+        for o in &origins {
+            o.stop();
+        }
+        Stopped(origins)
+    }
+}
+
+impl Drop for Stopped<'_> {
+    fn drop(&mut self) {
+        for o in &self.0 {
+            o.start();
+        }
+    }
+}
