@@ -27,6 +27,19 @@ fn call(
     body: Option<&str>,
     headers: &[(&str, &str)],
 ) -> (u16, String, Value) {
+    let (status, etag, value, _) = call_with_head(admin, token, method, path, body, headers);
+    (status, etag, value)
+}
+
+/// One API call, with the answer's head (status line and headers, lowercase) as well.
+fn call_with_head(
+    admin: SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+    headers: &[(&str, &str)],
+) -> (u16, String, Value, String) {
     let mut s = TcpStream::connect(admin).expect("admin API");
     s.set_read_timeout(Some(Duration::from_secs(30))).ok();
     let mut head = format!("{method} {path} HTTP/1.0\r\nHost: admin\r\n");
@@ -62,7 +75,7 @@ fn call(
         .trim_matches('"')
         .to_string();
     let value = serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_string()));
-    (status, etag, value)
+    (status, etag, value, head.to_ascii_lowercase())
 }
 
 const WRITE: Option<&str> = Some("secret-token");
@@ -408,6 +421,29 @@ fn a_second_write_based_on_the_same_generation_is_a_conflict(w: &mut Primary) {
     let (second, _, e) = call(w.admin, WRITE, "PATCH", &path, Some(again), &if_match);
     assert_eq!(second, 409, "{e:#}");
     assert_eq!(e["errors"][0]["code"], json!(1003));
+}
+
+fn a_conflict_tells_the_client_not_to_retry(w: &mut Primary) {
+    let stale = [("If-Match", "\"0\"")];
+    let patch = r#"{"description": "stale"}"#;
+    let path = format!("{POOLS}/fallback");
+    let (status, _, e, head) = call_with_head(w.admin, WRITE, "PATCH", &path, Some(patch), &stale);
+    assert_eq!(status, 409, "{e:#}");
+    assert!(head.contains("\r\nx-should-retry: false"), "{head}");
+}
+
+fn a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves(w: &mut Primary) {
+    let path = format!("{MONITORS}/m/preview");
+    let (status, _, e, head) = call_with_head(w.admin, WRITE, "POST", &path, Some("{}"), &[]);
+    assert_eq!(status, 404, "{e:#}");
+    assert_eq!(e["success"], json!(false), "{e:#}");
+    assert_eq!(e["errors"][0]["code"], json!(1001), "{e:#}");
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("/accounts/{account}/load_balancers/pools/{id}/health"),
+        "{message}"
+    );
+    assert!(head.contains("\r\nx-should-retry: false"), "{head}");
 }
 
 fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference(w: &mut Primary) {
@@ -890,8 +926,12 @@ fn without_the_primary_a_follower_keeps_serving_and_writes_wait(w: &mut Mesh) {
         "{state:#}"
     );
     assert_eq!(dig(m.dns, "www.example.com"), served);
-    let (status, _, e) = call(m.secondary, WRITE, "POST", POOLS, Some("{}"), &[]);
+    let (status, _, e, head) = call_with_head(m.secondary, WRITE, "POST", POOLS, Some("{}"), &[]);
     assert_eq!(status, 503, "{e:#}");
+    assert!(
+        head.contains("\r\nretry-after: 5"),
+        "says when to try again: {head}"
+    );
 }
 
 /// Starts the primary again (with `args`) when dropped, and waits (without failing: the trial
@@ -1018,6 +1058,8 @@ fn main() {
         a_request_without_a_token_is_refused_401,
         a_write_from_another_site_is_refused_403,
         a_second_write_based_on_the_same_generation_is_a_conflict,
+        a_conflict_tells_the_client_not_to_retry,
+        a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves,
         a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference,
         a_resource_read_can_be_written_back_unchanged_making_no_generation,
         a_put_that_renames_is_refused,

@@ -147,6 +147,8 @@ pub async fn serve(
                         crate::api::mesh_document(&shared.control, req.headers())
                     } else if let Some(r) = crate::api::route(path) {
                         crate::api::handle(&shared, &tokens, r, req, body).await
+                    } else if crate::api::is_api_path(path) {
+                        crate::api::unknown_path(&shared.control, path)
                     } else {
                         route(&shared, &tokens, &req)
                     };

@@ -13,16 +13,44 @@ pub type Reply = Response<Full<Bytes>>;
 
 pub use meshlb_node::control::writes::code;
 
+/// How long a client waits before it tries again a write that found no primary (`Retry-After`).
+pub const RETRY_AFTER_SECONDS: u32 = 5;
+
+/// Whether a client should try again what answered `status` (Cloudflare's SDKs read
+/// `x-should-retry`, and without it retry 408, 409, 429 and 5xx twice): a request that was
+/// malformed, unauthorised, forbidden, aimed at nothing, a conflict of generations or a
+/// document that does not validate will fail the same way again.
+fn retry_can_help(status: StatusCode) -> bool {
+    !matches!(
+        status,
+        StatusCode::BAD_REQUEST
+            | StatusCode::UNAUTHORIZED
+            | StatusCode::FORBIDDEN
+            | StatusCode::NOT_FOUND
+            | StatusCode::METHOD_NOT_ALLOWED
+            | StatusCode::CONFLICT
+            | StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::UNPROCESSABLE_ENTITY
+    )
+}
+
 fn reply(status: StatusCode, body: &Value, generation: u64) -> Reply {
     let body = serde_json::to_vec_pretty(body).unwrap_or_default();
     let mut r = Response::new(Full::new(Bytes::from(body)));
     *r.status_mut() = status;
-    r.headers_mut().insert(
+    let headers = r.headers_mut();
+    headers.insert(
         http::header::CONTENT_TYPE,
         http::HeaderValue::from_static("application/json"),
     );
     if let Ok(tag) = http::HeaderValue::from_str(&format!("\"{generation}\"")) {
-        r.headers_mut().insert(http::header::ETAG, tag);
+        headers.insert(http::header::ETAG, tag);
+    }
+    if !retry_can_help(status) {
+        headers.insert("x-should-retry", http::HeaderValue::from_static("false"));
+    }
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        headers.insert(http::header::RETRY_AFTER, RETRY_AFTER_SECONDS.into());
     }
     r
 }
@@ -115,6 +143,49 @@ pub fn error(status: StatusCode, code: u32, message: impl Into<String>, generati
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn header(r: &Reply, name: &str) -> Option<String> {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    }
+
+    #[test]
+    fn a_conflict_and_a_missing_resource_say_a_retry_cannot_help() {
+        for status in [
+            StatusCode::CONFLICT,
+            StatusCode::NOT_FOUND,
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ] {
+            let r = error(status, code::CONFLICT, "no", 3);
+            assert_eq!(
+                header(&r, "x-should-retry").as_deref(),
+                Some("false"),
+                "{status}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_a_retry_can_help_carries_no_such_header() {
+        let r = ok(StatusCode::OK, json!({}), 3);
+        assert_eq!(header(&r, "x-should-retry"), None);
+        let r = error(StatusCode::GATEWAY_TIMEOUT, code::UNAVAILABLE, "later", 3);
+        assert_eq!(header(&r, "x-should-retry"), None);
+    }
+
+    #[test]
+    fn an_unavailable_primary_says_when_to_try_again() {
+        let r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::NOT_PRIMARY,
+            "no primary",
+            3,
+        );
+        assert_eq!(header(&r, "retry-after").as_deref(), Some("5"));
+        assert_eq!(header(&r, "x-should-retry"), None);
+    }
 
     #[test]
     fn field_paths_become_json_pointers() {

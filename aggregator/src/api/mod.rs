@@ -32,7 +32,7 @@ use envelope::{code, Reply};
 use meshlb_node::control::writes::{self, FieldError, Refusal, Written};
 use meshlb_node::control::{ConfigRole, ControlPlane};
 use meshlb_node::guard;
-pub use path::{route, Route};
+pub use path::{is_api_path, route, Route};
 
 /// The name validation errors of an API write give the document.
 const DOCUMENT_NAME: &str = "the written config";
@@ -292,6 +292,20 @@ fn page_args(query: &str) -> Result<(usize, usize), Refusal> {
         }
     }
     Ok((page, per_page))
+}
+
+/// A path under the API that it does not serve (any method): Cloudflare's envelope, saying
+/// what is served.
+pub fn unknown_path(plane: &ControlPlane, path: &str) -> Reply {
+    envelope::error(
+        StatusCode::NOT_FOUND,
+        code::NOT_FOUND,
+        format!(
+            "meshlb's API serves no {path}; it serves {} (docs/api.md)",
+            path::served()
+        ),
+        plane.generation(),
+    )
 }
 
 /// Serves an API request (`route` is its path's); `tokens` say who may do what.

@@ -62,6 +62,24 @@ pub const ROUTES: &[(&str, &str)] = &[
 /// The prefix a Cloudflare client puts before every path.
 pub const CLOUDFLARE_BASE: &str = "/client/v4";
 
+/// Whether `path` is under the API (Cloudflare's prefix, or one of its top-level
+/// collections), so that a path it does not serve is answered in the API's envelope.
+pub fn is_api_path(path: &str) -> bool {
+    path.starts_with(CLOUDFLARE_BASE)
+        || ["/accounts/", "/zones/", "/user/"]
+            .iter()
+            .any(|prefix| path.starts_with(prefix))
+}
+
+/// What the API serves, in one line: for the message of a path it does not serve.
+pub fn served() -> String {
+    ROUTES
+        .iter()
+        .map(|(methods, path)| format!("{methods} {path}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The route of `path`, when it is an API path.
 pub fn route(path: &str) -> Option<Route> {
     let path = path.strip_prefix(CLOUDFLARE_BASE).unwrap_or(path);
@@ -113,6 +131,26 @@ pub fn route(path: &str) -> Option<Route> {
             }
         }
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod api_path_tests {
+    use super::*;
+
+    #[test]
+    fn cloudflare_paths_are_api_paths_and_the_admin_endpoints_are_not() {
+        for p in [
+            "/client/v4/accounts/a/load_balancers/monitors/m/preview",
+            "/accounts/a/load_balancers/search",
+            "/zones/z/load_balancers/x/y",
+            "/user/load_balancers/pools/p/references",
+        ] {
+            assert!(is_api_path(p), "{p}");
+        }
+        for p in ["/status", "/drain", "/-/reload", "/metrics", "/config"] {
+            assert!(!is_api_path(p), "{p}");
+        }
     }
 }
 
