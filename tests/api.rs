@@ -446,6 +446,57 @@ fn a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves(w: &m
     assert!(head.contains("\r\nx-should-retry: false"), "{head}");
 }
 
+/// Whether `refs` (a references answer's `result`) holds one of that direction, type and id.
+fn has_reference(refs: &Value, direction: &str, kind: &str, id: &str) -> bool {
+    refs.as_array().into_iter().flatten().any(|r| {
+        r["reference_type"] == json!(direction)
+            && r["resource_type"] == json!(kind)
+            && r["resource_id"] == json!(id)
+    })
+}
+
+fn a_monitor_lists_the_pools_that_use_it_as_referrers(w: &mut Primary) {
+    let path = format!("{MONITORS}/{}/references", w.monitor_id());
+    let (status, _, e) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{e:#}");
+    for pool in ["primary-dc-1", "fallback"] {
+        assert!(
+            has_reference(&e["result"], "referrer", "pool", pool),
+            "{pool}: {e:#}"
+        );
+    }
+}
+
+fn a_pool_lists_its_load_balancer_and_its_monitor(w: &mut Primary) {
+    let path = format!("{POOLS}/primary-dc-1/references");
+    let (status, _, e) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{e:#}");
+    let refs = &e["result"];
+    assert!(
+        has_reference(refs, "referrer", "load_balancer", "www.example.com"),
+        "{e:#}"
+    );
+    assert!(
+        has_reference(refs, "referral", "monitor", &w.monitor_id()),
+        "{e:#}"
+    );
+}
+
+fn pools_filtered_by_a_monitor_are_the_ones_that_use_it(w: &mut Primary) {
+    let path = format!("{POOLS}?monitor={}", w.monitor_id());
+    let (status, _, e) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(status, 200, "{e:#}");
+    let pools = e["result"].as_array().cloned().unwrap_or_default();
+    assert!(pools.len() >= 2, "both pools use it: {e:#}");
+    assert!(
+        pools.iter().all(|p| p["monitor"] == json!(w.monitor_id())),
+        "{e:#}"
+    );
+    let path = format!("{POOLS}?monitor=no-such-monitor");
+    let (_, _, none) = call(w.admin, READ, "GET", &path, None, &[]);
+    assert_eq!(none["result"], json!([]), "{none:#}");
+}
+
 fn a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference(w: &mut Primary) {
     let path = format!("{POOLS}/primary-dc-1");
     let (status, _, e) = call(w.admin, WRITE, "DELETE", &path, None, &[]);
@@ -1059,6 +1110,9 @@ fn main() {
         a_write_from_another_site_is_refused_403,
         a_second_write_based_on_the_same_generation_is_a_conflict,
         a_conflict_tells_the_client_not_to_retry,
+        a_monitor_lists_the_pools_that_use_it_as_referrers,
+        a_pool_lists_its_load_balancer_and_its_monitor,
+        pools_filtered_by_a_monitor_are_the_ones_that_use_it,
         a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves,
         a_pool_in_use_cannot_be_deleted_and_the_error_names_the_reference,
         a_resource_read_can_be_written_back_unchanged_making_no_generation,

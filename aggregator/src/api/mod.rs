@@ -294,6 +294,26 @@ fn page_args(query: &str) -> Result<(usize, usize), Refusal> {
     Ok((page, per_page))
 }
 
+/// Cloudflare's `resource_type` of a kind.
+fn resource_type(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Monitor => "monitor",
+        Kind::MonitorGroup => "monitor_group",
+        Kind::Pool => "pool",
+        Kind::LoadBalancer => "load_balancer",
+    }
+}
+
+/// `GET pools?monitor={id}`: only the pools that use that monitor (none for other kinds).
+fn monitor_filter(kind: Kind, query: &str) -> Option<String> {
+    if kind != Kind::Pool {
+        return None;
+    }
+    url::form_urlencoded::parse(query.as_bytes())
+        .find(|(k, _)| k == "monitor")
+        .map(|(_, v)| v.into_owned())
+}
+
 /// A path under the API that it does not serve (any method): Cloudflare's envelope, saying
 /// what is served.
 pub fn unknown_path(plane: &ControlPlane, path: &str) -> Reply {
@@ -387,6 +407,7 @@ async fn serve(
                     })
                     .collect();
                 let zone = zone.filter(|z| zones.iter().any(|n| n.eq_ignore_ascii_case(z)));
+                let monitor = monitor_filter(kind, query);
                 let items = doc
                     .list(kind)
                     .into_iter()
@@ -395,6 +416,13 @@ async fn serve(
                             t.get("name")
                                 .and_then(toml::Value::as_str)
                                 .is_some_and(|n| in_zone(n, z))
+                        })
+                    })
+                    .filter(|t| {
+                        monitor.as_deref().is_none_or(|m| {
+                            lb_core::config::references::named(kind, t)
+                                .iter()
+                                .any(|(k, n)| *k == Kind::Monitor && n == m)
                         })
                     })
                     .map(convert::resource)
@@ -508,6 +536,31 @@ async fn serve(
                 })
             })?;
             Ok(envelope::ok(StatusCode::OK, result, generation))
+        }
+        Route::References { kind, id } => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let doc = document()?;
+            if doc.get(kind, &id).is_none() {
+                return Err(document_refusal(&DocumentError::NotFound { kind, id }));
+            }
+            let items = lb_core::config::references::references(&doc, kind, &id)
+                .into_iter()
+                .map(|r| {
+                    json!({
+                        "reference_type": r.direction.name(),
+                        "resource_id": r.id,
+                        "resource_name": r.id,
+                        "resource_type": resource_type(r.kind),
+                    })
+                })
+                .collect();
+            Ok(envelope::ok(
+                StatusCode::OK,
+                Value::Array(items),
+                generation,
+            ))
         }
         Route::Events => {
             if method != Method::GET {

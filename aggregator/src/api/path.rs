@@ -15,6 +15,9 @@ pub enum Route {
     Item { kind: Kind, id: String },
     /// `GET /pools/{id}/health`.
     PoolHealth { id: String },
+    /// `GET /monitors/{id}/references` (and of monitor groups and pools): what names the
+    /// resource, and what it names.
+    References { kind: Kind, id: String },
     /// `GET /user/load_balancing_analytics/events`.
     Events,
     /// `GET /config`: the generation in force, the primary, what was refused.
@@ -47,6 +50,18 @@ pub const ROUTES: &[(&str, &str)] = &[
     (
         "GET",
         "/accounts/{account}/load_balancers/pools/{id}/health",
+    ),
+    (
+        "GET",
+        "/accounts/{account}/load_balancers/monitors/{id}/references",
+    ),
+    (
+        "GET",
+        "/accounts/{account}/load_balancers/monitor_groups/{id}/references",
+    ),
+    (
+        "GET",
+        "/accounts/{account}/load_balancers/pools/{id}/references",
     ),
     ("GET, POST", "/user/load_balancers/pools"),
     ("GET, POST", "/zones/{zone}/load_balancers"),
@@ -125,6 +140,10 @@ pub fn route(path: &str) -> Option<Route> {
                     id: (*id).to_string(),
                 }),
                 ["pools", id, "health"] => Some(Route::PoolHealth {
+                    id: (*id).to_string(),
+                }),
+                [kind, id, "references"] => Some(Route::References {
+                    kind: account_kind(kind)?,
                     id: (*id).to_string(),
                 }),
                 _ => None,

@@ -124,6 +124,11 @@ impl Document {
             .position(|t| name_of(t).is_some_and(|n| kind.same_id(n, id)))
     }
 
+    /// Whether `a` and `b` are ids of the same resource of `kind`.
+    pub fn same(&self, kind: Kind, a: &str, b: &str) -> bool {
+        kind.same_id(a, b)
+    }
+
     /// Resource `id` of `kind`.
     pub fn get(&self, kind: Kind, id: &str) -> Option<&Table> {
         self.position(kind, id).map(|i| self.list(kind)[i])

@@ -11,6 +11,7 @@ mod monitor_group;
 mod notifications;
 mod pool;
 mod raw;
+pub mod references;
 mod renumbering;
 mod validate;
 mod zone;
