@@ -8,10 +8,11 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::path::Path;
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use aggregator::node::{AdminSettings, RunningNode, Settings};
 use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings};
+use meshlb_node::NodeSettings;
 
 const KEY: &str = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
 
@@ -29,15 +30,21 @@ fn free_udp() -> SocketAddr {
     socket.local_addr().expect("its address")
 }
 
-fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAddr) -> Settings {
-    let regions = lb_core::RegionsTable::embedded().expect("the embedded regions table");
-    let node_id = format!("aggregator-{}", listen.port());
-    Settings {
+/// What a node of this file's mesh starts with: `id` in WEU/`dc`, gossiping on `listen`.
+fn node(
+    config: &Path,
+    role: ConfigRole,
+    id: &str,
+    dc: &str,
+    listen: SocketAddr,
+    seed: SocketAddr,
+) -> NodeSettings {
+    NodeSettings {
         config: config.to_path_buf(),
-        regions,
+        regions: lb_core::RegionsTable::embedded().expect("the embedded regions table"),
         region: lb_core::Region::Weu,
-        dc: "pop".into(),
-        node_id,
+        dc: dc.into(),
+        node_id: format!("{id}-{}", listen.port()),
         mesh: mesh::MeshSettings {
             cluster_id: "in-process".into(),
             listen,
@@ -49,18 +56,24 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
             keys: mesh::KeyRing::new(KEY, None).expect("the cluster key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
         },
-        affinity_key: lb_core::affinity::AffinityKey::derive(KEY.as_bytes()),
         control: ControlSettings {
             role,
             key: ControlKey::new(KEY, None),
             max_document_bytes: 1 << 20,
             fetch_timeout: Duration::from_secs(10),
         },
-        config_advertise_url: None,
         reloads: meshlb_node::reload::ReloadSettings {
             on_hangup: false,
             watch: None,
         },
+    }
+}
+
+fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAddr) -> Settings {
+    Settings {
+        node: node(config, role, "aggregator", "pop", listen, seed),
+        affinity_key: lb_core::affinity::AffinityKey::derive(KEY.as_bytes()),
+        config_advertise_url: None,
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().expect("an address"),
             tokens: aggregator::admin::Tokens {
@@ -88,16 +101,8 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
 
 /// A prober in WEU/ams that runs the mesh's config.
 fn prober_settings(config: &Path, listen: SocketAddr, seed: SocketAddr) -> prober::node::Settings {
-    let aggregator = settings(config, ConfigRole::Follower, listen, seed);
     prober::node::Settings {
-        config: aggregator.config,
-        regions: aggregator.regions,
-        region: lb_core::Region::Weu,
-        dc: "ams".into(),
-        node_id: format!("prober-{}", listen.port()),
-        mesh: aggregator.mesh,
-        control: aggregator.control,
-        reloads: aggregator.reloads,
+        node: node(config, ConfigRole::Follower, "prober", "ams", listen, seed),
         concurrency: 4,
         metrics: None,
     }
@@ -167,17 +172,13 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 /// Waits (at most 20 s) until the follower runs `generation` and serves a pool `name` (any
 /// pools, for an empty name).
 fn follower_serves(m: &Mesh, generation: u64, name: &str) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let shared = &m.follower.shared;
+    let shared = &m.follower.shared;
+    test_support::wait_until(Duration::from_secs(20), || {
         let config = shared.config();
         let has_pool = name.is_empty() || config.pools.iter().any(|p| p.name == name);
-        if shared.control.generation() >= generation && has_pool {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+        shared.control.generation() >= generation && has_pool
+    })
+    .is_some()
 }
 
 #[test]
@@ -240,14 +241,10 @@ fn a_write_through_the_config_task_reaches_the_follower() {
 
 /// Waits (at most 20 s) until the prober runs `generation`.
 fn prober_runs(m: &Mesh, generation: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        if m.prober.control.generation() >= generation {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
+    test_support::wait_until(Duration::from_secs(20), || {
+        m.prober.control.generation() >= generation
+    })
+    .is_some()
 }
 
 #[test]
