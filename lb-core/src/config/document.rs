@@ -47,7 +47,7 @@ impl Kind {
 
     /// Whether two ids name the same resource: load balancers are hostnames, matched as
     /// `Config::load_balancer` matches them (case-insensitively, a trailing dot ignored).
-    fn same_id(self, a: &str, b: &str) -> bool {
+    pub fn same_id(self, a: &str, b: &str) -> bool {
         match self {
             Kind::LoadBalancer => a
                 .trim_end_matches('.')
@@ -122,11 +122,6 @@ impl Document {
         self.list(kind)
             .iter()
             .position(|t| name_of(t).is_some_and(|n| kind.same_id(n, id)))
-    }
-
-    /// Whether `a` and `b` are ids of the same resource of `kind`.
-    pub fn same(&self, kind: Kind, a: &str, b: &str) -> bool {
-        kind.same_id(a, b)
     }
 
     /// Resource `id` of `kind`.

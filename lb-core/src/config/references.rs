@@ -120,7 +120,7 @@ pub fn references(doc: &Document, kind: Kind, id: &str) -> Vec<Reference> {
             };
             if named(other, t)
                 .iter()
-                .any(|(k, n)| *k == kind && doc.same(kind, n, id))
+                .any(|(k, n)| *k == kind && kind.same_id(n, id))
             {
                 out.push(Reference {
                     direction: Direction::Referrer,
