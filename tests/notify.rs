@@ -26,36 +26,6 @@ struct Smtpd {
     child: Child,
 }
 
-/// A CA (PEM, written to `dir/ca.pem` for the channels' `ca_file`) and a server config with a
-/// certificate it signed for 127.0.0.1.
-fn test_pki(dir: &std::path::Path) -> Arc<rustls::ServerConfig> {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "meshlb test CA");
-    let ca =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
-    let key = KeyPair::generate().expect("key");
-    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).expect("params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "meshlb test SMTP server");
-    let cert = params.signed_by(&key, &ca).expect("cert");
-    std::fs::write(dir.join("ca.pem"), ca.pem()).expect("ca.pem");
-    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("key");
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(vec![cert.der().clone()], key)
-    .expect("server config");
-    Arc::new(config)
-}
-
 /// A TLS front for the SMTP server on `upstream`: with `starttls`, it relays the server's
 /// greeting, answers EHLO offering STARTTLS and switches to TLS when asked; otherwise it speaks
 /// TLS from the first byte (SMTPS). After the handshake every byte goes to the real server.
@@ -149,7 +119,7 @@ impl Smtpd {
         wait_for("OpenSMTPD to listen", Duration::from_secs(10), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        let tls = test_pki(dir);
+        let tls = test_support::pki::server_signed_by_test_ca(&["127.0.0.1"], &dir.join("ca.pem"));
         Smtpd {
             port,
             starttls: tls_front(port, true, Arc::clone(&tls)),

@@ -12,31 +12,7 @@ use crate::curl;
 /// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
 /// `names` (DNS names and IPs) signed by a fresh CA whose PEM is written to `ca`.
 fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
-    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
-    let mut ca_params = CertificateParams::new(Vec::new()).expect("ca params");
-    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "meshlb proxy test CA");
-    let issuer =
-        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("key")).expect("ca");
-    let key = KeyPair::generate().expect("key");
-    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-    let mut params = CertificateParams::new(names).expect("params");
-    params
-        .distinguished_name
-        .push(DnType::CommonName, "meshlb proxy test origin");
-    let cert = params.signed_by(&key, &issuer).expect("cert");
-    std::fs::write(ca, issuer.pem()).expect("ca file");
-    let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).expect("key");
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .expect("versions")
-    .with_no_client_auth()
-    .with_single_cert(vec![cert.der().clone()], key)
-    .expect("server config");
+    let config = test_support::pki::server_signed_by_test_ca(names, ca);
     let listener = std::net::TcpListener::bind((ip, 0)).expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let port = listener.local_addr().expect("addr").port();
@@ -47,7 +23,7 @@ fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
             .expect("runtime");
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+            let acceptor = tokio_rustls::TlsAcceptor::from(config);
             while let Ok((tcp, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
                 tokio::spawn(async move {

@@ -25,6 +25,8 @@ pub mod named;
 #[cfg(feature = "harness")]
 pub mod origins;
 #[cfg(feature = "harness")]
+pub mod pki;
+#[cfg(feature = "harness")]
 pub mod ports;
 #[cfg(feature = "harness")]
 pub mod processes;
