@@ -810,6 +810,13 @@ impl Mesh {
         });
     }
 
+    /// Writes `body` to `path` on the primary with `method`: the generation written.
+    fn write(&self, method: &str, path: &str, body: &str) -> u64 {
+        let (status, etag, e) = call(self.primary, WRITE, method, path, Some(body), &[]);
+        assert_eq!(status, 200, "{e:#}");
+        etag.parse().expect("generation")
+    }
+
     /// Makes pool `eu`'s origins `a` alone, or `a` and `b`: returns the generation written.
     fn write_origins(&self, with_b: bool) -> u64 {
         let mut origins = vec![json!({ "name": "a", "address": "127.0.0.2", "port": self.a.port })];
@@ -817,10 +824,7 @@ impl Mesh {
             origins.push(json!({ "name": "b", "address": "127.0.0.3", "port": self.b.port }));
         }
         let patch = json!({ "origins": origins }).to_string();
-        let path = format!("{POOLS}/eu");
-        let (status, etag, e) = call(self.primary, WRITE, "PATCH", &path, Some(&patch), &[]);
-        assert_eq!(status, 200, "{e:#}");
-        etag.parse().expect("generation")
+        self.write("PATCH", &format!("{POOLS}/eu"), &patch)
     }
 
     /// Pool `eu` with both origins, at every node, both answered by the follower's DNS.
@@ -847,16 +851,7 @@ impl Mesh {
 fn a_write_reaches_every_node_at_its_generation(w: &mut Mesh) {
     let path = format!("{POOLS}/eu");
     let patch = json!({ "description": format!("written at {:?}", std::time::SystemTime::now()) });
-    let (status, etag, e) = call(
-        w.primary,
-        WRITE,
-        "PATCH",
-        &path,
-        Some(&patch.to_string()),
-        &[],
-    );
-    assert_eq!(status, 200, "{e:#}");
-    let generation: u64 = etag.parse().expect("generation");
+    let generation = w.write("PATCH", &path, &patch.to_string());
     w.wait_everywhere(generation, "every node at the new generation");
 }
 
@@ -941,16 +936,7 @@ fn a_document_one_node_cannot_validate_is_refused_there_and_reported(w: &mut Mes
         },
     );
     // The load balancer as it was, which every node takes.
-    let (status, etag, e) = call(
-        w.primary,
-        WRITE,
-        "PUT",
-        &path,
-        Some(&lb["result"].to_string()),
-        &[],
-    );
-    assert_eq!(status, 200, "{e:#}");
-    let generation: u64 = etag.parse().expect("generation");
+    let generation = w.write("PUT", &path, &lb["result"].to_string());
     w.wait_everywhere(generation, "every node at the generation without France");
 }
 
