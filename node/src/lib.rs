@@ -7,6 +7,7 @@
 //! - [`control`]: the control plane: the config store, the primary's announcement, the
 //!   follower, the API's writes and the config task's protocol over them.
 //! - [`handle`]: the handle of a running node: reload, stop, wait for its end.
+//! - [`settings`]: what every node is started with.
 //! - [`metrics`]: the Prometheus recorder, gossip's counters and a prober's `/metrics`
 //!   listener.
 
@@ -15,4 +16,7 @@ pub mod guard;
 pub mod handle;
 pub mod metrics;
 pub mod reload;
+pub mod settings;
 pub mod supervise;
+
+pub use settings::NodeSettings;

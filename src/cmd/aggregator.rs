@@ -11,19 +11,12 @@ use lb_core::{Region, RegionsTable};
 use meshlb_node::control::ConfigRole;
 
 use super::mesh_args::MeshArgs;
+use super::node_args::{node_settings, Place};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The configuration file (re-read on SIGHUP, on `POST /-/reload`, and with
-    /// --watch-config when it changes).
-    #[arg(long, value_name = "FILE")]
-    config: PathBuf,
-    /// Also reload when the file's content changes (a Kubernetes ConfigMap update included).
-    #[arg(long)]
-    watch_config: bool,
-    /// How often --watch-config reads the file.
-    #[arg(long, value_name = "MS", default_value_t = 2000)]
-    watch_interval_ms: u64,
+    #[command(flatten)]
+    file: super::node_args::ConfigFileArgs,
     /// The region this aggregator serves (its PoP).
     #[arg(long)]
     region: Region,
@@ -208,24 +201,16 @@ impl Args {
             )?
             .map(Into::into),
         };
-        Ok(Settings {
-            config: self.config.clone(),
-            regions: regions.clone(),
+        let place = Place {
+            role: "aggregator",
             region: self.region,
-            dc: self.dc.clone(),
-            node_id: self
-                .mesh
-                .node_id("aggregator", self.region.code(), &self.dc),
-            mesh: self.mesh.settings()?,
+            dc: &self.dc,
+            config_role: role,
+        };
+        Ok(Settings {
+            node: node_settings(&self.file, place, &self.control, &self.mesh, regions)?,
             affinity_key: self.mesh.affinity_key()?,
-            control: self.control.settings(role, &self.mesh)?,
             config_advertise_url: self.config_advertise_url.clone(),
-            reloads: meshlb_node::reload::ReloadSettings {
-                on_hangup: true,
-                watch: self
-                    .watch_config
-                    .then(|| Duration::from_millis(self.watch_interval_ms.max(10))),
-            },
             admin: AdminSettings {
                 addr: self.admin,
                 tokens,

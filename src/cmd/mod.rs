@@ -8,6 +8,7 @@ mod control_args;
 pub mod demo;
 pub mod explain;
 mod mesh_args;
+mod node_args;
 pub mod probe;
 pub mod prober;
 pub mod regions;

@@ -10,18 +10,12 @@ use meshlb_node::control::ConfigRole;
 use prober::node::{MetricsListener, Settings};
 
 use super::mesh_args::MeshArgs;
+use super::node_args::{node_settings, Place};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// The configuration file (re-read on SIGHUP, and with --watch-config when it changes).
-    #[arg(long, value_name = "FILE")]
-    config: PathBuf,
-    /// Also reload when the file's content changes (a Kubernetes ConfigMap update included).
-    #[arg(long)]
-    watch_config: bool,
-    /// How often --watch-config reads the file.
-    #[arg(long, value_name = "MS", default_value_t = 2000)]
-    watch_interval_ms: u64,
+    #[command(flatten)]
+    file: super::node_args::ConfigFileArgs,
     /// This prober's region.
     #[arg(long)]
     region: Region,
@@ -58,20 +52,14 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ConfigRole::Standalone
     };
     let token = super::read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;
-    let settings = Settings {
-        config: args.config.clone(),
-        regions: regions.clone(),
+    let place = Place {
+        role: "prober",
         region: args.region,
-        dc: args.dc.clone(),
-        node_id: args.mesh.node_id("prober", args.region.code(), &args.dc),
-        mesh: args.mesh.settings()?,
-        control: args.control.settings(role, &args.mesh)?,
-        reloads: meshlb_node::reload::ReloadSettings {
-            on_hangup: true,
-            watch: args
-                .watch_config
-                .then(|| Duration::from_millis(args.watch_interval_ms.max(10))),
-        },
+        dc: &args.dc,
+        config_role: role,
+    };
+    let settings = Settings {
+        node: node_settings(&args.file, place, &args.control, &args.mesh, regions)?,
         concurrency: args.concurrency,
         metrics: args.metrics.map(|addr| MetricsListener {
             addr,

@@ -119,9 +119,15 @@ impl Frontends {
         shared: &Arc<Shared>,
         adopter: Adopter,
     ) -> Result<Started, StartError> {
-        let file = settings.config.display().to_string();
-        let regions = Arc::new(settings.regions.clone());
-        let pop = || PopInfo::new(&settings.regions, settings.region, Some(&settings.dc));
+        let file = settings.node.config.display().to_string();
+        let regions = Arc::new(settings.node.regions.clone());
+        let pop = || {
+            PopInfo::new(
+                &settings.node.regions,
+                settings.node.region,
+                Some(&settings.node.dc),
+            )
+        };
         let (dns_server, dns) = match &settings.dns {
             None => (None, None),
             Some(d) => {
@@ -208,9 +214,9 @@ impl Frontends {
             }
         };
         let frontends = Frontends {
-            path: settings.config.clone(),
-            regions: settings.regions.clone(),
-            node_id: settings.node_id.clone(),
+            path: settings.node.config.clone(),
+            regions: settings.node.regions.clone(),
+            node_id: settings.node.node_id.clone(),
             shared: Arc::clone(shared),
             adopter,
             dns,

@@ -7,33 +7,22 @@ use std::time::Duration;
 
 use lb_core::affinity::AffinityKey;
 use lb_core::config::Config;
-use lb_core::{Region, RegionsTable};
-use meshlb_node::control::ControlSettings;
 use meshlb_node::guard;
-use meshlb_node::reload::ReloadSettings;
+use meshlb_node::NodeSettings;
 
 use super::StartError;
 use crate::api::{BodyLimits, Tokens};
 
 /// Everything an aggregator node needs to start.
 pub struct Settings {
-    /// The config file (re-read on reload; on a follower, where the mesh's config is kept).
-    pub config: PathBuf,
-    /// The regions table (`--regions`, or the embedded one).
-    pub regions: RegionsTable,
-    /// The region this aggregator serves (its PoP) and its datacenter.
-    pub region: Region,
-    pub dc: String,
-    /// This node's id in gossip.
-    pub node_id: String,
-    pub mesh: mesh::MeshSettings,
+    /// What every node is started with: config file, regions, place, mesh, control plane,
+    /// reloads.
+    pub node: NodeSettings,
     /// The session-affinity cookie key (derived from the cluster key).
     pub affinity_key: AffinityKey,
-    pub control: ControlSettings,
     /// The admin API URL the primary announces [default: http://<admin address>, with the
     /// gossip address's IP when the admin listens on every address].
     pub config_advertise_url: Option<String>,
-    pub reloads: ReloadSettings,
     pub admin: AdminSettings,
     pub dns: Option<DnsSettings>,
     pub proxy: Option<ProxyListeners>,
@@ -87,7 +76,13 @@ impl Settings {
         }
         let mut addr = admin;
         if addr.ip().is_unspecified() {
-            addr.set_ip(self.mesh.advertise.unwrap_or(self.mesh.listen).ip());
+            addr.set_ip(
+                self.node
+                    .mesh
+                    .advertise
+                    .unwrap_or(self.node.mesh.listen)
+                    .ip(),
+            );
         }
         format!("http://{addr}")
     }

@@ -21,27 +21,27 @@ use crate::tally::TallySettings;
 
 /// Starts an aggregator node with `settings`, on the current tokio runtime.
 pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
-    let file = settings.config.display().to_string();
+    let file = settings.node.config.display().to_string();
     let (protocol, writes) = ConfigProtocol::open(
-        &settings.config,
-        settings.control.role,
-        settings.control.key.clone(),
-        settings.control.max_document_bytes,
+        &settings.node.config,
+        settings.node.control.role,
+        settings.node.control.key.clone(),
+        settings.node.control.max_document_bytes,
     )?;
     let text = protocol.text();
-    let config = Config::parse(&file, &text, &settings.regions).map_err(StartError::Config)?;
+    let config = Config::parse(&file, &text, &settings.node.regions).map_err(StartError::Config)?;
     settings.warn_of_unserved(&config)?;
     let hash = config_hash(&text);
     let loaded_at = lb_core::clock::unix_secs();
     let identity = NodeIdentity {
-        node_id: settings.node_id.clone(),
+        node_id: settings.node.node_id.clone(),
         role: mesh::Role::Aggregator,
-        region: settings.region.code().to_string(),
-        datacenter: settings.dc.clone(),
+        region: settings.node.region.code().to_string(),
+        datacenter: settings.node.dc.clone(),
         config_hash: hash.clone(),
         config_loaded_at: loaded_at,
     };
-    let node = mesh::start(&identity, &settings.mesh).await?;
+    let node = mesh::start(&identity, &settings.node.mesh).await?;
     if !settings.advertise_proxy.is_empty() {
         let addrs = mesh::keys::encode_addrs(&settings.advertise_proxy);
         node.handle
@@ -53,14 +53,14 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         .then(|| {
             meshlb_node::metrics::install(&[
                 ("node_role", "aggregator"),
-                ("node_region", settings.region.code()),
+                ("node_region", settings.node.region.code()),
             ])
         })
         .flatten();
     if metrics.is_some() {
         describe_metrics();
     }
-    crate::metrics::record_regions(&settings.regions);
+    crate::metrics::record_regions(&settings.node.regions);
     let config = Arc::new(config);
     let generation = Arc::new(Generation::unknown(1, Arc::clone(&config)));
     let notifier = crate::notify::Notifier::start(Arc::clone(&config), identity.node_id.clone())
@@ -79,13 +79,13 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         .map_err(|e| StartError::Settings(format!("the admin listener's address: {e}")))?;
     let protocol = protocol.announcing(settings.announce_url(admin_addr));
     let tally = TallySettings {
-        region: settings.region,
+        region: settings.node.region,
         warmup_timeout: settings.warmup_timeout,
         ..TallySettings::default()
     };
     let shared = Shared::new(
         in_force,
-        Arc::new(settings.regions.clone()),
+        Arc::new(settings.node.regions.clone()),
         tally,
         Outputs { metrics },
         Arc::clone(&protocol.plane),
@@ -110,7 +110,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     }
     eprintln!(
         "meshlb aggregator {} gossiping on {}, admin API on http://{}",
-        identity.node_id, settings.mesh.listen, admin_addr
+        identity.node_id, settings.node.mesh.listen, admin_addr
     );
     let (adopter, adoptions) = Adopter::channel();
     let started = Frontends::start(&settings, &generation, &shared, adopter).await?;
@@ -137,7 +137,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
             settings.admin.body,
         )),
     );
-    let poll = (settings.mesh.gossip_interval / 2).max(std::time::Duration::from_millis(20));
+    let poll = (settings.node.mesh.gossip_interval / 2).max(std::time::Duration::from_millis(20));
     vital.task(
         "tally loop",
         tokio::spawn(crate::service::run(
@@ -150,8 +150,8 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     );
     let (follower, fetched) = meshlb_node::control::follower::spawn(
         &identity.node_id,
-        &settings.mesh,
-        settings.control.fetch_timeout,
+        &settings.node.mesh,
+        settings.node.control.fetch_timeout,
         &node.handle,
         &protocol.plane,
     );
@@ -171,12 +171,12 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         requested: ends.requested,
         writes,
         fetched,
-        triggers: Triggers::new(settings.reloads, &settings.config, &text),
+        triggers: Triggers::new(settings.node.reloads, &settings.node.config, &text),
     };
     let task = tokio::spawn(task.run(ends.stop));
     Ok(RunningNode {
         admin: admin_addr,
-        gossip: settings.mesh.listen,
+        gossip: settings.node.mesh.listen,
         dns,
         proxy,
         shared,

@@ -54,40 +54,40 @@ pub enum StartError {
 
 /// Starts a prober node with `settings`, on the current tokio runtime.
 pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
-    let regions = &settings.regions;
-    if !regions.on_roster(settings.region, &settings.dc) {
+    let regions = &settings.node.regions;
+    if !regions.on_roster(settings.node.region, &settings.node.dc) {
         let listed: Vec<&str> = regions
-            .region(settings.region)
+            .region(settings.node.region)
             .datacenters
             .iter()
             .map(|d| d.code.as_str())
             .collect();
         return Err(StartError::OffRoster {
-            dc: settings.dc.clone(),
-            region: settings.region.code(),
+            dc: settings.node.dc.clone(),
+            region: settings.node.region.code(),
             listed: listed.join(", "),
         });
     }
-    let control = &settings.control;
+    let control = &settings.node.control;
     let (protocol, _) = ConfigProtocol::open(
-        &settings.config,
+        &settings.node.config,
         control.role,
         control.key.clone(),
         control.max_document_bytes,
     )?;
     let text = protocol.text();
-    let file = settings.config.display().to_string();
+    let file = settings.node.config.display().to_string();
     let config = Config::parse(&file, &text, regions).map_err(StartError::Config)?;
     let hash = config_hash(&text);
     let identity = NodeIdentity {
-        node_id: settings.node_id.clone(),
+        node_id: settings.node.node_id.clone(),
         role: mesh::Role::Prober,
-        region: settings.region.code().to_string(),
-        datacenter: settings.dc.clone(),
+        region: settings.node.region.code().to_string(),
+        datacenter: settings.node.dc.clone(),
         config_hash: hash.clone(),
         config_loaded_at: lb_core::clock::unix_secs(),
     };
-    let node = mesh::start(&identity, &settings.mesh).await?;
+    let node = mesh::start(&identity, &settings.node.mesh).await?;
     let (reloads, stop, ends) = NodeHandle::channels();
     let mut vital = Vital::new();
     vital.future("gossip task", {
@@ -100,13 +100,13 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     protocol.publish(&node.handle).await;
     let (follower, fetched) = meshlb_node::control::follower::spawn(
         &identity.node_id,
-        &settings.mesh,
+        &settings.node.mesh,
         control.fetch_timeout,
         &node.handle,
         &protocol.plane,
     );
     vital.task("config follower", follower);
-    let targets = crate::targets(&config, Some(settings.region));
+    let targets = crate::targets(&config, Some(settings.node.region));
     let round = config
         .monitors
         .iter()
@@ -120,7 +120,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         identity.node_id,
         identity.region,
         identity.datacenter,
-        settings.mesh.listen,
+        settings.node.mesh.listen,
         targets.len()
     );
     let scheduler = Scheduler::start(
@@ -132,9 +132,9 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         Arc::clone(&publisher) as _,
     );
     let probing = Probing {
-        path: settings.config.clone(),
-        regions: settings.regions.clone(),
-        region: settings.region,
+        path: settings.node.config.clone(),
+        regions: settings.node.regions.clone(),
+        region: settings.node.region,
         scheduler,
         publisher,
         gossip: node.handle.chitchat(),
@@ -149,11 +149,15 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         vital,
         requested: ends.requested,
         fetched,
-        triggers: meshlb_node::reload::Triggers::new(settings.reloads, &settings.config, &text),
+        triggers: meshlb_node::reload::Triggers::new(
+            settings.node.reloads,
+            &settings.node.config,
+            &text,
+        ),
     };
     let task = tokio::spawn(task.run(ends.stop));
     Ok(RunningNode {
-        gossip: settings.mesh.listen,
+        gossip: settings.node.mesh.listen,
         control,
         handle: NodeHandle::new(reloads, stop, task),
     })
@@ -170,8 +174,8 @@ fn serve_metrics(
 ) {
     let Some(handle) = meshlb_node::metrics::install(&[
         ("node_role", "prober"),
-        ("node_region", settings.region.code()),
-        ("node_dc", &settings.dc),
+        ("node_region", settings.node.region.code()),
+        ("node_dc", &settings.node.dc),
     ]) else {
         tracing::warn!("a metrics recorder is installed already: /metrics serves none");
         return;

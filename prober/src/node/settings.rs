@@ -2,27 +2,16 @@
 //! command line onto these).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use lb_core::{Region, RegionsTable};
-use meshlb_node::control::ControlSettings;
 use meshlb_node::guard;
-use meshlb_node::reload::ReloadSettings;
+use meshlb_node::NodeSettings;
 
 /// Everything a prober node needs to start.
 pub struct Settings {
-    /// The config file (re-read on reload; on a follower, where the mesh's config is kept).
-    pub config: PathBuf,
-    pub regions: RegionsTable,
-    /// This prober's region and datacenter (a datacenter of the region in `regions`).
-    pub region: Region,
-    pub dc: String,
-    /// This node's id in gossip.
-    pub node_id: String,
-    pub mesh: mesh::MeshSettings,
-    pub control: ControlSettings,
-    pub reloads: ReloadSettings,
+    /// What every node is started with: config file, regions, place (a datacenter of the
+    /// region on the regions table), mesh, control plane, reloads.
+    pub node: NodeSettings,
     /// Probes in flight at once.
     pub concurrency: usize,
     /// The `/metrics` (and `POST /-/reload`) listener, if any.
