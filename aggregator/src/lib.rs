@@ -7,7 +7,8 @@
 //! - [`mesh_view`]: the incremental view of the gossip state.
 //! - [`shared`]: what the loop publishes, grouped by concern; [`service`]: the loop itself.
 //! - [`admin`]: the admin API, one file per resource; [`api`]: its Cloudflare-shaped
-//!   resources (monitors, pools, load balancers) and health views.
+//!   resources (monitors, pools, load balancers) and health views; [`previews`]: the monitor
+//!   previews its API starts, in gossip.
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
@@ -24,6 +25,7 @@ pub mod mesh_view;
 pub mod metrics;
 pub mod node;
 pub mod notify;
+pub mod previews;
 pub mod readiness;
 pub mod service;
 pub mod shared;

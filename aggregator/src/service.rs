@@ -110,6 +110,9 @@ impl Loop {
                 .set(keys::READY, if ready { "1" } else { "0" });
             self.published_ready = Some(ready);
         }
+        self.shared
+            .previews
+            .sweep(&mut c, lb_core::clock::unix_ms());
         let changed = self.view.refresh(&c, config_hash, now);
         let pops = self.view.proxy_pops();
         if **self.shared.pops.load() != pops {

@@ -130,6 +130,8 @@ pub struct Shared {
     pub pops: Arc<lb_edge::Pops>,
     /// The control plane: the mesh config's generation, the primary, the API's writes.
     pub control: Arc<meshlb_node::control::ControlPlane>,
+    /// The API's monitor previews, run by the mesh's probers.
+    pub previews: crate::previews::Previews,
 }
 
 impl Shared {
@@ -140,6 +142,7 @@ impl Shared {
         outputs: Outputs,
         control: Arc<meshlb_node::control::ControlPlane>,
         reload_requests: tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
+        previews: crate::previews::Previews,
     ) -> Arc<Shared> {
         let config = Arc::clone(in_force.config());
         Arc::new(Shared {
@@ -166,6 +169,7 @@ impl Shared {
             reload_requests,
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
             control,
+            previews,
         })
     }
 

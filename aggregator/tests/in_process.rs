@@ -88,6 +88,7 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
                 max_bytes: 1 << 20,
                 timeout: Duration::from_secs(10),
             },
+            previews: aggregator::previews::PreviewLimits::default(),
         },
         dns: None,
         proxy: None,
@@ -105,6 +106,7 @@ fn prober_settings(config: &Path, listen: SocketAddr, seed: SocketAddr) -> probe
         node: node(config, ConfigRole::Follower, "prober", "ams", listen, seed),
         concurrency: 4,
         metrics: None,
+        previews: prober::preview::PreviewSettings::default(),
     }
 }
 

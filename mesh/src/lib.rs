@@ -5,11 +5,13 @@
 //! - [`seal`]: the key ring and the XChaCha20-Poly1305 frame of one datagram.
 //! - [`recipient`]: which addresses are this node's, for datagrams bound to their recipient.
 //! - [`transport`]: chitchat's `Transport` over UDP, sealing and opening every message.
-//! - [`keys`]: what a node gossips and how each value is encoded.
+//! - [`keys`]: what a node gossips and how each value is encoded; [`preview`]: a monitor
+//!   preview's request and outcomes.
 //! - [`node`]: a chitchat node with meshlb's identity and settings; [`role`]: what it does.
 
 pub mod keys;
 pub mod node;
+pub mod preview;
 pub mod recipient;
 pub mod role;
 pub mod seal;

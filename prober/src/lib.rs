@@ -7,6 +7,7 @@
 //! - [`scheduler`]: on-time, burst-free, reloadable probing.
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
 //! - [`once`]: targets probed once, now (`meshlb probe`).
+//! - [`preview`]: monitor previews the mesh asks for, run once and published.
 //! - [`node`]: the prober node as a library: start it with its settings, get a handle.
 
 pub mod failure;
@@ -15,6 +16,7 @@ pub mod monitors;
 pub mod node;
 pub mod once;
 pub mod outcome;
+pub mod preview;
 pub mod publisher;
 pub mod scheduler;
 pub mod sink;

@@ -25,4 +25,9 @@ pub fn describe_metrics() {
         "meshlb_probe_overruns_total",
         "Probe rounds skipped because the previous probe of the target still ran."
     );
+
+    describe_counter!(
+        "meshlb_prober_previews_total",
+        "Monitor previews the mesh asked of this prober, by outcome: run, invalid (its document does not validate here) or skipped (too many remembered)."
+    );
 }

@@ -40,6 +40,16 @@ pub struct Args {
     /// How long an API request's body may take to arrive.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     admin_body_timeout_ms: u64,
+    /// Monitor previews (`POST .../preview`) of this aggregator running at once; more are
+    /// refused 429 until one expires.
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    api_preview_max: usize,
+    /// Endpoints one monitor preview may probe; a larger preview is refused 400.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    api_preview_max_origins: usize,
+    /// How long a monitor preview and its outcomes last.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    api_preview_ttl_secs: u64,
     /// This aggregator is the mesh's config primary: it takes the API's writes, makes each a
     /// new generation of --config (the one before kept as <file>.previous) and serves it to
     /// the nodes started with --config-from-mesh.
@@ -221,6 +231,11 @@ impl Args {
                 body: aggregator::admin::BodyLimits {
                     max_bytes: self.control.config_max_bytes.max(1),
                     timeout: ms(self.admin_body_timeout_ms),
+                },
+                previews: aggregator::previews::PreviewLimits {
+                    max_active: self.api_preview_max,
+                    max_origins: self.api_preview_max_origins,
+                    ttl: Duration::from_secs(self.api_preview_ttl_secs.max(1)),
                 },
             },
             dns: self.dns_settings(),

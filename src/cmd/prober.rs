@@ -25,6 +25,13 @@ pub struct Args {
     /// Probes in flight at once.
     #[arg(long, default_value_t = 512)]
     concurrency: usize,
+    /// Monitor previews (`POST .../preview` on an aggregator) run at once; more wait their
+    /// turn.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    preview_concurrency: usize,
+    /// Monitor previews remembered until they expire; a request beyond is skipped.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    preview_max_remembered: usize,
     /// Serve Prometheus metrics on this address (GET /metrics), and `POST /-/reload` (needs
     /// the admin token).
     #[arg(long, value_name = "ADDR")]
@@ -61,6 +68,11 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     let settings = Settings {
         node: node_settings(&args.file, place, &args.control, &args.mesh, regions)?,
         concurrency: args.concurrency,
+        previews: prober::preview::PreviewSettings {
+            concurrent: args.preview_concurrency.max(1),
+            remembered: args.preview_max_remembered,
+            ..prober::preview::PreviewSettings::default()
+        },
         metrics: args.metrics.map(|addr| MetricsListener {
             addr,
             token: token.map(Into::into),

@@ -64,8 +64,8 @@ pub fn ok(status: StatusCode, result: Value, generation: u64) -> Reply {
     )
 }
 
-/// A list, with Cloudflare's `result_info`.
-pub fn list(items: Vec<Value>, page: usize, per_page: usize, generation: u64) -> Reply {
+/// Page `page` of `items` (`per_page` each) and Cloudflare's `result_info` for it.
+fn paged(items: Vec<Value>, page: usize, per_page: usize) -> (Vec<Value>, Value) {
     let total = items.len();
     let per_page = per_page.max(1);
     let shown: Vec<Value> = items
@@ -80,9 +80,33 @@ pub fn list(items: Vec<Value>, page: usize, per_page: usize, generation: u64) ->
         "total_count": total,
         "total_pages": total.div_ceil(per_page).max(1),
     });
+    (shown, info)
+}
+
+/// A list, with Cloudflare's `result_info`.
+pub fn list(items: Vec<Value>, page: usize, per_page: usize, generation: u64) -> Reply {
+    let (shown, info) = paged(items, page, per_page);
     reply(
         StatusCode::OK,
         &json!({ "success": true, "errors": [], "messages": [], "result": shown, "result_info": info }),
+        generation,
+    )
+}
+
+/// Search results: Cloudflare's documented `result.resources`, and the same page as the one
+/// item of `result.items`, which is where the SDKs' paginated search reads it (an empty page
+/// has no item, which ends their pagination).
+pub fn search(found: Vec<Value>, page: usize, per_page: usize, generation: u64) -> Reply {
+    let (shown, info) = paged(found, page, per_page);
+    let items = if shown.is_empty() {
+        json!([])
+    } else {
+        json!([{ "resources": shown }])
+    };
+    reply(
+        StatusCode::OK,
+        &json!({ "success": true, "errors": [], "messages": [],
+                 "result": { "resources": shown, "items": items }, "result_info": info }),
         generation,
     )
 }

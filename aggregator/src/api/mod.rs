@@ -15,6 +15,8 @@ mod doc_tests;
 pub mod envelope;
 pub mod health;
 pub mod path;
+pub mod preview;
+pub mod search;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -295,7 +297,7 @@ fn page_args(query: &str) -> Result<(usize, usize), Refusal> {
 }
 
 /// Cloudflare's `resource_type` of a kind.
-fn resource_type(kind: Kind) -> &'static str {
+pub(crate) fn resource_type(kind: Kind) -> &'static str {
     match kind {
         Kind::Monitor => "monitor",
         Kind::MonitorGroup => "monitor_group",
@@ -312,6 +314,37 @@ fn monitor_filter(kind: Kind, query: &str) -> Option<String> {
     url::form_urlencoded::parse(query.as_bytes())
         .find(|(k, _)| k == "monitor")
         .map(|(_, v)| v.into_owned())
+}
+
+/// The body of a bulk `PATCH .../pools`: `notification_email` alone, a string (`""`
+/// removes it from every pool) or null.
+fn bulk_notification_email(body: &Value) -> Result<Option<String>, Refusal> {
+    let invalid = |path: &str, reason: &str| Refusal {
+        errors: vec![FieldError {
+            path: path.to_string(),
+            reason: reason.to_string(),
+        }],
+        ..refusal(
+            StatusCode::BAD_REQUEST,
+            code::INVALID,
+            "a bulk PATCH of pools sets `notification_email` on every pool, and nothing else",
+        )
+    };
+    let Value::Object(map) = body else {
+        return Err(invalid("", "the body must be a JSON object"));
+    };
+    if let Some(other) = map.keys().find(|k| *k != "notification_email") {
+        return Err(invalid(
+            other,
+            "a bulk PATCH of pools takes only notification_email",
+        ));
+    }
+    match map.get("notification_email") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(invalid("notification_email", "expected a string")),
+    }
 }
 
 /// A path under the API that it does not serve (any method): Cloudflare's envelope, saying
@@ -454,6 +487,26 @@ async fn serve(
                     .unwrap_or(Value::Null);
                 Ok(envelope::ok(StatusCode::OK, result, written.generation))
             }
+            Method::PATCH if kind == Kind::Pool => {
+                let body = json_body(&read_body(body, limits).await?)?;
+                let email = bulk_notification_email(&body)?;
+                let (_, written, doc) = write(shared, plane, why, based_on, |doc| {
+                    doc.set_in_every(
+                        Kind::Pool,
+                        "notification_email",
+                        email.clone().map(toml::Value::String),
+                    );
+                    Ok(((), None))
+                })
+                .await?;
+                let items = doc
+                    .list(Kind::Pool)
+                    .into_iter()
+                    .map(convert::resource)
+                    .collect();
+                Ok(envelope::list(items, 1, usize::MAX, written.generation))
+            }
+            _ if kind == Kind::Pool => Err(method_not_allowed("GET, POST or PATCH")),
             _ => Err(method_not_allowed("GET or POST")),
         },
         Route::Item { kind, id } => match method {
@@ -561,6 +614,39 @@ async fn serve(
                 Value::Array(items),
                 generation,
             ))
+        }
+        Route::Preview { kind, id } => {
+            if method != Method::POST {
+                return Err(method_not_allowed("POST"));
+            }
+            let body = json_body(&read_body(body, limits).await?)?;
+            let monitor = convert::body(&body).map_err(|errors| Refusal {
+                errors,
+                ..refusal(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID,
+                    "the body is not a monitor",
+                )
+            })?;
+            let result = preview::start(shared, kind, &id, monitor).await?;
+            Ok(envelope::ok(StatusCode::OK, result, generation))
+        }
+        Route::PreviewResult { id } => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let result = preview::result(shared, &id).await?;
+            Ok(envelope::ok(StatusCode::OK, result, generation))
+        }
+        Route::Search => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let args = search::Search::parse(query)
+                .map_err(|m| refusal(StatusCode::BAD_REQUEST, code::INVALID, m))?;
+            let found = search::search(&document()?, &args);
+            let (page, per_page) = page_args(query)?;
+            Ok(envelope::search(found, page, per_page, generation))
         }
         Route::Events => {
             if method != Method::GET {

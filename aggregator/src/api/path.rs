@@ -18,6 +18,13 @@ pub enum Route {
     /// `GET /monitors/{id}/references` (and of monitor groups and pools): what names the
     /// resource, and what it names.
     References { kind: Kind, id: String },
+    /// `POST /monitors/{id}/preview` and `POST /pools/{id}/preview`: a monitor body tried by
+    /// the mesh's probers on the pools that use monitor `id`, or on pool `id`.
+    Preview { kind: Kind, id: String },
+    /// `GET /preview/{id}`: what the probers saw of a preview.
+    PreviewResult { id: String },
+    /// `GET /search`: resources by a query term, with their references.
+    Search,
     /// `GET /user/load_balancing_analytics/events`.
     Events,
     /// `GET /config`: the generation in force, the primary, what was refused.
@@ -42,7 +49,10 @@ pub const ROUTES: &[(&str, &str)] = &[
         "GET, PUT, PATCH, DELETE",
         "/accounts/{account}/load_balancers/monitor_groups/{id}",
     ),
-    ("GET, POST", "/accounts/{account}/load_balancers/pools"),
+    (
+        "GET, POST, PATCH",
+        "/accounts/{account}/load_balancers/pools",
+    ),
     (
         "GET, PUT, PATCH, DELETE",
         "/accounts/{account}/load_balancers/pools/{id}",
@@ -63,7 +73,17 @@ pub const ROUTES: &[(&str, &str)] = &[
         "GET",
         "/accounts/{account}/load_balancers/pools/{id}/references",
     ),
-    ("GET, POST", "/user/load_balancers/pools"),
+    (
+        "POST",
+        "/accounts/{account}/load_balancers/monitors/{id}/preview",
+    ),
+    (
+        "POST",
+        "/accounts/{account}/load_balancers/pools/{id}/preview",
+    ),
+    ("GET", "/accounts/{account}/load_balancers/preview/{id}"),
+    ("GET", "/accounts/{account}/load_balancers/search"),
+    ("GET, POST, PATCH", "/user/load_balancers/pools"),
     ("GET, POST", "/zones/{zone}/load_balancers"),
     (
         "GET, PUT, PATCH, DELETE",
@@ -131,6 +151,14 @@ pub fn route(path: &str) -> Option<Route> {
         }),
         ["accounts", _, "load_balancers", rest @ ..] | ["user", "load_balancers", rest @ ..] => {
             match rest {
+                ["search"] => Some(Route::Search),
+                ["preview", id] => Some(Route::PreviewResult {
+                    id: (*id).to_string(),
+                }),
+                [kind @ ("monitors" | "pools"), id, "preview"] => Some(Route::Preview {
+                    kind: account_kind(kind)?,
+                    id: (*id).to_string(),
+                }),
                 [kind] => Some(Route::Collection {
                     kind: account_kind(kind)?,
                     zone: None,

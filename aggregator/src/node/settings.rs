@@ -44,6 +44,8 @@ pub struct AdminSettings {
     pub tokens: Tokens,
     pub limits: guard::Limits,
     pub body: BodyLimits,
+    /// The API's monitor previews.
+    pub previews: crate::previews::PreviewLimits,
 }
 
 /// The authoritative DNS server.

@@ -90,6 +90,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         Outputs { metrics },
         Arc::clone(&protocol.plane),
         reloads.clone(),
+        crate::previews::Previews::new(Some(node.handle.chitchat()), settings.admin.previews),
     );
     protocol.publish(&node.handle).await;
     if let Some(dir) = &settings.state_dir {
@@ -188,6 +189,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
 fn describe_metrics() {
     meshlb_node::metrics::describe_metrics();
     crate::metrics::describe_metrics();
+    crate::previews::describe_metrics();
     lb_dns::describe_metrics();
     lb_proxy::describe_metrics();
     lb_l4::describe_metrics();

@@ -85,6 +85,26 @@ impl Notifier {
                 sender: Sender::Email(EmailSender::new(c)?),
             });
         }
+        // Pools' `notification_email` (Cloudflare): the first email channel's SMTP server and
+        // sender, to the pool's addresses, for that pool alone (validation requires the channel).
+        if let Some(first) = n.email.first() {
+            for (i, pool) in config.pools.iter().enumerate() {
+                if pool.notification_email.is_empty() {
+                    continue;
+                }
+                let channel = lb_core::config::EmailChannel {
+                    name: format!("pool {} notification_email", pool.name),
+                    to: pool.notification_email.clone(),
+                    pools: vec![lb_core::config::PoolId(i)],
+                    ..first.clone()
+                };
+                channels.push(Channel {
+                    name: channel.name.clone(),
+                    pools: channel.pools.clone(),
+                    sender: Sender::Email(EmailSender::new(&channel)?),
+                });
+            }
+        }
         for c in &n.webhooks {
             channels.push(Channel {
                 name: c.name.clone(),

@@ -164,6 +164,25 @@ impl Document {
         Ok(id)
     }
 
+    /// Sets `field` to `value` in every resource of `kind` (`None` removes it).
+    pub fn set_in_every(&mut self, kind: Kind, field: &str, value: Option<Value>) {
+        let Some(Value::Array(items)) = self.table.get_mut(kind.key()) else {
+            return;
+        };
+        for item in items.iter_mut() {
+            if let Value::Table(t) = item {
+                match &value {
+                    Some(v) => {
+                        t.insert(field.to_string(), v.clone());
+                    }
+                    None => {
+                        t.remove(field);
+                    }
+                }
+            }
+        }
+    }
+
     /// Replaces resource `id` of `kind` by `body`, in its place: a `name` in the body must be
     /// the id.
     pub fn replace(&mut self, kind: Kind, id: &str, mut body: Table) -> Result<(), DocumentError> {

@@ -37,6 +37,10 @@ pub struct Pool {
     pub health_sources: HealthSources,
     /// Which of this pool's health changes are notified (Cloudflare's notification_filter).
     pub notification_filter: super::NotificationFilter,
+    /// Cloudflare's `notification_email`: this pool's health changes (as its filter lets
+    /// through) are also mailed here, through the first `[[notifications.email]]` channel's
+    /// SMTP server.
+    pub notification_email: Vec<String>,
 }
 
 impl Pool {

@@ -270,6 +270,8 @@ pub struct RawPool {
     pub origin_steering: Option<RawOriginSteering>,
     pub health_sources: Option<Vec<String>>,
     pub notification_filter: Option<RawNotificationFilter>,
+    /// Cloudflare's `notification_email`: addresses, comma-separated.
+    pub notification_email: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -115,6 +115,15 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         .unwrap_or(std::time::Duration::from_secs(60));
     let (publisher, publishing) = GossipPublisher::start(&node.handle, round);
     vital.task("gossip publisher", publishing);
+    vital.task(
+        "preview runner",
+        tokio::spawn(crate::preview::run(
+            node.handle.chitchat(),
+            settings.node.regions.clone(),
+            settings.node.region,
+            settings.previews,
+        )),
+    );
     eprintln!(
         "meshlb prober {} ({}/{}) gossiping on {}: {} targets",
         identity.node_id,

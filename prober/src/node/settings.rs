@@ -16,6 +16,8 @@ pub struct Settings {
     pub concurrency: usize,
     /// The `/metrics` (and `POST /-/reload`) listener, if any.
     pub metrics: Option<MetricsListener>,
+    /// How the monitor previews the mesh asks for are run.
+    pub previews: crate::preview::PreviewSettings,
 }
 
 /// The prober's `/metrics` listener.

@@ -93,6 +93,7 @@ pub(super) fn validate(
     let zones = v.zones(&raw.zones, &load_balancers);
     let geolocation = v.geolocation(&raw.geolocation);
     let notifications = v.notifications(&raw.notifications);
+    v.pool_emails_have_a_channel(&pools, &notifications);
     let pool_index = v.pool_index;
     let fallback_only = super::fallback_only(pools.len(), &load_balancers);
     v.sink.finish(Config {

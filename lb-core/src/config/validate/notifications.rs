@@ -16,6 +16,40 @@ fn is_mailbox(s: &str) -> bool {
 }
 
 impl Validator<'_> {
+    /// A pool's `notification_email`: comma-separated addresses (empty: none).
+    pub(super) fn notification_email(&mut self, pool: &str, list: Option<&str>) -> Vec<String> {
+        let mut out = Vec::new();
+        for address in list.unwrap_or("").split(',').map(str::trim) {
+            if address.is_empty() {
+                continue;
+            }
+            if is_mailbox(address) {
+                out.push(address.to_string());
+            } else {
+                self.sink.push(
+                    format!("{pool}.notification_email"),
+                    format!("`{address}` is not an email address"),
+                );
+            }
+        }
+        out
+    }
+
+    /// Pools' `notification_email` is sent through an email channel: there must be one.
+    pub(super) fn pool_emails_have_a_channel(&mut self, pools: &[Pool], n: &Notifications) {
+        if !n.email.is_empty() {
+            return;
+        }
+        for (i, p) in pools.iter().enumerate() {
+            if !p.notification_email.is_empty() {
+                self.sink.push(
+                    format!("pools[{i}].notification_email"),
+                    "needs an email channel to send through: add a [[notifications.email]] (its SMTP server and `from` are used)",
+                );
+            }
+        }
+    }
+
     pub(super) fn notification_filter(f: Option<&RawNotificationFilter>) -> NotificationFilter {
         let kind = |k: Option<&RawKindFilter>| {
             k.map_or(KindFilter::default(), |k| KindFilter {

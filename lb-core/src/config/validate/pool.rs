@@ -165,6 +165,7 @@ impl Validator<'_> {
             origin_steering,
             health_sources,
             notification_filter: Self::notification_filter(p.notification_filter.as_ref()),
+            notification_email: self.notification_email(&path, p.notification_email.as_deref()),
         }
     }
 
