@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # DNS tests query the server with dig, the proxy tests drive it with curl; the deploy test runs
 # promtool and a real Prometheus server; the chaos suite builds its world in network namespaces
 # with ip (it needs root); the demo is resolved through a real Unbound resolver; the layer-4
-# tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers.
+# tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers;
+# tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -23,6 +24,8 @@ declare -A NEEDED=(
   [/usr/sbin/haproxy]=haproxy
   [/usr/bin/redis-server]=redis-server
   [/usr/bin/redis-cli]=redis-tools
+  [/usr/bin/node]=nodejs
+  [/usr/bin/npm]=npm
 )
 
 missing=()
@@ -37,5 +40,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
 fi
+
+# Cloudflare's official Python and TypeScript SDKs, pinned, for tests/sdk.rs (from PyPI and npm).
+./scripts/sdk.sh
 
 cargo test --workspace --locked "$@"

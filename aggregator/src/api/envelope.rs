@@ -73,9 +73,15 @@ fn paged(items: Vec<Value>, page: usize, per_page: usize) -> (Vec<Value>, Value)
         .skip((page.max(1) - 1).saturating_mul(per_page))
         .take(per_page)
         .collect();
+    // Without `per_page` every item is on one page, whose size is the count.
+    let per_page_shown = if per_page == usize::MAX {
+        total.max(1)
+    } else {
+        per_page
+    };
     let info = json!({
         "page": page.max(1),
-        "per_page": per_page,
+        "per_page": per_page_shown,
         "count": shown.len(),
         "total_count": total,
         "total_pages": total.div_ceil(per_page).max(1),

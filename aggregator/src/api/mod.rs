@@ -565,14 +565,17 @@ async fn serve(
                 Ok(envelope::ok(StatusCode::OK, result, written.generation))
             }
             Method::DELETE => {
-                let (_, written, _) = write(shared, plane, why, based_on, |doc| {
+                // The answer is the resource deleted, `id` included: Cloudflare answers a
+                // monitor group's DELETE so, and `{ "id" }` for the others, which it contains.
+                let (deleted, written, _) = write(shared, plane, why, based_on, |doc| {
+                    let deleted = doc.get(kind, &id).map(convert::resource);
                     doc.delete(kind, &id).map_err(|e| document_refusal(&e))?;
-                    Ok(((), None))
+                    Ok((deleted, None))
                 })
                 .await?;
                 Ok(envelope::ok(
                     StatusCode::OK,
-                    json!({ "id": id }),
+                    deleted.unwrap_or_else(|| json!({ "id": id })),
                     written.generation,
                 ))
             }

@@ -80,7 +80,9 @@ pub fn named(kind: Kind, t: &Table) -> Vec<(Kind, String)> {
         Kind::MonitorGroup => {
             let members = t.get("members").and_then(Value::as_array);
             for m in members.into_iter().flatten().filter_map(Value::as_table) {
-                if let Some(name) = m.get("monitor").and_then(Value::as_str) {
+                // `monitor_id` is Cloudflare's name of the field (`raw::RawGroupMember`).
+                let monitor = m.get("monitor").or_else(|| m.get("monitor_id"));
+                if let Some(name) = monitor.and_then(Value::as_str) {
                     out.push((Kind::Monitor, name.to_string()));
                 }
             }
@@ -149,7 +151,7 @@ name = "http"
 name = "tcp"
 [[monitor_groups]]
 name = "g"
-members = [{ monitor = "http" }, { monitor = "tcp" }]
+members = [{ monitor = "http" }, { monitor_id = "tcp" }]
 [[pools]]
 name = "eu"
 monitor = "http"
@@ -185,6 +187,14 @@ rules = [{ name = "r", condition = "true", overrides = { default_pools = ["eu"] 
                 (Direction::Referrer, Kind::MonitorGroup, "g".into()),
                 (Direction::Referrer, Kind::Pool, "eu".into()),
             ]
+        );
+    }
+
+    #[test]
+    fn a_group_member_named_by_cloudflares_monitor_id_is_a_reference() {
+        assert_eq!(
+            refs(Kind::Monitor, "tcp"),
+            vec![(Direction::Referrer, Kind::MonitorGroup, "g".into())]
         );
     }
 

@@ -556,6 +556,51 @@ fn origin_tls_modes_and_their_errors() {
     );
 }
 
+/// MINIMAL's pool with `notification_email = "{emails}"`, and `channel` after it.
+fn pool_emails(emails: &str, channel: &str) -> String {
+    let pool = format!("origins = [{{ name = \"e\", address = \"192.0.2.1\" }}]\nnotification_email = \"{emails}\"");
+    format!(
+        "{}{channel}",
+        MINIMAL.replace(
+            r#"origins = [{ name = "e", address = "192.0.2.1" }]"#,
+            &pool
+        )
+    )
+}
+
+const EMAIL_CHANNEL: &str = r#"
+[[notifications.email]]
+name = "ops"
+from = "meshlb@example.test"
+to = ["ops@example.test"]
+smtp_host = "smtp.example.test"
+"#;
+
+#[test]
+fn a_pools_notification_email_is_a_comma_separated_list() {
+    let c = parse(&pool_emails(
+        "a@example.test, b@example.test",
+        EMAIL_CHANNEL,
+    ))
+    .expect("valid");
+    assert_eq!(
+        c.pools[0].notification_email,
+        ["a@example.test", "b@example.test"]
+    );
+    let e = errors(&pool_emails("a@example.test, nobody", EMAIL_CHANNEL));
+    has(
+        &e,
+        "pools[0].notification_email: `nobody` is not an email address",
+    );
+}
+
+#[test]
+fn a_pools_notification_email_needs_an_email_channel() {
+    let e = errors(&pool_emails("a@example.test", ""));
+    has(&e, "pools[0].notification_email: needs an email channel");
+    parse(&pool_emails("", "")).expect("an empty list needs none");
+}
+
 #[test]
 fn notifications_channels_and_their_errors() {
     let ok = format!(

@@ -46,7 +46,7 @@ pub use meshes::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_spl
 #[cfg(feature = "harness")]
 pub use named::named_origin;
 #[cfg(feature = "harness")]
-pub use origins::{origin, origin_on, Origin, Stopped};
+pub use origins::{origin, origin_missing, origin_on, Origin, Stopped};
 #[cfg(feature = "harness")]
 pub use ports::{free_tcp, free_tcp_and_udp, free_tcp_and_udp_v6, free_udp};
 #[cfg(feature = "harness")]

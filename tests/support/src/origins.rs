@@ -92,6 +92,23 @@ pub fn origin_on(ip: &str) -> Origin {
     })
 }
 
+/// An HTTP origin on `ip` that answers 404 for `missing` and 200 `ok` for any other path: a
+/// monitor of `missing` fails on it.
+pub fn origin_missing(ip: &str, missing: &'static str) -> Origin {
+    serve(ip, move |mut s| {
+        let mut buf = [0u8; 1024];
+        let n = s.read(&mut buf).unwrap_or(0);
+        let head = String::from_utf8_lossy(&buf[..n]);
+        let path = head.split_whitespace().nth(1).unwrap_or("");
+        let answer: &[u8] = if path == missing {
+            b"HTTP/1.1 404 Not Found\r\nContent-Length: 7\r\nConnection: close\r\n\r\nmissing"
+        } else {
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+        };
+        let _ = s.write_all(answer);
+    })
+}
+
 /// An origin on 127.0.0.1.
 pub fn origin() -> Origin {
     origin_on("127.0.0.1")
