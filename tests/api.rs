@@ -208,8 +208,8 @@ fn wait_up(admin: SocketAddr) {
     });
 }
 
-/// A config primary on an empty file, with the write and the read token, and what its first
-/// writes answered: Cloudflare's example monitor, two pools (`primary-dc-1` and `fallback`)
+/// A config primary on an empty file, with the write and the read token, at most three
+/// previews of one origin each, and what its first writes answered: Cloudflare's example monitor, two pools (`primary-dc-1` and `fallback`)
 /// and a load balancer over them, written in that order as the trials below find them.
 struct Primary {
     dir: tempfile::TempDir,
@@ -227,7 +227,8 @@ fn start_primary_world() -> Primary {
     let (dir, key) = scratch_dir_with_key("api");
     let config = dir.path().join("meshlb.toml");
     let admin = free_tcp();
-    let args = tokens(dir.path());
+    let mut args = tokens(dir.path());
+    args.extend(["--api-preview-max", "3", "--api-preview-max-origins", "1"].map(String::from));
     let procs = start_primary(&config, &key, admin, args);
     let origin = origin();
     let monitor = call(
@@ -433,7 +434,7 @@ fn a_conflict_tells_the_client_not_to_retry(w: &mut Primary) {
 }
 
 fn a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves(w: &mut Primary) {
-    let path = format!("{MONITORS}/m/preview");
+    let path = format!("{MONITORS}/m/zebras");
     let (status, _, e, head) = call_with_head(w.admin, WRITE, "POST", &path, Some("{}"), &[]);
     assert_eq!(status, 404, "{e:#}");
     assert_eq!(e["success"], json!(false), "{e:#}");
@@ -444,6 +445,161 @@ fn a_path_the_api_does_not_serve_answers_an_envelope_naming_what_it_serves(w: &m
         "{message}"
     );
     assert!(head.contains("\r\nx-should-retry: false"), "{head}");
+}
+
+/// Starts a preview of `body` on `target` (`monitors/{id}` or `pools/{id}`) at `admin`.
+fn start_preview(
+    admin: SocketAddr,
+    token: Option<&str>,
+    target: &str,
+    body: &Value,
+) -> (u16, Value) {
+    let path = format!("/client/v4/accounts/a/load_balancers/{target}/preview");
+    let (status, _, e) = call(admin, token, "POST", &path, Some(&body.to_string()), &[]);
+    (status, e)
+}
+
+fn preview_monitor(path: &str) -> Value {
+    json!({ "type": "http", "path": path, "expected_codes": "2xx", "interval": 2, "timeout": 1 })
+}
+
+fn previews_beyond_the_limit_are_refused_429_and_counted(w: &mut Primary) {
+    let mut started = 0;
+    for _ in 0..4 {
+        let (status, e) = start_preview(w.admin, WRITE, "pools/fallback", &preview_monitor("/"));
+        match status {
+            200 => started += 1,
+            429 => {
+                let message = e["errors"][0]["message"].as_str().unwrap_or("");
+                assert!(message.contains("--api-preview-max"), "{e:#}");
+                assert_eq!(started, 3, "refused after the third: {e:#}");
+                let metrics = scrape(w.admin);
+                let refused = metrics.lines().any(|l| {
+                    l.starts_with("meshlb_api_previews_total{")
+                        && l.contains("outcome=\"refused\"")
+                        && l.ends_with(" 1")
+                });
+                assert!(refused, "{metrics}");
+                return;
+            }
+            _ => panic!("{status}: {e:#}"),
+        }
+    }
+    panic!("four previews started with --api-preview-max 3");
+}
+
+fn a_preview_probing_more_origins_than_allowed_is_refused(w: &mut Primary) {
+    // The monitor is used by two pools of one origin each: two origins, the limit is one.
+    let target = format!("monitors/{}", w.monitor_id());
+    let (status, e) = start_preview(w.admin, WRITE, &target, &preview_monitor("/"));
+    assert_eq!(status, 400, "{e:#}");
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("--api-preview-max-origins"), "{e:#}");
+}
+
+fn a_preview_needs_the_write_token(w: &mut Primary) {
+    let (status, e) = start_preview(w.admin, READ, "pools/fallback", &preview_monitor("/"));
+    assert_eq!(status, 403, "{e:#}");
+}
+
+fn an_invalid_preview_monitor_is_refused_with_its_field(w: &mut Primary) {
+    let body = json!({ "type": "http", "path": "/", "interval": 2, "timeout": 9 });
+    let (status, e) = start_preview(w.admin, WRITE, "pools/fallback", &body);
+    assert_eq!(status, 400, "{e:#}");
+    assert_eq!(
+        e["errors"][0]["source"]["pointer"],
+        json!("/timeout"),
+        "{e:#}"
+    );
+}
+
+fn an_unknown_preview_is_a_404_envelope(w: &mut Primary) {
+    let path = "/client/v4/accounts/a/load_balancers/preview/0123456789abcdef";
+    let (status, _, e) = call(w.admin, READ, "GET", path, None, &[]);
+    assert_eq!(status, 404, "{e:#}");
+    assert_eq!(e["errors"][0]["code"], json!(1001), "{e:#}");
+}
+
+fn the_user_level_paths_serve_the_same_resources(w: &mut Primary) {
+    let id = w.monitor_id();
+    let account = format!("{MONITORS}/{id}");
+    let user = format!("/client/v4/user/load_balancers/monitors/{id}");
+    let (a, _, by_account) = call(w.admin, READ, "GET", &account, None, &[]);
+    let (u, _, by_user) = call(w.admin, READ, "GET", &user, None, &[]);
+    assert_eq!((a, u), (200, 200), "{by_user:#}");
+    assert_eq!(by_account["result"], by_user["result"]);
+    let (status, _, refs) = call(
+        w.admin,
+        READ,
+        "GET",
+        &format!("{user}/references"),
+        None,
+        &[],
+    );
+    assert_eq!(status, 200, "{refs:#}");
+}
+
+fn an_api_version_header_is_accepted(w: &mut Primary) {
+    let version = [("api-version", "2024-01-01")];
+    let (status, _, e) = call(w.admin, READ, "GET", POOLS, None, &version);
+    assert_eq!(status, 200, "{e:#}");
+}
+
+fn search_finds_a_resource_by_its_description(w: &mut Primary) {
+    let path = "/client/v4/accounts/a/load_balancers/search?search_params%5Bquery%5D=login%20page&search_params%5Breferences%5D=referrer";
+    let (status, _, e) = call(w.admin, READ, "GET", path, None, &[]);
+    assert_eq!(status, 200, "{e:#}");
+    let found = &e["result"]["resources"];
+    assert_eq!(found[0]["resource_id"], json!(w.monitor_id()), "{e:#}");
+    assert_eq!(found[0]["resource_type"], json!("monitor"), "{e:#}");
+    assert!(
+        has_reference(&found[0]["references"], "referrer", "pool", "fallback"),
+        "{e:#}"
+    );
+}
+
+fn a_pool_notification_email_without_an_email_channel_is_refused(w: &mut Primary) {
+    let path = format!("{POOLS}/fallback");
+    let body = r#"{"notification_email": "ops@example.com"}"#;
+    let (status, _, e) = call(w.admin, WRITE, "PATCH", &path, Some(body), &[]);
+    assert_eq!(status, 400, "{e:#}");
+    assert_eq!(
+        e["errors"][0]["source"]["pointer"],
+        json!("/notification_email"),
+        "{e:#}"
+    );
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("[[notifications.email]]"), "{e:#}");
+}
+
+fn a_bulk_patch_of_pools_takes_only_notification_email(w: &mut Primary) {
+    let (status, _, e) = call(
+        w.admin,
+        WRITE,
+        "PATCH",
+        POOLS,
+        Some(r#"{"enabled": false}"#),
+        &[],
+    );
+    assert_eq!(status, 400, "{e:#}");
+    assert_eq!(
+        e["errors"][0]["source"]["pointer"],
+        json!("/enabled"),
+        "{e:#}"
+    );
+    let before = w.generation();
+    let clear = r#"{"notification_email": ""}"#;
+    let (status, _, e) = call(w.admin, WRITE, "PATCH", POOLS, Some(clear), &[]);
+    assert_eq!(status, 200, "{e:#}");
+    assert!(
+        e["result"].as_array().is_some_and(|p| p.len() >= 2),
+        "{e:#}"
+    );
+    assert_eq!(
+        w.generation(),
+        before,
+        "clearing what no pool has changes nothing"
+    );
 }
 
 /// Whether `refs` (a references answer's `result`) holds one of that direction, type and id.
@@ -660,7 +816,8 @@ fn node(args: &[String]) -> Child {
 /// A mesh whose config comes from one primary: the primary aggregator, a second aggregator
 /// (with DNS) and four probers started with `--config-from-mesh`, one of them with a regions
 /// table without France. The primary has written a monitor, pool `eu` over origins `a`
-/// (127.0.0.2) and `b` (127.0.0.3), and `www.example.com` over it.
+/// (127.0.0.2) and `b` (127.0.0.3, which answers 404 on `/missing`), and `www.example.com`
+/// over it.
 struct Mesh {
     dir: tempfile::TempDir,
     key: std::path::PathBuf,
@@ -742,7 +899,11 @@ fn prober_args(
 fn start_mesh_world() -> Mesh {
     let (dir, key) = scratch_dir_with_key("api-mesh");
     std::fs::write(dir.path().join("primary.toml"), "").expect("config");
-    let (a, b) = (origin_on("127.0.0.2"), origin_on("127.0.0.3"));
+    // `b` answers 404 on `/missing`: a preview of that path fails there alone.
+    let (a, b) = (
+        origin_on("127.0.0.2"),
+        origin_missing("127.0.0.3", "/missing"),
+    );
     let (primary, secondary, dns) = (free_tcp(), free_tcp(), free_tcp_and_udp());
     let seed = free_udp();
     let mut procs = Procs(vec![node(&primary_args(dir.path(), &key, primary, seed))]);
@@ -869,6 +1030,85 @@ fn a_write_on_a_follower_is_refused_421_naming_the_primary(w: &mut Mesh) {
 }
 
 /// Sends `signal` (`STOP`, `CONT`) to a process.
+/// The preview `id` read at `admin` once the four probers' outcomes of both origins of pool
+/// `eu` are in (30 s at most), and how long that took.
+fn preview_of_both(admin: SocketAddr, id: &str) -> (Value, Duration) {
+    let path = format!("/client/v4/accounts/a/load_balancers/preview/{id}");
+    let start = std::time::Instant::now();
+    let mut got = Value::Null;
+    wait_for("the preview's outcomes", Duration::from_secs(30), || {
+        // Another aggregator knows the preview once gossip brought it: 404 until then.
+        let (status, _, e) = call(admin, WRITE, "GET", &path, None, &[]);
+        got = e["result"].clone();
+        let from_every_prober = |o: &Value| {
+            o.as_object()
+                .and_then(|o| o.values().next())
+                .is_some_and(|o| o["regions"]["WEU"]["probers"].as_array().map(Vec::len) == Some(4))
+        };
+        status == 200
+            && got["eu"]["origins"]
+                .as_array()
+                .is_some_and(|o| o.len() == 2 && o.iter().all(from_every_prober))
+    });
+    (got, start.elapsed())
+}
+
+/// Starts a preview of the monitor `web` with `path` on the primary: its id.
+fn preview_web(w: &Mesh, path: &str) -> String {
+    let (status, e) = start_preview(w.primary, WRITE, "monitors/web", &preview_monitor(path));
+    assert_eq!(status, 200, "{e:#}");
+    assert_eq!(e["result"]["pools"], json!({ "eu": "eu" }), "{e:#}");
+    e["result"]["preview_id"]
+        .as_str()
+        .expect("preview_id")
+        .to_string()
+}
+
+fn a_preview_reports_the_origin_its_path_fails_on_unhealthy_per_region(w: &mut Mesh) {
+    let id = preview_web(w, "/missing");
+    let (got, took) = preview_of_both(w.primary, &id);
+    println!("every prober's outcomes in {took:?} (the previewed monitor's interval: 2 s)");
+    assert!(
+        took < Duration::from_secs(4),
+        "within two intervals of 2 s: {took:?}"
+    );
+    let origins = &got["eu"]["origins"];
+    let a = &origins[0]["127.0.0.2"];
+    let b = &origins[1]["127.0.0.3"];
+    assert_eq!(a["healthy"], json!(true), "{got:#}");
+    assert_eq!(b["healthy"], json!(false), "{got:#}");
+    assert_eq!(b["response_code"], json!(404), "{got:#}");
+    assert!(
+        b["failure_reason"].as_str().unwrap_or("").contains("404"),
+        "{got:#}"
+    );
+    let weu = &b["regions"]["WEU"];
+    assert_eq!(weu["healthy"], json!(false), "{got:#}");
+    assert_eq!(weu["probers"].as_array().map(Vec::len), Some(4), "{got:#}");
+}
+
+fn a_preview_changes_no_config(w: &mut Mesh) {
+    let before = w.generation();
+    let id = preview_web(w, "/missing");
+    preview_of_both(w.primary, &id);
+    assert_eq!(w.generation(), before);
+    let (_, _, monitor) = call(
+        w.primary,
+        WRITE,
+        "GET",
+        &format!("{MONITORS}/web"),
+        None,
+        &[],
+    );
+    assert_eq!(monitor["result"]["path"], json!("/"), "{monitor:#}");
+}
+
+fn a_preview_is_read_on_any_aggregator(w: &mut Mesh) {
+    let id = preview_web(w, "/");
+    let (got, _) = preview_of_both(w.secondary, &id);
+    assert_eq!(got["eu"]["healthy"], json!(true), "{got:#}");
+}
+
 fn signal(pid: u32, signal: &str) {
     let sent = Command::new("kill")
         .args([&format!("-{signal}"), &pid.to_string()])
@@ -1112,6 +1352,16 @@ fn main() {
         meshlb_config_diff_shows_what_a_push_would_change,
         a_config_push_based_on_a_stale_generation_is_refused_409,
         meshlb_config_push_writes_the_file_verbatim,
+        previews_beyond_the_limit_are_refused_429_and_counted,
+        a_preview_probing_more_origins_than_allowed_is_refused,
+        a_preview_needs_the_write_token,
+        an_invalid_preview_monitor_is_refused_with_its_field,
+        an_unknown_preview_is_a_404_envelope,
+        the_user_level_paths_serve_the_same_resources,
+        an_api_version_header_is_accepted,
+        search_finds_a_resource_by_its_description,
+        a_pool_notification_email_without_an_email_channel_is_refused,
+        a_bulk_patch_of_pools_takes_only_notification_email,
     ];
     let mesh = trials![MESH =>
         a_write_reaches_every_node_at_its_generation,
@@ -1120,6 +1370,9 @@ fn main() {
         a_paused_prober_catches_up_on_a_write_it_missed,
         a_document_one_node_cannot_validate_is_refused_there_and_reported,
         without_the_primary_a_follower_keeps_serving_and_writes_wait,
+        a_preview_reports_the_origin_its_path_fails_on_unhealthy_per_region,
+        a_preview_changes_no_config,
+        a_preview_is_read_on_any_aggregator,
     ];
     let alone = trials![
         every_control_plane_flag_is_documented,

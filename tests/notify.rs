@@ -251,7 +251,8 @@ fn notify_config(
                 .monitor("http")
                 .regions(&["WEU"])
                 .origin(endpoint, ("127.0.0.1", port))
-                .set("notification_filter", "{ pool = { disable = true } }"),
+                .set("notification_filter", "{ pool = { disable = true } }")
+                .set("notification_email", "\"root+pool@localhost\""),
         )
         .load_balancer(Lb::new("www.example.test").pools(&["web"]))
         .extra("[notifications]\nbatch_seconds = 1\nmax_attempts = 3")
@@ -445,6 +446,10 @@ fn a_change_is_emailed_over_plain_smtp(w: &mut World) {
     down_emailed_to(w, "root@localhost");
 }
 
+fn a_pools_notification_email_is_mailed_through_the_first_email_channel(w: &mut World) {
+    down_emailed_to(w, "root+pool@localhost");
+}
+
 fn a_change_is_emailed_over_starttls(w: &mut World) {
     down_emailed_to(w, "root+starttls@localhost");
 }
@@ -512,6 +517,7 @@ fn main() {
         a_change_is_emailed_over_plain_smtp,
         a_change_is_emailed_over_starttls,
         a_change_is_emailed_over_implicit_tls,
+        a_pools_notification_email_is_mailed_through_the_first_email_channel,
         a_recovery_is_emailed_and_posted,
         two_aggregators_send_one_post_per_change,
         a_dead_smtp_channel_is_retried_and_counted_without_holding_anything_up,
