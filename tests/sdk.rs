@@ -156,6 +156,7 @@ sdk_checks![
     a_monitor_preview_reports_each_origin_as_the_probers_saw_it,
     a_pool_preview_reports_its_origins_healthy,
     pool_health_answers_per_region,
+    regions_list_their_countries,
     errors_are_typed_with_the_envelopes_errors,
     a_conflict_is_not_retried,
 ];

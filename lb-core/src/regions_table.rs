@@ -227,6 +227,18 @@ impl RegionsTable {
         self.countries.get(&country).copied()
     }
 
+    /// The countries of `region`, sorted by code.
+    pub fn countries_of(&self, region: Region) -> Vec<CountryCode> {
+        let mut out: Vec<CountryCode> = self
+            .countries
+            .iter()
+            .filter(|(_, r)| **r == region)
+            .map(|(c, _)| *c)
+            .collect();
+        out.sort();
+        out
+    }
+
     pub fn country_count(&self) -> usize {
         self.countries.len()
     }

@@ -198,6 +198,14 @@ const checks = {
     check(health.pool_id === 'ts-health' && health.pop_health, `health: ${show(health)}`);
   },
 
+  async regions_list_their_countries() {
+    const listed = await lbs.regions.list({ account_id: ACCOUNT, country_code_a2: 'FR' });
+    check(show(listed.regions.map((r) => r.region_code)) === show(['WEU']), `FR's region: ${show(listed)}`);
+    const weu = await lbs.regions.get('WEU', { account_id: ACCOUNT });
+    const codes = weu.regions[0].countries.map((c) => c.country_code_a2);
+    check(codes.includes('FR') && !codes.includes('JP'), `WEU's countries: ${show(codes)}`);
+  },
+
   async errors_are_typed_with_the_envelopes_errors() {
     const missing = await expectError(lbs.pools.get('ts-no-such-pool', { account_id: ACCOUNT }), 404, 'a missing pool');
     check(missing instanceof Cloudflare.NotFoundError && missing.errors[0].code === 1001, `404: ${show(missing.errors)}`);

@@ -208,6 +208,14 @@ def pool_health_answers_per_region():
     check(health.pop_health is not None, f"pop_health: {health}")
 
 
+def regions_list_their_countries():
+    listed = lbs.regions.list(account_id=ACCOUNT, country_code_a2="FR")
+    check([r["region_code"] for r in listed["regions"]] == ["WEU"], f"FR's region: {listed}")
+    weu = lbs.regions.get("WEU", account_id=ACCOUNT)
+    codes = [c["country_code_a2"] for c in weu["regions"][0]["countries"]]
+    check("FR" in codes and "JP" not in codes, f"WEU's countries: {weu}")
+
+
 def errors_are_typed_with_the_envelopes_errors():
     try:
         lbs.pools.get("py-no-such-pool", account_id=ACCOUNT)

@@ -16,6 +16,7 @@ pub mod envelope;
 pub mod health;
 pub mod path;
 pub mod preview;
+pub mod regions;
 pub mod search;
 
 use std::sync::Arc;
@@ -650,6 +651,25 @@ async fn serve(
             let found = search::search(&document()?, &args);
             let (page, per_page) = page_args(query)?;
             Ok(envelope::search(found, page, per_page, generation))
+        }
+        Route::Regions { region } => {
+            if method != Method::GET {
+                return Err(method_not_allowed("GET"));
+            }
+            let only = match region.as_deref().map(str::parse::<lb_core::Region>) {
+                None => None,
+                Some(Ok(r)) => Some(r),
+                Some(Err(e)) => {
+                    return Err(refusal(
+                        StatusCode::NOT_FOUND,
+                        code::NOT_FOUND,
+                        e.to_string(),
+                    ))
+                }
+            };
+            let country = regions::country_arg(query);
+            let result = regions::regions(&shared.setup.regions, only, country.as_deref());
+            Ok(envelope::ok(StatusCode::OK, result, generation))
         }
         Route::Events => {
             if method != Method::GET {

@@ -25,6 +25,8 @@ pub enum Route {
     PreviewResult { id: String },
     /// `GET /search`: resources by a query term, with their references.
     Search,
+    /// `GET /regions` and `GET /regions/{region}`: the regions and their countries.
+    Regions { region: Option<String> },
     /// `GET /user/load_balancing_analytics/events`.
     Events,
     /// `GET /config`: the generation in force, the primary, what was refused.
@@ -83,6 +85,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ),
     ("GET", "/accounts/{account}/load_balancers/preview/{id}"),
     ("GET", "/accounts/{account}/load_balancers/search"),
+    ("GET", "/accounts/{account}/load_balancers/regions"),
+    ("GET", "/accounts/{account}/load_balancers/regions/{id}"),
     ("GET, POST, PATCH", "/user/load_balancers/pools"),
     ("GET, POST", "/zones/{zone}/load_balancers"),
     (
@@ -152,6 +156,10 @@ pub fn route(path: &str) -> Option<Route> {
         ["accounts", _, "load_balancers", rest @ ..] | ["user", "load_balancers", rest @ ..] => {
             match rest {
                 ["search"] => Some(Route::Search),
+                ["regions"] => Some(Route::Regions { region: None }),
+                ["regions", region] => Some(Route::Regions {
+                    region: Some((*region).to_string()),
+                }),
                 ["preview", id] => Some(Route::PreviewResult {
                     id: (*id).to_string(),
                 }),
