@@ -28,6 +28,6 @@ pub fn describe_metrics() {
 
     describe_counter!(
         "meshlb_prober_previews_total",
-        "Monitor previews the mesh asked of this prober, by outcome: run, invalid (its document does not validate here) or skipped (too many remembered)."
+        "Monitor previews the mesh asked of this prober, by outcome: run, invalid (its document does not validate here), skipped (too many remembered) or too_large (--preview-max-targets)."
     );
 }

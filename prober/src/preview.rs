@@ -30,6 +30,9 @@ pub struct PreviewSettings {
     pub concurrent: usize,
     /// Previews remembered (running, published or skipped) until they expire.
     pub remembered: usize,
+    /// Targets one preview may probe here; a larger one is not run (the aggregator that took
+    /// it allows `--api-preview-max-origins`, so only a foreign request is larger).
+    pub max_targets: usize,
     /// How often the requests in gossip are read.
     pub poll: Duration,
 }
@@ -39,6 +42,7 @@ impl Default for PreviewSettings {
         PreviewSettings {
             concurrent: 4,
             remembered: 256,
+            max_targets: 1024,
             poll: Duration::from_millis(250),
         }
     }
@@ -92,7 +96,7 @@ pub async fn run(
             seen.insert(id.clone(), request.expires_ms);
             let regions = regions.clone();
             running.spawn(async move {
-                let value = run_one(&id, &request, &regions, region).await;
+                let value = run_one(&id, &request, &regions, region, settings.max_targets).await;
                 (id, value)
             });
         }
@@ -126,6 +130,7 @@ async fn run_one(
     request: &PreviewRequest,
     regions: &RegionsTable,
     region: Region,
+    max_targets: usize,
 ) -> String {
     let config = match Config::parse(&format!("preview {id}"), &request.document, regions) {
         Ok(config) => config,
@@ -136,6 +141,16 @@ async fn run_one(
         }
     };
     let targets = crate::targets(&config, Some(region));
+    if targets.len() > max_targets {
+        tracing::warn!(
+            preview = id,
+            targets = targets.len(),
+            max_targets,
+            "a preview with more targets than --preview-max-targets: not run"
+        );
+        metrics::counter!("meshlb_prober_previews_total", "outcome" => "too_large").increment(1);
+        return String::new();
+    }
     let probed = probe_once(&config, &targets).await;
     metrics::counter!("meshlb_prober_previews_total", "outcome" => "run").increment(1);
     encode_outcomes(&probed.iter().map(outcome).collect::<Vec<_>>())
@@ -153,5 +168,50 @@ fn outcome(p: &Probed) -> PreviewOutcome {
             code: a.code,
             reason: a.reason.as_ref().map(ToString::to_string),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(origins: usize) -> PreviewRequest {
+        // Loopback, on a port nothing listens on: were they probed, each would answer at once
+        // (connection refused) with an outcome.
+        let origins: Vec<String> = (0..origins)
+            .map(|i| {
+                format!(
+                    "{{ name = \"o{i}\", address = \"127.0.0.{}\", port = 9 }}",
+                    i + 1
+                )
+            })
+            .collect();
+        PreviewRequest {
+            expires_ms: u64::MAX,
+            pools: vec![("eu".into(), "eu".into())],
+            document: format!(
+                "[[monitors]]\nname = \"m\"\ntype = \"tcp\"\ninterval = 60\ntimeout = 5\n\n[[pools]]\nname = \"eu\"\nmonitor = \"m\"\ncheck_regions = [\"WEU\"]\norigins = [{}]\n",
+                origins.join(", ")
+            ),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_preview_with_more_targets_than_allowed_is_not_run() {
+        let regions = RegionsTable::embedded().expect("regions");
+        let started = std::time::Instant::now();
+        let value = run_one("big", &request(3), &regions, Region::Weu, 2).await;
+        assert_eq!(value, "");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "nothing was probed"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_preview_of_pools_this_region_does_not_check_probes_nothing() {
+        let regions = RegionsTable::embedded().expect("regions");
+        let value = run_one("elsewhere", &request(1), &regions, Region::Enam, 16).await;
+        assert_eq!(value, "");
     }
 }

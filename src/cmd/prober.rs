@@ -32,6 +32,9 @@ pub struct Args {
     /// Monitor previews remembered until they expire; a request beyond is skipped.
     #[arg(long, value_name = "N", default_value_t = 256)]
     preview_max_remembered: usize,
+    /// Targets one monitor preview may probe here; a larger one is not run.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    preview_max_targets: usize,
     /// Serve Prometheus metrics on this address (GET /metrics), and `POST /-/reload` (needs
     /// the admin token).
     #[arg(long, value_name = "ADDR")]
@@ -71,6 +74,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         previews: prober::preview::PreviewSettings {
             concurrent: args.preview_concurrency.max(1),
             remembered: args.preview_max_remembered,
+            max_targets: args.preview_max_targets,
             ..prober::preview::PreviewSettings::default()
         },
         metrics: args.metrics.map(|addr| MetricsListener {
