@@ -307,6 +307,16 @@ pub(crate) fn resource_type(kind: Kind) -> &'static str {
     }
 }
 
+/// A reference in Cloudflare's shape (ids are names: `resource_name` is the id).
+pub(crate) fn reference(r: &lb_core::config::references::Reference) -> Value {
+    json!({
+        "reference_type": r.direction.name(),
+        "resource_id": r.id,
+        "resource_name": r.id,
+        "resource_type": resource_type(r.kind),
+    })
+}
+
 /// `GET pools?monitor={id}`: only the pools that use that monitor (none for other kinds).
 fn monitor_filter(kind: Kind, query: &str) -> Option<String> {
     if kind != Kind::Pool {
@@ -604,14 +614,7 @@ async fn serve(
             }
             let items = lb_core::config::references::references(&doc, kind, &id)
                 .into_iter()
-                .map(|r| {
-                    json!({
-                        "reference_type": r.direction.name(),
-                        "resource_id": r.id,
-                        "resource_name": r.id,
-                        "resource_type": resource_type(r.kind),
-                    })
-                })
+                .map(|r| reference(&r))
                 .collect();
             Ok(envelope::ok(
                 StatusCode::OK,

@@ -73,14 +73,7 @@ pub fn search(doc: &Document, s: &Search) -> Vec<Value> {
                 let refs: Vec<Value> = references(doc, kind, id)
                     .into_iter()
                     .filter(|r| direction.is_none_or(|d| r.direction == d))
-                    .map(|r| {
-                        json!({
-                            "reference_type": r.direction.name(),
-                            "resource_id": r.id,
-                            "resource_name": r.id,
-                            "resource_type": super::resource_type(r.kind),
-                        })
-                    })
+                    .map(|r| super::reference(&r))
                     .collect();
                 item["references"] = Value::Array(refs);
             }
