@@ -10,7 +10,8 @@ cd "$(dirname "$0")/.."
 # promtool and a real Prometheus server; the chaos suite builds its world in network namespaces
 # with ip (it needs root); the demo is resolved through a real Unbound resolver; the layer-4
 # tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers;
-# tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js.
+# tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js; tests/console.rs
+# drives the console in headless Chromium through ChromeDriver.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -26,6 +27,8 @@ declare -A NEEDED=(
   [/usr/bin/redis-cli]=redis-tools
   [/usr/bin/node]=nodejs
   [/usr/bin/npm]=npm
+  [/usr/bin/chromium]=chromium
+  [/usr/bin/chromedriver]=chromium-driver
 )
 
 missing=()

@@ -9,6 +9,7 @@
 //! - [`admin`]: the admin API, one file per resource; [`api`]: its Cloudflare-shaped
 //!   resources (monitors, pools, load balancers) and health views; [`previews`]: the monitor
 //!   previews its API starts, in gossip.
+//! - [`console`]: the web console on the admin listener, and the views it reads.
 //! - [`notify`]: email and webhook notifications of health changes.
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
@@ -18,6 +19,7 @@
 pub mod admin;
 pub mod adopt;
 pub mod api;
+pub mod console;
 pub mod drain_state;
 pub mod drains;
 pub mod events;

@@ -7,7 +7,10 @@
 //!   make a browser send a "simple" cross-site request (a form POST) to any address, loopback
 //!   included, with no CORS preflight; such a request carries `Origin` or
 //!   `Sec-Fetch-Site: cross-site`, or a form content type. meshlb's own clients and curl send
-//!   none of these;
+//!   none of these. The one browser page allowed is the listener's own (the console, served
+//!   from the same origin): its `fetch` says `Sec-Fetch-Site: same-origin`, which no other
+//!   site's page can make a browser send, and carries the token in `Authorization`, which no
+//!   other site's page holds;
 //! - a request head must arrive within the head timeout (`--admin-head-timeout-ms`,
 //!   `DEFAULT_HEAD_TIMEOUT`), so a client that opens connections and dribbles holds nothing;
 //! - a failing `accept` (out of descriptors) backs off, 5 ms doubling to 1 s, instead of
@@ -69,7 +72,8 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
             .any(|simple| v.starts_with(simple))
         })
         .unwrap_or(false);
-    headers.contains_key(http::header::ORIGIN)
+    let same_origin = site.eq_ignore_ascii_case("same-origin");
+    (headers.contains_key(http::header::ORIGIN) && !same_origin)
         || site.eq_ignore_ascii_case("cross-site")
         || site.eq_ignore_ascii_case("same-site")
         || form
@@ -236,6 +240,26 @@ mod tests {
         }
         let cli = headers(&[("authorization", "Bearer t"), ("sec-fetch-site", "none")]);
         assert_eq!(mutation_allowed(Some("t"), &cli, Node::Aggregator), Ok(()));
+    }
+
+    #[test]
+    fn the_listeners_own_page_may_change_state_with_the_token() {
+        let console = [
+            ("authorization", "Bearer t"),
+            ("origin", "http://127.0.0.1:9090"),
+            ("sec-fetch-site", "same-origin"),
+            ("content-type", "application/json"),
+        ];
+        assert_eq!(
+            mutation_allowed(Some("t"), &headers(&console), Node::Aggregator),
+            Ok(())
+        );
+        let as_a_form = [
+            ("authorization", "Bearer t"),
+            ("sec-fetch-site", "same-origin"),
+            ("content-type", "text/plain"),
+        ];
+        assert!(mutation_allowed(Some("t"), &headers(&as_a_form), Node::Aggregator).is_err());
     }
 
     #[test]

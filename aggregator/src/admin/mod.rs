@@ -105,6 +105,9 @@ fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
             "the admin API is read-only apart from /drain: use GET",
         );
     }
+    if let Some(v) = crate::console::views::view(shared, path, req.uri().query().unwrap_or("")) {
+        return console_view(v, req.headers());
+    }
     match path {
         "/status" => json(StatusCode::OK, &status::status(shared)),
         "/members" => json(StatusCode::OK, &**shared.latest.members.load()),
@@ -112,9 +115,35 @@ fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
         "/explain" => explain::explain(shared, req.uri().query().unwrap_or("")),
         _ => error(
             StatusCode::NOT_FOUND,
-            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz, /-/reload, and the API's (docs/api.md)",
+            "no such endpoint: /status, /events, /members, /explain, /healthz, /readyz, /-/reload, the console (/ui/, /console/...), and the API's (docs/api.md)",
         ),
     }
+}
+
+/// A console view as JSON; `304` when the client holds its version (`If-None-Match`).
+fn console_view(v: crate::console::views::View, headers: &http::HeaderMap) -> Reply {
+    let held = |etag: &str| {
+        headers
+            .get(http::header::IF_NONE_MATCH)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|h| h.trim() == etag)
+    };
+    let mut r = match &v.etag {
+        Some(etag) if held(etag) => {
+            let mut r = Response::new(Full::new(Bytes::new()));
+            *r.status_mut() = StatusCode::NOT_MODIFIED;
+            r
+        }
+        _ => json(v.status, &v.body),
+    };
+    if let Some(tag) = v.etag.and_then(|e| http::HeaderValue::from_str(&e).ok()) {
+        r.headers_mut().insert(http::header::ETAG, tag);
+    }
+    r.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-cache"),
+    );
+    r
 }
 
 /// Serves the admin API on `listener` until the task is dropped, within `limits`; `body`
@@ -141,17 +170,21 @@ pub async fn serve(
                 let tokens = Arc::clone(&tokens);
                 async move {
                     let path = req.uri().path();
-                    let response = if path == reload::PATH {
-                        reload::reload(&shared, tokens.write.as_deref(), &req).await
-                    } else if path == MESH_DOCUMENT {
-                        crate::api::mesh_document(&shared.control, req.headers())
-                    } else if let Some(r) = crate::api::route(path) {
-                        crate::api::handle(&shared, &tokens, r, req, body).await
-                    } else if crate::api::is_api_path(path) {
-                        crate::api::unknown_path(&shared.control, path)
-                    } else {
-                        route(&shared, &tokens, &req)
-                    };
+                    let mut response =
+                        if let Some(page) = crate::console::assets::serve(path, req.headers()) {
+                            page
+                        } else if path == reload::PATH {
+                            reload::reload(&shared, tokens.write.as_deref(), &req).await
+                        } else if path == MESH_DOCUMENT {
+                            crate::api::mesh_document(&shared.control, req.headers())
+                        } else if let Some(r) = crate::api::route(path) {
+                            crate::api::handle(&shared, &tokens, r, req, body).await
+                        } else if crate::api::is_api_path(path) {
+                            crate::api::unknown_path(&shared.control, path)
+                        } else {
+                            route(&shared, &tokens, &req)
+                        };
+                    crate::console::assets::hardening(response.headers_mut());
                     Ok::<_, Infallible>(response)
                 }
             });

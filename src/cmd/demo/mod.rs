@@ -179,7 +179,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let logs = dir.join("logs").display().to_string();
         let (dns, proxy, admin) = (args.dns.to_string(), args.proxy.to_string(), args.admin.to_string());
         if args.no_view {
-            println!("meshlb demo: DNS {dns}, proxy http://{proxy}, admin http://{admin}, {} nodes, logs in {logs}", fleet.0.len());
+            println!("meshlb demo: DNS {dns}, proxy http://{proxy}, admin http://{admin}, console http://{admin}/ui/, {} nodes, logs in {logs}", fleet.0.len());
         }
         let mut message = String::new();
         let mut pending_kills = args.kill_origin.clone();

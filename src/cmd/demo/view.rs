@@ -36,8 +36,8 @@ fn hhmmss(ms: u64) -> String {
 pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -> String {
     let mut out = String::new();
     out.push_str(&format!(
-        "meshlb demo — DNS {}  proxy http://{}  admin http://{}\n\n",
-        info.dns, info.proxy, info.admin
+        "meshlb demo — DNS {}  proxy http://{}  admin http://{}  console http://{}/ui/\n\n",
+        info.dns, info.proxy, info.admin, info.admin
     ));
     let Some(status) = status else {
         out.push_str("waiting for the aggregator ...\n");

@@ -1,0 +1,429 @@
+//! The console (docs/operations.md#the-console) in a real browser: headless Chromium driven
+//! through ChromeDriver (WebDriver, with `fantoccini`) against a real aggregator and three
+//! probers. The page loads without console errors, the grid shows every endpoint and region,
+//! an origin that stops turns unhealthy on the page within the live bound with its votes, a
+//! drain through the page lands with the admin token and is refused with the read token, the
+//! explain view says what `GET /explain` says, a pool named as markup is text, and every answer
+//! carries the console's security headers.
+//!
+//! Chromium and ChromeDriver are Debian's (`chromium`, `chromium-driver`), installed by
+//! `scripts/test.sh`.
+
+use std::net::SocketAddr;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use test_support::config::{Config, Lb, Monitor, Pool};
+use test_support::*;
+
+/// The pool whose name is markup: the page must show it as text.
+const MARKUP: &str = "<img src=x onerror=document.title='owned'>";
+
+struct World {
+    runtime: tokio::runtime::Runtime,
+    browser: Client,
+    driver: Child,
+    driver_port: u16,
+    dir: tempfile::TempDir,
+    admin: SocketAddr,
+    origins: Vec<Origin>,
+    _mesh: Procs,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let browser = self.browser.clone();
+        let _ = self.runtime.block_on(browser.close());
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+const WRITE_TOKEN: &str = "secret-token";
+const READ_TOKEN: &str = "read-only-token";
+
+fn start_world() -> World {
+    let (dir, key) = scratch_dir_with_key("console");
+    let origins: Vec<Origin> = (2..=4)
+        .map(|i| origin_on(&format!("127.0.0.{i}")))
+        .collect();
+    let mut web = Pool::new("web").monitor("http").regions(&["WEU"]);
+    for (i, o) in origins.iter().enumerate() {
+        web = web.origin(
+            &format!("web-{i}"),
+            (format!("127.0.0.{}", i + 2).as_str(), o.port),
+        );
+    }
+    let config = dir.path().join("meshlb.toml");
+    Config::new()
+        .monitor(
+            Monitor::http("http")
+                .interval(1)
+                .timeout(1)
+                .retries(0)
+                .consecutive(1, 1),
+        )
+        .pool(web)
+        .pool(
+            Pool::new(MARKUP)
+                .monitor("http")
+                .regions(&["WEU"])
+                .origin("odd", ("127.0.0.2", origins[0].port)),
+        )
+        .load_balancer(Lb::new("www.example.test").pools(&["web"]))
+        .write(&config);
+    let read = dir.path().join("read-token");
+    std::fs::write(&read, READ_TOKEN).expect("read token");
+    let admin = free_tcp();
+    let mut extra = admin_token_args(dir.path());
+    extra.extend(["--admin-read-token-file".into(), read.display().to_string()]);
+    let mesh = start_mesh(&config, &key, admin, &extra);
+    let driver_port = free_tcp().port();
+    let driver = Command::new("chromedriver")
+        .arg(format!("--port={driver_port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromedriver (Debian's chromium-driver; scripts/test.sh installs it)");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let browser = runtime.block_on(connect(driver_port, dir.path()));
+    wait_for("every endpoint healthy", Duration::from_secs(30), || {
+        get_with(admin, "/status", WRITE_TOKEN).is_some_and(|s| {
+            s["pools"]
+                .as_array()
+                .is_some_and(|p| p.iter().all(|p| p["state"] == "healthy"))
+        })
+    });
+    World {
+        runtime,
+        browser,
+        driver,
+        driver_port,
+        dir,
+        admin,
+        origins,
+        _mesh: mesh,
+    }
+}
+
+/// A WebDriver session of headless Chromium, with the flags this machine's closed network
+/// needs (no background networking), logging the browser's console.
+async fn connect(port: u16, dir: &std::path::Path) -> Client {
+    let profile = dir.join("chromium-profile");
+    let caps = json!({
+        "goog:chromeOptions": {
+            "binary": "/usr/bin/chromium",
+            "args": [
+                "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run", "--window-size=1280,900",
+                format!("--user-data-dir={}", profile.display()),
+            ],
+        },
+        "goog:loggingPrefs": { "browser": "ALL" },
+    });
+    let caps = match caps {
+        Value::Object(map) => map,
+        _ => unreachable!("an object"),
+    };
+    let url = format!("http://127.0.0.1:{port}");
+    let start = Instant::now();
+    loop {
+        let mut builder =
+            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
+        match builder.capabilities(caps.clone()).connect(&url).await {
+            Ok(c) => return c,
+            Err(e) if start.elapsed() < Duration::from_secs(20) => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("no WebDriver session from chromedriver: {e}"),
+        }
+    }
+}
+
+/// `GET path` on the admin API with `token`: the JSON, if it answered.
+fn get_with(admin: SocketAddr, path: &str, token: &str) -> Option<Value> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    write!(
+        s,
+        "GET {path} HTTP/1.0\r\nAuthorization: Bearer {token}\r\n\r\n"
+    )
+    .ok()?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).ok()?;
+    let (_, body) = raw.split_once("\r\n\r\n")?;
+    serde_json::from_str(body).ok()
+}
+
+/// The raw head of `GET path` (no token).
+fn head_of(admin: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(admin).expect("admin");
+    write!(s, "GET {path} HTTP/1.0\r\n\r\n").expect("write");
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).expect("read");
+    raw.split_once("\r\n\r\n")
+        .map(|(h, _)| h.to_ascii_lowercase())
+        .unwrap_or_default()
+}
+
+impl World {
+    fn run<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        self.runtime.block_on(f)
+    }
+
+    /// Opens the console's `fragment` (`#/grid`) with `token` in the tab's sessionStorage.
+    fn open(&self, fragment: &str, token: Option<&str>) {
+        let base = format!("http://{}/ui/", self.admin);
+        self.run(async {
+            self.browser.goto(&base).await.expect("the console");
+            let script = match token {
+                Some(_) => "sessionStorage.setItem('meshlb.admin-token', arguments[0]);",
+                None => "sessionStorage.removeItem('meshlb.admin-token');",
+            };
+            self.browser
+                .execute(script, vec![json!(token.unwrap_or(""))])
+                .await
+                .expect("the token set");
+            self.browser
+                .goto(&format!("{base}{fragment}"))
+                .await
+                .expect("the view");
+            self.browser.refresh().await.expect("reloaded");
+        });
+    }
+
+    /// The text of the page's main view.
+    fn view_text(&self) -> String {
+        self.run(async {
+            match self.browser.find(Locator::Id("view")).await {
+                Ok(e) => e.text().await.unwrap_or_default(),
+                Err(_) => String::new(),
+            }
+        })
+    }
+
+    /// Waits (20 s at most) for the view to hold `needle`.
+    fn wait_text(&self, needle: &str) {
+        wait_for(
+            &format!("the page to show {needle:?}"),
+            Duration::from_secs(20),
+            || self.view_text().contains(needle),
+        );
+    }
+
+    /// Runs `script` in the page: its value.
+    fn eval(&self, script: &str) -> Value {
+        self.run(self.browser.execute(script, vec![]))
+            .expect("the script ran")
+    }
+
+    /// The browser console's messages at level SEVERE since the last call (ChromeDriver's
+    /// log endpoint: WebDriver itself has none).
+    fn console_errors(&self) -> Vec<String> {
+        use std::io::{Read, Write};
+        let session = self
+            .run(self.browser.session_id())
+            .ok()
+            .flatten()
+            .expect("a session");
+        let body = r#"{"type":"browser"}"#;
+        let mut s =
+            std::net::TcpStream::connect(("127.0.0.1", self.driver_port)).expect("chromedriver");
+        write!(
+            s,
+            "POST /session/{session}/se/log HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("asked");
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).expect("answered");
+        let logs: Value = raw
+            .split_once("\r\n\r\n")
+            .and_then(|(_, b)| serde_json::from_str(b).ok())
+            .unwrap_or(Value::Null);
+        logs["value"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|l| l["level"] == "SEVERE")
+            .map(|l| l["message"].to_string())
+            .collect()
+    }
+}
+
+static WORLD: Shared<World> = Shared::new(start_world);
+
+fn the_page_loads_with_no_console_errors(w: &mut World) {
+    w.open("#/", Some(WRITE_TOKEN));
+    w.wait_text("Load balancers");
+    w.wait_text("www.example.test");
+    assert_eq!(w.console_errors(), Vec::<String>::new());
+}
+
+fn the_grid_shows_every_endpoint_and_every_region(w: &mut World) {
+    w.open("#/grid", Some(WRITE_TOKEN));
+    w.wait_text("4 endpoints");
+    let text = w.view_text();
+    for region in [
+        "WNAM", "ENAM", "WEU", "EEU", "NSAM", "SSAM", "OC", "ME", "NAF", "SAF", "SAS", "SEAS",
+        "NEAS",
+    ] {
+        assert!(text.contains(region), "{region}: {text}");
+    }
+    for endpoint in ["web-0", "web-1", "web-2", "odd"] {
+        assert!(text.contains(endpoint), "{endpoint}: {text}");
+    }
+}
+
+fn a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound(w: &mut World) {
+    w.open("#/pool/web", Some(WRITE_TOKEN));
+    w.wait_text("web-1");
+    let stopped = Stopped::new([&w.origins[1]]);
+    let down = |s: &Value| s["pools"][0]["endpoints"][1]["verdict"] == "unhealthy";
+    wait_for(
+        "the aggregator to find web-1 unhealthy",
+        Duration::from_secs(20),
+        || get_with(w.admin, "/status", WRITE_TOKEN).is_some_and(|s| down(&s)),
+    );
+    let since = Instant::now();
+    wait_for(
+        "the page to show web-1 unhealthy",
+        Duration::from_secs(10),
+        || {
+            w.eval("return [...document.querySelectorAll('#view tbody tr')].find(r => r.textContent.includes('web-1'))?.textContent ?? ''")
+            .as_str()
+            .is_some_and(|row| row.contains("unhealthy"))
+        },
+    );
+    let took = since.elapsed();
+    println!("web-1 unhealthy on the page {took:?} after the aggregator");
+    assert!(
+        took < Duration::from_secs(4),
+        "the live bound (2 s), with a margin: {took:?}"
+    );
+    drop(stopped);
+}
+
+fn accept_the_confirmation(w: &World) {
+    wait_for("the confirmation", Duration::from_secs(5), || {
+        w.run(w.browser.get_alert_text()).is_ok()
+    });
+    w.run(w.browser.accept_alert()).expect("accepted");
+}
+
+fn click_the_button(w: &World, row: &str, label: &str) {
+    let script = format!(
+        "const row = [...document.querySelectorAll('#view tbody tr')].find(r => r.textContent.includes({row:?}));
+         const b = row && [...row.querySelectorAll('button')].find(b => b.textContent === {label:?});
+         if (b) {{ setTimeout(() => b.click(), 0); return true; }} return false;"
+    );
+    assert_eq!(w.eval(&script), json!(true), "no {label} button on {row}");
+}
+
+fn drained(w: &World, endpoint: &str) -> bool {
+    get_with(w.admin, "/drain", WRITE_TOKEN).is_some_and(|d| {
+        d.as_array()
+            .is_some_and(|d| d.iter().any(|x| x["endpoint"] == endpoint))
+    })
+}
+
+fn a_drain_through_the_page_lands_with_the_admin_token(w: &mut World) {
+    w.open("#/pool/web", Some(WRITE_TOKEN));
+    w.wait_text("web-2");
+    click_the_button(w, "web-2", "Drain");
+    accept_the_confirmation(w);
+    wait_for("web-2 drained", Duration::from_secs(10), || {
+        drained(w, "web-2")
+    });
+    let status = get_with(w.admin, "/status", WRITE_TOKEN).expect("status");
+    assert!(
+        status["pools"][0]["endpoints"][2]["drained_since"].is_u64(),
+        "{status:#}"
+    );
+    // Undrained again for the other trials.
+    w.wait_text("Undrain");
+    click_the_button(w, "web-2", "Undrain");
+    accept_the_confirmation(w);
+    wait_for("web-2 undrained", Duration::from_secs(10), || {
+        !drained(w, "web-2")
+    });
+}
+
+fn a_drain_through_the_page_is_refused_with_the_read_token(w: &mut World) {
+    w.open("#/pool/web", Some(READ_TOKEN));
+    w.wait_text("web-0");
+    click_the_button(w, "web-0", "Drain");
+    accept_the_confirmation(w);
+    wait_for("the refusal shown", Duration::from_secs(10), || {
+        w.eval("return document.getElementById('notice').textContent")
+            .as_str()
+            .is_some_and(|t| t.contains("refused (401)") || t.contains("refused (403)"))
+    });
+    assert!(!drained(w, "web-0"));
+}
+
+fn the_explain_view_says_what_get_explain_says(w: &mut World) {
+    w.open(
+        "#/explain?lb=www.example.test&client=192.0.2.1&mode=dns",
+        Some(WRITE_TOKEN),
+    );
+    w.wait_text("Decision");
+    let api = get_with(
+        w.admin,
+        "/explain?lb=www.example.test&client=192.0.2.1&mode=dns",
+        WRITE_TOKEN,
+    )
+    .expect("explain");
+    let outcome =
+        w.eval("return document.getElementById('outcome').querySelector('strong').textContent");
+    assert_eq!(outcome, api["outcome"]);
+    let steps =
+        w.eval("return [...document.querySelectorAll('#steps li')].map(l => l.textContent)");
+    assert_eq!(steps, api["steps"]);
+}
+
+fn a_pool_named_as_markup_is_shown_as_text(w: &mut World) {
+    w.open("#/", Some(WRITE_TOKEN));
+    w.wait_text(MARKUP);
+    assert_eq!(
+        w.eval("return document.querySelectorAll('#view img').length"),
+        json!(0)
+    );
+    assert_ne!(w.eval("return document.title"), json!("owned"));
+}
+
+fn every_answer_carries_the_consoles_security_headers(w: &mut World) {
+    let page = head_of(w.admin, "/ui/");
+    assert!(
+        page.contains("content-security-policy: default-src 'none'; script-src 'self'"),
+        "{page}"
+    );
+    assert!(page.contains("x-frame-options: deny"), "{page}");
+    assert!(page.contains("x-content-type-options: nosniff"), "{page}");
+    let api = head_of(w.admin, "/status");
+    assert!(api.contains("frame-ancestors 'none'"), "{api}");
+    let _ = &w.dir;
+}
+
+fn main() {
+    let all = trials![WORLD =>
+        the_page_loads_with_no_console_errors,
+        the_grid_shows_every_endpoint_and_every_region,
+        a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound,
+        a_drain_through_the_page_lands_with_the_admin_token,
+        a_drain_through_the_page_is_refused_with_the_read_token,
+        the_explain_view_says_what_get_explain_says,
+        a_pool_named_as_markup_is_shown_as_text,
+        every_answer_carries_the_consoles_security_headers,
+    ];
+    trials::run(all, Threads::One);
+}
