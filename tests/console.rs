@@ -344,11 +344,10 @@ fn a_drain_through_the_page_lands_with_the_admin_token(w: &mut World) {
     wait_for("web-2 drained", Duration::from_secs(10), || {
         drained(w, "web-2")
     });
-    let status = get_with(w.admin, "/status", WRITE_TOKEN).expect("status");
-    assert!(
-        status["pools"][0]["endpoints"][2]["drained_since"].is_u64(),
-        "{status:#}"
-    );
+    wait_for("the drain in GET /status", Duration::from_secs(10), || {
+        get_with(w.admin, "/status", WRITE_TOKEN)
+            .is_some_and(|s| s["pools"][0]["endpoints"][2]["drained_since"].is_u64())
+    });
     // Undrained again for the other trials.
     w.wait_text("Undrain");
     click_the_button(w, "web-2", "Undrain");

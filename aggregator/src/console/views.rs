@@ -2,8 +2,8 @@
 //!
 //! - `GET /console/overview`: this PoP, the mesh per region, every load balancer with its
 //!   pools in steering order, every pool with its state, healthy and total endpoints and EWMA
-//!   RTT from this region. Its `ETag` is the config generation and health snapshot version,
-//!   so a console polling with `If-None-Match` costs a `304` while nothing changed.
+//!   RTT from this region. Its `ETag` is a hash of the states it shows (`state_tag`), so a
+//!   console polling with `If-None-Match` costs a `304` while nothing changed.
 //! - `GET /console/grid?pool=&state=&offset=&limit=`: a page of endpoints (at most
 //!   [`MAX_ROWS`]), each with its verdict and each region's.
 //! - `GET /console/votes?pool=&endpoint=`: the votes behind one endpoint's verdict, region by
@@ -151,24 +151,25 @@ fn overview(shared: &Shared) -> View {
         .iter()
         .enumerate()
         .map(|(pi, p)| {
+            let health = |ei: usize| snapshot.endpoint(PoolId(pi), EndpointId(ei));
             let healthy = (0..p.endpoints.len())
-                .filter(|&ei| {
-                    snapshot.endpoint(PoolId(pi), EndpointId(ei)).verdict == Verdict::Healthy
-                })
+                .filter(|&ei| health(ei).verdict == Verdict::Healthy)
+                .count();
+            let drained = (0..p.endpoints.len())
+                .filter(|&ei| health(ei).disabled_at.is_some())
                 .count();
             json!({
                 "name": p.name,
                 "state": pool_state(PoolId(pi)),
                 "healthy": healthy,
+                "drained": drained,
+                "enabled": p.enabled,
                 "total": p.endpoints.len(),
                 "rtt_ms": snapshot.pool(PoolId(pi)).rtt_ms.get(region),
             })
         })
         .collect();
-    let version = format!("\"{}-{}\"", in_force.generation.id(), snapshot.version);
-    View {
-        status: StatusCode::OK,
-        body: json!({
+    let body = json!({
             "pop": {
                 "region": region.code(),
                 "config_generation": in_force.generation.id(),
@@ -184,9 +185,32 @@ fn overview(shared: &Shared) -> View {
             },
             "load_balancers": load_balancers,
             "pools": pools,
-        }),
-        etag: Some(version),
+    });
+    let etag = Some(state_tag(&body));
+    View {
+        status: StatusCode::OK,
+        body,
+        etag,
     }
+}
+
+/// The overview's version for `If-None-Match`: a hash of what it says, leaving out what moves
+/// on every tally without a change of state (the snapshot's version, EWMA RTTs). A console
+/// polling every second is answered `304` until a state, a count, a drain or the config
+/// changes; it asks without the tag now and then to refresh the RTTs (`app.js`).
+fn state_tag(body: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let mut stable = body.clone();
+    if let Some(pop) = stable.get_mut("pop").and_then(Value::as_object_mut) {
+        pop.remove("snapshot_version");
+    }
+    for pool in stable["pools"].as_array_mut().into_iter().flatten() {
+        if let Some(p) = pool.as_object_mut() {
+            p.remove("rtt_ms");
+        }
+    }
+    let digest = Sha256::digest(stable.to_string().as_bytes());
+    format!("\"{}\"", meshlb_node::control::signing::hex(&digest[..8]))
 }
 
 /// Each region's verdict on an endpoint, from its votes.
