@@ -25,7 +25,6 @@ struct World {
     runtime: tokio::runtime::Runtime,
     browser: Client,
     driver: Child,
-    driver_port: u16,
     dir: tempfile::TempDir,
     admin: SocketAddr,
     origins: Vec<Origin>,
@@ -103,7 +102,6 @@ fn start_world() -> World {
         runtime,
         browser,
         driver,
-        driver_port,
         dir,
         admin,
         origins,
@@ -193,6 +191,8 @@ impl World {
                 .execute(script, vec![json!(token.unwrap_or(""))])
                 .await
                 .expect("the token set");
+            // What the page logged before it had its token is not this view's.
+            let _ = self.browser.issue_cmd(BrowserLog).await;
             self.browser
                 .goto(&format!("{base}{fragment}"))
                 .await
@@ -227,36 +227,35 @@ impl World {
     }
 
     /// The browser console's messages at level SEVERE since the last call (ChromeDriver's
-    /// log endpoint: WebDriver itself has none).
+    /// log command: WebDriver itself has none).
     fn console_errors(&self) -> Vec<String> {
-        use std::io::{Read, Write};
-        let session = self
-            .run(self.browser.session_id())
-            .ok()
-            .flatten()
-            .expect("a session");
-        let body = r#"{"type":"browser"}"#;
-        let mut s =
-            std::net::TcpStream::connect(("127.0.0.1", self.driver_port)).expect("chromedriver");
-        write!(
-            s,
-            "POST /session/{session}/se/log HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .expect("asked");
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).expect("answered");
-        let logs: Value = raw
-            .split_once("\r\n\r\n")
-            .and_then(|(_, b)| serde_json::from_str(b).ok())
-            .unwrap_or(Value::Null);
-        logs["value"]
-            .as_array()
+        let logs = self
+            .run(self.browser.issue_cmd(BrowserLog))
+            .expect("the browser's log");
+        logs.as_array()
             .into_iter()
             .flatten()
             .filter(|l| l["level"] == "SEVERE")
             .map(|l| l["message"].to_string())
             .collect()
+    }
+}
+
+/// ChromeDriver's `POST /session/{id}/se/log` of the browser's console.
+#[derive(Debug)]
+struct BrowserLog;
+
+impl fantoccini::wd::WebDriverCompatibleCommand for BrowserLog {
+    fn endpoint(
+        &self,
+        base: &url::Url,
+        session: Option<&str>,
+    ) -> Result<url::Url, url::ParseError> {
+        base.join(&format!("session/{}/se/log", session.unwrap_or_default()))
+    }
+
+    fn method_and_body(&self, _: &url::Url) -> (http::Method, Option<String>) {
+        (http::Method::POST, Some(r#"{"type":"browser"}"#.into()))
     }
 }
 

@@ -51,6 +51,7 @@ static ASSETS: &[Asset] = assets![
     "pool.js" => JS,
     "events.js" => JS,
     "explain.js" => JS,
+    "icon.svg" => "image/svg+xml",
 ];
 
 /// Each asset's ETag: the first 16 bytes of its SHA-256, quoted.
@@ -70,6 +71,8 @@ type Reply = Response<Full<Bytes>>;
 pub fn serve(path: &str, headers: &HeaderMap) -> Option<Reply> {
     let name = match path {
         "/" | "/ui" => return Some(redirect("/ui/")),
+        // Browsers ask for it on their own; it is the console's icon.
+        "/favicon.ico" => "icon.svg",
         "/ui/" => "index.html",
         _ => path.strip_prefix("/ui/")?,
     };
