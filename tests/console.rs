@@ -312,6 +312,14 @@ fn a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound(w: &mut Wo
     drop(stopped);
 }
 
+fn the_pool_page_charts_each_regions_rtt_over_the_last_hour(w: &mut World) {
+    w.open("#/pool/web", Some(WRITE_TOKEN));
+    w.wait_text("EWMA RTT over the last hour");
+    wait_for("the WEU line", Duration::from_secs(10), || {
+        w.eval("return document.querySelectorAll('svg.chart polyline.r-WEU').length") == json!(1)
+    });
+}
+
 fn accept_the_confirmation(w: &World) {
     wait_for("the confirmation", Duration::from_secs(5), || {
         w.run(w.browser.get_alert_text()).is_ok()
@@ -417,6 +425,7 @@ fn main() {
         the_page_loads_with_no_console_errors,
         the_grid_shows_every_endpoint_and_every_region,
         a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound,
+        the_pool_page_charts_each_regions_rtt_over_the_last_hour,
         a_drain_through_the_page_lands_with_the_admin_token,
         a_drain_through_the_page_is_refused_with_the_read_token,
         the_explain_view_says_what_get_explain_says,

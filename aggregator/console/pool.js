@@ -5,6 +5,7 @@ import { get, query, send } from './api.js';
 import { badge, h, ms, show, table } from './dom.js';
 import { REGIONS } from './grid.js';
 import { eventRows } from './events.js';
+import { rttChart as historyChart } from './chart.js';
 
 const API = '/client/v4/accounts/console/load_balancers/pools';
 
@@ -57,6 +58,8 @@ async function load(name, body, notify) {
       ])),
     h('h2', {}, 'EWMA RTT per region'),
     rttChart(p.rtt_ms),
+    h('h2', {}, 'EWMA RTT over the last hour'),
+    historyChart(p.rtt_history),
     h('h2', {}, 'Events of the last hour'),
     events.length ? eventRows(events) : h('p', {}, 'No health change in the last hour.'));
 }

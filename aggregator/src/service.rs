@@ -81,6 +81,11 @@ pub async fn run(
         last = Some(now);
         let in_force = me.shared.in_force.load_full();
         me.tally_into(&in_force, now);
+        me.shared.rtt_history.sample(
+            in_force.config(),
+            &in_force.generation.snapshot(),
+            lb_core::clock::unix_secs(),
+        );
     }
 }
 

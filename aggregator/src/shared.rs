@@ -132,6 +132,8 @@ pub struct Shared {
     pub control: Arc<meshlb_node::control::ControlPlane>,
     /// The API's monitor previews, run by the mesh's probers.
     pub previews: crate::previews::Previews,
+    /// Each pool's EWMA RTT over the last hour, for the console.
+    pub rtt_history: crate::console::history::RttHistory,
 }
 
 impl Shared {
@@ -170,6 +172,7 @@ impl Shared {
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
             control,
             previews,
+            rtt_history: Default::default(),
         })
     }
 

@@ -51,6 +51,7 @@ static ASSETS: &[Asset] = assets![
     "pool.js" => JS,
     "events.js" => JS,
     "explain.js" => JS,
+    "chart.js" => JS,
     "icon.svg" => "image/svg+xml",
 ];
 

@@ -9,7 +9,7 @@
 //! - `GET /console/votes?pool=&endpoint=`: the votes behind one endpoint's verdict, region by
 //!   region and datacenter by datacenter.
 //! - `GET /console/pool?name=`: one pool's endpoints with weight, drain, verdict and region
-//!   verdicts, and its EWMA RTT per region.
+//!   verdicts, and its EWMA RTT per region, now and over the last hour (`history`).
 
 use std::collections::BTreeMap;
 
@@ -372,8 +372,15 @@ fn pool(shared: &Shared, args: &BTreeMap<String, String>) -> View {
         .iter()
         .map(|(r, v)| (r.code().to_string(), json!(v)))
         .collect();
+    let history: serde_json::Map<String, Value> = shared
+        .rtt_history
+        .of(&pool.name)
+        .into_iter()
+        .map(|(r, points)| (r.code().to_string(), json!(points)))
+        .collect();
     View::ok(json!({
         "name": pool.name,
+        "rtt_history": history,
         "description": pool.description,
         "enabled": pool.enabled,
         "state": snapshot.shown_pool_state(config, p, region).name(),
