@@ -36,7 +36,10 @@ export function rttChart(history) {
   for (const [region, p] of series) {
     const line = el('polyline', { class: `line r-${region}`, points: p.map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(' ') });
     line.append(el('title', {}, region));
-    svg.append(line);
+    // The latest point as a dot, so that a series of one point shows too.
+    const [tl, vl] = p[p.length - 1];
+    const dot = el('circle', { class: `dot r-${region}`, cx: x(tl).toFixed(1), cy: y(vl).toFixed(1), r: 3 });
+    svg.append(line, dot);
   }
   const legend = document.createElement('figcaption');
   for (const [region, p] of series) {

@@ -46,6 +46,7 @@ async function load(args, body, detail, rerender) {
     h('nav', { class: 'pages', 'aria-label': 'Pages' },
       h('button', { type: 'button', disabled: offset === 0, onclick: () => rerender({ ...args, offset: Math.max(0, offset - PAGE) }) }, '← previous'),
       h('button', { type: 'button', disabled: offset + PAGE >= page.total, onclick: () => rerender({ ...args, offset: offset + PAGE }) }, 'next →')));
+  performance.mark('meshlb-grid-drawn');
 }
 
 function cellShape(state) {

@@ -62,6 +62,7 @@ async function load(name, body, notify) {
     historyChart(p.rtt_history),
     h('h2', {}, 'Events of the last hour'),
     events.length ? eventRows(events) : h('p', {}, 'No health change in the last hour.'));
+  performance.mark('meshlb-pool-drawn');
 }
 
 /** Enables or disables one endpoint: the pool's origins written back with that one changed,
