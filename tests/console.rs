@@ -377,6 +377,31 @@ fn a_drain_through_the_page_is_refused_with_the_read_token(w: &mut World) {
     assert!(!drained(w, "web-0"));
 }
 
+fn disabling_an_endpoint_off_the_config_primary_is_refused_with_the_apis_message(w: &mut World) {
+    w.open("#/pool/web", Some(WRITE_TOKEN));
+    w.wait_text("web-0");
+    click_the_button(w, "web-0", "Disable");
+    accept_the_confirmation(w);
+    wait_for("the API's refusal shown", Duration::from_secs(10), || {
+        w.eval("return document.getElementById('notice').textContent")
+            .as_str()
+            .is_some_and(|t| t.contains("refused (503)") && t.contains("not the config primary"))
+    });
+}
+
+fn the_overview_fits_a_phone_screen(w: &mut World) {
+    w.run(w.browser.set_window_size(390, 844)).expect("resized");
+    w.open("#/", Some(WRITE_TOKEN));
+    w.wait_text("Load balancers");
+    let overflow = w.eval("return document.documentElement.scrollWidth - window.innerWidth");
+    w.run(w.browser.set_window_size(1280, 900))
+        .expect("resized back");
+    assert!(
+        overflow.as_i64().is_some_and(|o| o <= 0),
+        "wider than the screen by {overflow}"
+    );
+}
+
 fn the_explain_view_says_what_get_explain_says(w: &mut World) {
     w.open(
         "#/explain?lb=www.example.test&client=192.0.2.1&mode=dns",
@@ -428,6 +453,8 @@ fn main() {
         the_pool_page_charts_each_regions_rtt_over_the_last_hour,
         a_drain_through_the_page_lands_with_the_admin_token,
         a_drain_through_the_page_is_refused_with_the_read_token,
+        disabling_an_endpoint_off_the_config_primary_is_refused_with_the_apis_message,
+        the_overview_fits_a_phone_screen,
         the_explain_view_says_what_get_explain_says,
         a_pool_named_as_markup_is_shown_as_text,
         every_answer_carries_the_consoles_security_headers,
