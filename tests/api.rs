@@ -1053,7 +1053,8 @@ fn preview_of_both(admin: SocketAddr, id: &str) -> (Value, Duration) {
     (got, start.elapsed())
 }
 
-/// Starts a preview of the monitor `web` with `path` on the primary: its id.
+/// Starts a preview of the monitor `web` with `path` on the primary: its id. The preview's
+/// document is the primary's, so the trial first gives pool `eu` the origins it expects.
 fn preview_web(w: &Mesh, path: &str) -> String {
     let (status, e) = start_preview(w.primary, WRITE, "monitors/web", &preview_monitor(path));
     assert_eq!(status, 200, "{e:#}");
@@ -1065,6 +1066,7 @@ fn preview_web(w: &Mesh, path: &str) -> String {
 }
 
 fn a_preview_reports_the_origin_its_path_fails_on_unhealthy_per_region(w: &mut Mesh) {
+    w.write_origins(true);
     let id = preview_web(w, "/missing");
     let (got, took) = preview_of_both(w.primary, &id);
     println!("every prober's outcomes in {took:?} (the previewed monitor's interval: 2 s)");
@@ -1088,6 +1090,7 @@ fn a_preview_reports_the_origin_its_path_fails_on_unhealthy_per_region(w: &mut M
 }
 
 fn a_preview_changes_no_config(w: &mut Mesh) {
+    w.write_origins(true);
     let before = w.generation();
     let id = preview_web(w, "/missing");
     preview_of_both(w.primary, &id);
@@ -1104,6 +1107,7 @@ fn a_preview_changes_no_config(w: &mut Mesh) {
 }
 
 fn a_preview_is_read_on_any_aggregator(w: &mut Mesh) {
+    w.write_origins(true);
     let id = preview_web(w, "/");
     let (got, _) = preview_of_both(w.secondary, &id);
     assert_eq!(got["eu"]["healthy"], json!(true), "{got:#}");

@@ -309,6 +309,19 @@ fn a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound(w: &mut Wo
         took < Duration::from_secs(4),
         "the live bound (2 s), with a margin: {took:?}"
     );
+    // The votes behind it: the grid's WEU cell opens each datacenter's vote and reason.
+    w.open("#/grid?pool=web", Some(WRITE_TOKEN));
+    w.wait_text("web-1");
+    let opened = w.eval(
+        "const b = document.querySelector('button[aria-label^=\"web-1 in WEU\"]');
+         if (b) { b.click(); return true; } return false;",
+    );
+    assert_eq!(opened, json!(true));
+    wait_for("the datacenters' votes", Duration::from_secs(10), || {
+        w.eval("return document.querySelector('.detail')?.textContent ?? ''")
+            .as_str()
+            .is_some_and(|t| t.contains("3 unhealthy") && t.contains("refused"))
+    });
     drop(stopped);
 }
 

@@ -64,11 +64,12 @@ export async function votes(detail, pool, endpoint, region) {
     return h('div', {},
       h('h2', {}, title, ' ', badge(r.verdict === null ? 'unknown' : r.verdict ? 'healthy' : 'unhealthy')),
       h('p', {}, `${r.healthy_dcs} healthy, ${r.unhealthy_dcs} unhealthy, ${r.silent_dcs} silent datacenters`),
-      h('table', {}, h('thead', {}, h('tr', {}, ['Datacenter', 'Node', 'Vote', 'RTT', 'Code', 'Reason'].map((t) => h('th', { scope: 'col' }, t)))),
+      h('table', {}, h('thead', {}, h('tr', {}, ['Datacenter', 'Node', 'Vote', 'RTT', 'Code', 'Reason', 'Age'].map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, r.datacenters.map((d) => h('tr', {},
           h('td', {}, d.datacenter), h('td', {}, d.node, d.alive ? '' : ' (gone)'),
           h('td', {}, badge(d.healthy === null ? 'unknown' : d.healthy ? 'healthy' : 'unhealthy', d.stale ? 'stale' : undefined)),
-          h('td', {}, ms(d.rtt_ms)), h('td', {}, d.code ?? '–'), h('td', {}, d.reason ?? ''))))));
+          h('td', {}, ms(d.rtt_ms)), h('td', {}, d.code ?? '–'), h('td', {}, d.reason ?? ''),
+          h('td', {}, `${d.age_s.toFixed(1)} s`))))));
   });
   show(detail, blocks, h('p', { class: 'small' }, `read ${when(Date.now())}`));
 }

@@ -10,7 +10,7 @@ export function overview(data) {
   return [
     h('h1', {}, 'Overview'),
     h('section', { class: 'cards', 'aria-label': 'This PoP' },
-      card('Region', pop.region),
+      card('This PoP', pop.region, pop.node_id),
       card('Config', `generation ${pop.config_generation}`, h('code', {}, pop.config_hash.slice(0, 12))),
       card('Config role', pop.mesh_config?.role ?? 'standalone',
         primary ? `primary: ${primary.node_id}` : 'no primary in the mesh'),

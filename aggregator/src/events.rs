@@ -33,6 +33,8 @@ pub struct DatacenterVote {
     /// `None`: no result for this endpoint.
     pub healthy: Option<bool>,
     pub stale: bool,
+    /// How old the prober's results are, in seconds (the time since its progress last moved).
+    pub age_s: f64,
     pub rtt_ms: Option<f64>,
     pub code: Option<u32>,
     pub reason: Option<String>,

@@ -24,6 +24,8 @@ use crate::tally::{count_region, Ballot, LbState, TallySettings};
 /// What the aggregator was started with (its flags); fixed for its life. The config is not
 /// here: it changes on reload (`InForce`).
 pub struct Setup {
+    /// This node's id in the mesh (`--node-id`).
+    pub node_id: String,
     /// The regions table of `--regions` (or the embedded one).
     pub regions: Arc<RegionsTable>,
     pub settings: TallySettings,
@@ -145,6 +147,7 @@ impl Shared {
         control: Arc<meshlb_node::control::ControlPlane>,
         reload_requests: tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
         previews: crate::previews::Previews,
+        node_id: String,
     ) -> Arc<Shared> {
         let config = Arc::clone(in_force.config());
         Arc::new(Shared {
@@ -164,6 +167,7 @@ impl Shared {
             },
             outputs,
             setup: Setup {
+                node_id,
                 regions,
                 settings,
                 started: Instant::now(),
@@ -239,6 +243,7 @@ impl Shared {
                             alive: b.alive,
                             healthy: v.map(|v| v.healthy),
                             stale: v.is_some() && b.age > max_age,
+                            age_s: (b.age.as_secs_f64() * 10.0).round() / 10.0,
                             rtt_ms: v.and_then(|v| v.rtt_ms),
                             code: v.and_then(|v| v.code),
                             reason: v.and_then(|v| v.reason.as_deref().map(str::to_string)),

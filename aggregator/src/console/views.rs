@@ -171,6 +171,7 @@ fn overview(shared: &Shared) -> View {
         .collect();
     let body = json!({
             "pop": {
+                "node_id": shared.setup.node_id,
                 "region": region.code(),
                 "config_generation": in_force.generation.id(),
                 "config_hash": in_force.config_hash,

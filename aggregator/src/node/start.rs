@@ -91,6 +91,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         Arc::clone(&protocol.plane),
         reloads.clone(),
         crate::previews::Previews::new(Some(node.handle.chitchat()), settings.admin.previews),
+        identity.node_id.clone(),
     );
     protocol.publish(&node.handle).await;
     if let Some(dir) = &settings.state_dir {
