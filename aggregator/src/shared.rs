@@ -141,13 +141,11 @@ pub struct Shared {
 impl Shared {
     pub fn new(
         in_force: InForce,
-        regions: Arc<RegionsTable>,
-        settings: TallySettings,
+        setup: Setup,
         outputs: Outputs,
         control: Arc<meshlb_node::control::ControlPlane>,
         reload_requests: tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
         previews: crate::previews::Previews,
-        node_id: String,
     ) -> Arc<Shared> {
         let config = Arc::clone(in_force.config());
         Arc::new(Shared {
@@ -166,12 +164,7 @@ impl Shared {
                 state_file: OnceLock::new(),
             },
             outputs,
-            setup: Setup {
-                node_id,
-                regions,
-                settings,
-                started: Instant::now(),
-            },
+            setup,
             reload_requests,
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
             control,

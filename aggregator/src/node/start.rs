@@ -16,7 +16,7 @@ use super::config_task::ConfigTask;
 use super::frontends::{Frontends, Started};
 use super::{RunningNode, Settings, StartError};
 use crate::adopt::Adopter;
-use crate::shared::{InForce, Outputs, Shared};
+use crate::shared::{InForce, Outputs, Setup, Shared};
 use crate::tally::TallySettings;
 
 /// Starts an aggregator node with `settings`, on the current tokio runtime.
@@ -83,15 +83,19 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         warmup_timeout: settings.warmup_timeout,
         ..TallySettings::default()
     };
+    let setup = Setup {
+        node_id: identity.node_id.clone(),
+        regions: Arc::new(settings.node.regions.clone()),
+        settings: tally,
+        started: std::time::Instant::now(),
+    };
     let shared = Shared::new(
         in_force,
-        Arc::new(settings.node.regions.clone()),
-        tally,
+        setup,
         Outputs { metrics },
         Arc::clone(&protocol.plane),
         reloads.clone(),
         crate::previews::Previews::new(Some(node.handle.chitchat()), settings.admin.previews),
-        identity.node_id.clone(),
     );
     protocol.publish(&node.handle).await;
     if let Some(dir) = &settings.state_dir {
