@@ -40,6 +40,7 @@ impl Drop for World {
     }
 }
 
+/// The admin token: `admin_token_args` gives it to the aggregator, `get` sends it.
 const WRITE_TOKEN: &str = "secret-token";
 const READ_TOKEN: &str = "read-only-token";
 
@@ -92,7 +93,7 @@ fn start_world() -> World {
         .expect("runtime");
     let browser = runtime.block_on(connect(driver_port, dir.path()));
     wait_for("every endpoint healthy", Duration::from_secs(30), || {
-        get_with(admin, "/status", WRITE_TOKEN).is_some_and(|s| {
+        get(admin, "/status").is_some_and(|s| {
             s["pools"]
                 .as_array()
                 .is_some_and(|p| p.iter().all(|p| p["state"] == "healthy"))
@@ -129,36 +130,14 @@ async fn connect(port: u16, dir: &std::path::Path) -> Client {
         Value::Object(map) => map,
         _ => unreachable!("an object"),
     };
-    let url = format!("http://127.0.0.1:{port}");
-    let start = Instant::now();
-    loop {
-        let mut builder =
-            ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new());
-        match builder.capabilities(caps.clone()).connect(&url).await {
-            Ok(c) => return c,
-            Err(e) if start.elapsed() < Duration::from_secs(20) => {
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("no WebDriver session from chromedriver: {e}"),
-        }
-    }
-}
-
-/// `GET path` on the admin API with `token`: the JSON, if it answered.
-fn get_with(admin: SocketAddr, path: &str, token: &str) -> Option<Value> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(admin).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
-    write!(
-        s,
-        "GET {path} HTTP/1.0\r\nAuthorization: Bearer {token}\r\n\r\n"
-    )
-    .ok()?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).ok()?;
-    let (_, body) = raw.split_once("\r\n\r\n")?;
-    serde_json::from_str(body).ok()
+    wait_for("chromedriver to listen", Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .unwrap_or_else(|e| panic!("no WebDriver session from chromedriver: {e}"))
 }
 
 /// The raw head of `GET path` (no token).
@@ -291,7 +270,7 @@ fn a_stopped_origin_turns_unhealthy_on_the_page_within_the_live_bound(w: &mut Wo
     wait_for(
         "the aggregator to find web-1 unhealthy",
         Duration::from_secs(20),
-        || get_with(w.admin, "/status", WRITE_TOKEN).is_some_and(|s| down(&s)),
+        || get(w.admin, "/status").is_some_and(|s| down(&s)),
     );
     let since = Instant::now();
     wait_for(
@@ -350,7 +329,7 @@ fn click_the_button(w: &World, row: &str, label: &str) {
 }
 
 fn drained(w: &World, endpoint: &str) -> bool {
-    get_with(w.admin, "/drain", WRITE_TOKEN).is_some_and(|d| {
+    get(w.admin, "/drain").is_some_and(|d| {
         d.as_array()
             .is_some_and(|d| d.iter().any(|x| x["endpoint"] == endpoint))
     })
@@ -365,7 +344,7 @@ fn a_drain_through_the_page_lands_with_the_admin_token(w: &mut World) {
         drained(w, "web-2")
     });
     wait_for("the drain in GET /status", Duration::from_secs(10), || {
-        get_with(w.admin, "/status", WRITE_TOKEN)
+        get(w.admin, "/status")
             .is_some_and(|s| s["pools"][0]["endpoints"][2]["drained_since"].is_u64())
     });
     // Undrained again for the other trials.
@@ -421,10 +400,9 @@ fn the_explain_view_says_what_get_explain_says(w: &mut World) {
         Some(WRITE_TOKEN),
     );
     w.wait_text("Decision");
-    let api = get_with(
+    let api = get(
         w.admin,
         "/explain?lb=www.example.test&client=192.0.2.1&mode=dns",
-        WRITE_TOKEN,
     )
     .expect("explain");
     let outcome =

@@ -189,6 +189,23 @@ impl Shared {
         )
     }
 
+    /// The votes behind the verdict of a pool's one monitor on an endpoint; none for a pool
+    /// without a monitor, or with a monitor group (whose members each have their own).
+    pub fn monitor_votes(
+        &self,
+        config: &Config,
+        ballots: &[Ballot],
+        pool: PoolId,
+        endpoint: EndpointId,
+    ) -> Vec<RegionVotes> {
+        let p = config.pool(pool);
+        if p.is_monitored() && p.monitor_group.is_none() {
+            self.endpoint_votes(config, ballots, pool, 0, endpoint)
+        } else {
+            Vec::new()
+        }
+    }
+
     /// The votes behind one check's verdict on an endpoint (`check` indexes `Pool::checks`),
     /// region by region and node by node; none for a check the pool does not have.
     pub fn endpoint_votes(

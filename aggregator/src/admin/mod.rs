@@ -122,14 +122,8 @@ fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
 
 /// A console view as JSON; `304` when the client holds its version (`If-None-Match`).
 fn console_view(v: crate::console::views::View, headers: &http::HeaderMap) -> Reply {
-    let held = |etag: &str| {
-        headers
-            .get(http::header::IF_NONE_MATCH)
-            .and_then(|h| h.to_str().ok())
-            .is_some_and(|h| h.trim() == etag)
-    };
     let mut r = match &v.etag {
-        Some(etag) if held(etag) => {
+        Some(etag) if crate::console::assets::holds(headers, etag) => {
             let mut r = Response::new(Full::new(Bytes::new()));
             *r.status_mut() = StatusCode::NOT_MODIFIED;
             r

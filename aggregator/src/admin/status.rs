@@ -188,11 +188,7 @@ pub(super) fn status(shared: &Shared) -> Status {
                             .iter()
                             .map(|(r, v)| (r.code().to_string(), v))
                             .collect(),
-                        regions: if p.is_monitored() && p.monitor_group.is_none() {
-                            shared.endpoint_votes(config, &ballots, PoolId(pi), 0, EndpointId(ei))
-                        } else {
-                            Vec::new()
-                        },
+                        regions: shared.monitor_votes(config, &ballots, PoolId(pi), EndpointId(ei)),
                         members: p
                             .checks
                             .iter()

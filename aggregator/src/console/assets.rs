@@ -85,11 +85,7 @@ pub fn serve(path: &str, headers: &HeaderMap) -> Option<Reply> {
         return Some(r);
     };
     let (asset, etag) = (&ASSETS[i], &ETAGS[i]);
-    let fresh = headers
-        .get(http::header::IF_NONE_MATCH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag));
-    let mut r = if fresh {
+    let mut r = if holds(headers, etag) {
         let mut r = Response::new(Full::new(Bytes::new()));
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
@@ -114,6 +110,14 @@ pub fn serve(path: &str, headers: &HeaderMap) -> Option<Reply> {
         HeaderValue::from_static(CONSOLE_CSP),
     );
     Some(r)
+}
+
+/// Whether the client's `If-None-Match` names `etag`: it holds that version.
+pub fn holds(headers: &HeaderMap, etag: &str) -> bool {
+    headers
+        .get(http::header::IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag))
 }
 
 fn redirect(to: &'static str) -> Reply {

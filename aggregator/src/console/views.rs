@@ -79,10 +79,7 @@ fn verdict_of(v: Option<bool>) -> &'static str {
 
 /// The pools a load balancer uses, in the order it tries them: defaults, then fallback, then
 /// those only some regions or countries use.
-fn pools_in_order(
-    config: &Config,
-    lb: &lb_core::config::LoadBalancer,
-) -> Vec<(PoolId, &'static str)> {
+fn pools_in_order(lb: &lb_core::config::LoadBalancer) -> Vec<(PoolId, &'static str)> {
     let s = &lb.settings;
     let mut out: Vec<(PoolId, &'static str)> = Vec::new();
     let mut add = |p: PoolId, role: &'static str| {
@@ -105,7 +102,6 @@ fn pools_in_order(
     for p in s.pop_pools.values().flatten() {
         add(*p, "pop");
     }
-    let _ = config;
     out
 }
 
@@ -132,7 +128,7 @@ fn overview(shared: &Shared) -> View {
         .iter()
         .enumerate()
         .map(|(i, lb)| {
-            let pools: Vec<Value> = pools_in_order(config, lb)
+            let pools: Vec<Value> = pools_in_order(lb)
                 .into_iter()
                 .map(|(p, role)| json!({ "name": config.pool(p).name, "role": role, "state": pool_state(p) }))
                 .collect();
@@ -264,11 +260,7 @@ fn grid(shared: &Shared, args: &BTreeMap<String, String>) -> View {
         }
         let pool = config.pool(p);
         let endpoint = &pool.endpoints[e.0];
-        let votes = if pool.is_monitored() && pool.monitor_group.is_none() {
-            shared.endpoint_votes(config, &ballots, p, 0, e)
-        } else {
-            Vec::new()
-        };
+        let votes = shared.monitor_votes(config, &ballots, p, e);
         rows.push(json!({
             "pool": pool.name,
             "endpoint": endpoint.name,
@@ -351,11 +343,7 @@ fn pool(shared: &Shared, args: &BTreeMap<String, String>) -> View {
         .enumerate()
         .map(|(ei, e)| {
             let h = snapshot.endpoint(p, EndpointId(ei));
-            let votes = if pool.is_monitored() && pool.monitor_group.is_none() {
-                shared.endpoint_votes(config, &ballots, p, 0, EndpointId(ei))
-            } else {
-                Vec::new()
-            };
+            let votes = shared.monitor_votes(config, &ballots, p, EndpointId(ei));
             json!({
                 "name": e.name,
                 "address": e.address.to_string(),
