@@ -13,6 +13,7 @@
 //! Beside them, what both sides use: the body type, header rules, live load counts, metrics,
 //! a lazy timer and per-worker spares.
 
+mod access;
 mod answer;
 mod body;
 mod client;
@@ -26,6 +27,7 @@ mod origin;
 mod route;
 mod spares;
 
+pub use access::{AccessFormat, AccessLog, AccessRecord, TlsFacts};
 pub use body::ProxyBody;
 pub use client::listener::{listen, ProxyListener};
 pub use client::tls::{CertificateError, Certificates};

@@ -196,10 +196,13 @@ impl Drop for InFlight {
     }
 }
 
-/// A response body that keeps its request counted until it has been streamed (or dropped).
+/// A response body that keeps its request counted until it has been streamed (or dropped),
+/// and finishes its access record then, with the bytes sent.
 pub struct Counted<B> {
     inner: B,
     _in_flight: Option<InFlight>,
+    log: Option<Box<(crate::access::Pending, crate::access::AccessLog)>>,
+    sent: u64,
 }
 
 impl<B> Counted<B> {
@@ -207,6 +210,27 @@ impl<B> Counted<B> {
         Counted {
             inner,
             _in_flight: in_flight,
+            log: None,
+            sent: 0,
+        }
+    }
+
+    /// Finishes `record` when the body has been sent or dropped.
+    pub(crate) fn log_at_end(
+        &mut self,
+        record: crate::access::Pending,
+        log: crate::access::AccessLog,
+    ) {
+        self.log = Some(Box::new((record, log)));
+    }
+}
+
+impl<B> Drop for Counted<B> {
+    fn drop(&mut self) {
+        if let Some(pending) = self.log.take() {
+            let (record, log) = *pending;
+            let status = record.status;
+            crate::access::finish(record, &log, status, Some(self.sent));
         }
     }
 }
@@ -219,7 +243,13 @@ impl<B: Body<Data = Bytes> + Unpin> Body for Counted<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(frame))) = &polled {
+            if let Some(data) = frame.data_ref() {
+                self.sent += data.len() as u64;
+            }
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

@@ -17,6 +17,15 @@ pub enum LocationSource {
 }
 
 impl LocationSource {
+    /// A short name for logs: `ecs`, `resolver`, `pop`.
+    pub fn code(self) -> &'static str {
+        match self {
+            LocationSource::Ecs => "ecs",
+            LocationSource::Resolver => "resolver",
+            LocationSource::Pop => "pop",
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             LocationSource::Ecs => "EDNS client subnet",

@@ -27,8 +27,9 @@ pub use location::{locate, ClientLocation, LocationSource};
 use crate::affinity::{encode_cookie, header_session_key, AffinityKey, CookieClaim, SetCookie};
 use crate::config::{
     Address, AffinityKind, Config, EndpointId, FixedResponse, LoadBalancer, PoolId, RuleAction,
-    SteeringSettings, ZeroDowntimeFailover,
+    SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
+use crate::region::Region;
 use crate::health::HealthSnapshot;
 use crate::regions_table::RegionsTable;
 use crate::request::{Mode, RequestContext};
@@ -103,6 +104,60 @@ pub struct Decision {
     /// With `zero_downtime_failover = "sticky"`: the cookie to send when the retry target
     /// answers instead of the first one.
     pub retry_cookie: Option<SetCookie>,
+    /// Why the pool was chosen, in a few words for the access log and dnstap.
+    pub why: Why,
+}
+
+/// Why a decision's pool was chosen: what the proxy's access log and dnstap carry, kept
+/// whether or not the decision is explained (`RequestContext::explain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Why {
+    pub reason: PoolReason,
+    /// The steering policy in effect (a rule may override the load balancer's).
+    pub policy: SteeringPolicy,
+    /// Where the client was located, and from what, for the location-steered policies
+    /// (geo, dynamic latency, proximity).
+    pub location: Option<(Region, LocationSource)>,
+}
+
+impl Why {
+    fn new(policy: SteeringPolicy) -> Why {
+        Why {
+            reason: PoolReason::None,
+            policy,
+            location: None,
+        }
+    }
+}
+
+/// How the pool was reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PoolReason {
+    /// No pool: a rule's fixed response, a disabled load balancer, nothing usable.
+    None,
+    /// The session's affinity (cookie or header) named its endpoint.
+    Affinity,
+    /// Traffic steering's order, after `passed` pools that were unusable or had no eligible
+    /// endpoint (0: the policy's first choice).
+    Steering { passed: u8 },
+    /// Load shedding moved the request on from a pool that sheds.
+    Shed,
+    /// No pool was usable: the fallback pool, its health not considered.
+    Fallback,
+}
+
+impl PoolReason {
+    /// The access log's `reason` value.
+    pub fn name(self) -> &'static str {
+        match self {
+            PoolReason::None => "none",
+            PoolReason::Affinity => "affinity",
+            PoolReason::Steering { passed: 0 } => "steering",
+            PoolReason::Steering { .. } => "failover",
+            PoolReason::Shed => "load_shedding",
+            PoolReason::Fallback => "fallback",
+        }
+    }
 }
 
 /// The engine: borrows a validated config, the regions table and the cookie key.
@@ -126,6 +181,7 @@ struct Step<'a, 'r> {
     /// Keep the weighted choices a DNS answer's one endpoint is drawn from (`dns_plan.rs`).
     keep_dns_draw: bool,
     dns_draw: Option<DrawChoices>,
+    why: Why,
 }
 
 /// Endpoints of one pool with the weights a draw picks one of them by.
@@ -165,13 +221,14 @@ impl<'a> Engine<'a> {
         let mut matched_rules = Vec::new();
         if !lb.enabled {
             trace.note(|| format!("load balancer {} is disabled", lb.name));
-            let decision = finish(
+            let mut decision = finish(
                 Outcome::NoPool,
                 lb.settings.ttl,
                 AffinityUpdate::None,
                 matched_rules,
                 trace,
             );
+            decision.why = Why::new(lb.settings.steering_policy);
             return (decision, None);
         }
         let mut settings = Cow::Borrowed(&lb.settings);
@@ -187,13 +244,14 @@ impl<'a> Engine<'a> {
                     RuleAction::FixedResponse(f) => {
                         trace.note(|| format!("fixed response {}", f.status_code));
                         let ttl = settings.ttl;
-                        let decision = finish(
+                        let mut decision = finish(
                             Outcome::Fixed(f.clone()),
                             ttl,
                             AffinityUpdate::None,
                             matched_rules,
                             trace,
                         );
+                        decision.why = Why::new(settings.steering_policy);
                         return (decision, None);
                     }
                     RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
@@ -255,10 +313,19 @@ impl<'a> Engine<'a> {
             header_key,
             keep_dns_draw,
             dns_draw: None,
+            why: Why {
+                location: matches!(
+                    settings.steering_policy,
+                    SteeringPolicy::Geo | SteeringPolicy::DynamicLatency | SteeringPolicy::Proximity
+                )
+                .then_some((location.region, location.source)),
+                ..Why::new(settings.steering_policy)
+            },
         };
         let (outcome, affinity, retry_cookie) = self.steer(&mut step);
         let mut decision = finish(outcome, settings.ttl, affinity, matched_rules, step.trace);
         decision.retry_cookie = retry_cookie;
+        decision.why = step.why;
         (decision, step.dns_draw)
     }
 
@@ -273,6 +340,7 @@ impl<'a> Engine<'a> {
                 &pool.name,
                 s.rng,
             ) {
+                s.why.reason = PoolReason::Affinity;
                 return self.follow(s, bound);
             }
             s.trace.note(|| {
@@ -282,11 +350,13 @@ impl<'a> Engine<'a> {
                 )
             });
             if let Some(found) = self.steer_new(s, Some(bound.pool)) {
+                s.why.reason = PoolReason::Shed;
                 return found;
             }
             // Shedding must not turn into an outage: with nowhere else to go, the session stays.
             s.trace
                 .note(|| "no other pool can take the shed session: it stays".to_string());
+            s.why.reason = PoolReason::Affinity;
             return self.follow(s, bound);
         }
         self.steer_new(s, None).unwrap_or_else(|| {
@@ -388,6 +458,13 @@ impl<'a> Engine<'a> {
                 candidates.last_resort,
                 Admit::Healthy,
             ) {
+                s.why.reason = if shed_from.is_empty() {
+                    PoolReason::Steering {
+                        passed: u8::try_from(i).unwrap_or(u8::MAX),
+                    }
+                } else {
+                    PoolReason::Shed
+                };
                 return Some(found);
             }
         }
@@ -407,6 +484,7 @@ impl<'a> Engine<'a> {
                 candidates.last_resort,
                 Admit::Healthy,
             ) {
+                s.why.reason = PoolReason::Shed;
                 return Some(found);
             }
         }
@@ -417,7 +495,11 @@ impl<'a> Engine<'a> {
                 self.config.pool(fallback).name
             )
         });
-        self.in_pool(s, fallback, &[], None, Admit::Enabled)
+        let found = self.in_pool(s, fallback, &[], None, Admit::Enabled);
+        if found.is_some() {
+            s.why.reason = PoolReason::Fallback;
+        }
+        found
     }
 
     /// Steers within one pool; `None` when it has no eligible endpoint.
@@ -602,6 +684,7 @@ fn finish(
         matched_rules,
         explanation: trace.into_steps(),
         retry_cookie: None,
+        why: Why::new(SteeringPolicy::Off),
     }
 }
 

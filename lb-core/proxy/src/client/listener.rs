@@ -136,14 +136,13 @@ async fn serve_connection<I>(
     serving: Arc<Serving<Proxy>>,
     upstream: Arc<Upstream>,
     io: I,
-    peer: SocketAddr,
-    tls: bool,
+    peer: Peer,
     http: Http,
     slot: ConnectionSlot,
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let conn: Connection = Arc::new((serving, upstream, Peer::new(peer, tls)));
+    let conn: Connection = Arc::new((serving, upstream, peer));
     match http {
         Http::One => {
             let (serving, upstream, peer) = &*conn;
@@ -360,14 +359,17 @@ async fn accept_loop(
                             Some(b"h2") => Http::Two,
                             _ => Http::One,
                         };
+                        let peer =
+                            Peer::over_tls(peer, crate::access::TlsFacts::of(tls_stream.get_ref().1));
                         let io = TimedWrite::new(tls_stream, send_timeout);
-                        serve_connection(serving, upstream, io, peer, true, http, slot).await;
+                        serve_connection(serving, upstream, io, peer, http, slot).await;
                     }
                 }
                 None => {
                     if let Some((http, stream)) = sniff(stream, header_read_timeout).await {
                         let io = TimedWrite::new(stream, send_timeout);
-                        serve_connection(serving, upstream, io, peer, false, http, slot).await;
+                        let peer = Peer::new(peer, false);
+                        serve_connection(serving, upstream, io, peer, http, slot).await;
                     }
                 }
             }

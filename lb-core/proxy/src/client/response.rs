@@ -328,6 +328,7 @@ mod tests {
         OriginHead {
             status: StatusCode::from_u16(status).expect("status"),
             fields,
+            connected_in: None,
         }
     }
 

@@ -46,6 +46,8 @@ pub struct OriginFields {
     spans: Vec<Span>,
     /// The affinity cookie the proxy sets.
     set_cookie: Option<HeaderValue>,
+    /// The request id the proxy returns (with the access log on).
+    request_id: Option<HeaderValue>,
     has_date: bool,
     /// The body's length as the origin announced it (`Content-Length` is not among the
     /// fields: the client's hop announces its own).
@@ -61,6 +63,7 @@ impl OriginFields {
             head,
             spans,
             set_cookie: None,
+            request_id: None,
             has_date: false,
             length: None,
         }
@@ -145,6 +148,11 @@ impl OriginFields {
             out.extend_from_slice(c.as_bytes());
             out.extend_from_slice(b"\r\n");
         }
+        if let Some(id) = &self.request_id {
+            out.extend_from_slice(b"x-request-id: ");
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
     }
 
     /// Keeps only the fields whose name `keep` accepts.
@@ -162,6 +170,12 @@ impl OriginFields {
         self.set_cookie = Some(value);
     }
 
+    /// Returns the request's id to the client, in place of any the origin sent.
+    pub fn set_request_id(&mut self, id: HeaderValue) {
+        self.retain(|name| !name.eq_ignore_ascii_case(b"x-request-id"));
+        self.request_id = Some(id);
+    }
+
     /// Name and value of every field, as sent (the origin's spelling of the name).
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let head = &self.head;
@@ -177,6 +191,11 @@ impl OriginFields {
                 self.set_cookie
                     .as_ref()
                     .map(|v| (header::SET_COOKIE.as_str().as_bytes(), v.as_bytes())),
+            )
+            .chain(
+                self.request_id
+                    .as_ref()
+                    .map(|v| (&b"x-request-id"[..], v.as_bytes())),
             )
     }
 
@@ -205,6 +224,9 @@ impl OriginFields {
         }
         if let Some(c) = &self.set_cookie {
             map.append(header::SET_COOKIE, c.clone());
+        }
+        if let Some(id) = &self.request_id {
+            map.insert(crate::access::X_REQUEST_ID.clone(), id.clone());
         }
         map
     }

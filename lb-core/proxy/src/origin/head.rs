@@ -35,6 +35,8 @@ pub struct OriginHead {
     pub status: StatusCode,
     /// End-to-end fields only.
     pub fields: OriginFields,
+    /// How long connecting to the origin took, when this answer came on a new connection.
+    pub connected_in: Option<std::time::Duration>,
 }
 
 /// A response head as read from an origin.
@@ -223,7 +225,11 @@ pub fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, 
         && (http11 || keep_alive_token)
         && !matches!(framing, Framing::UntilClose | Framing::Upgrade);
     Ok(Some(ResponseHead {
-        answer: OriginHead { status, fields },
+        answer: OriginHead {
+            status,
+            fields,
+            connected_in: None,
+        },
         framing,
         keep_alive,
     }))

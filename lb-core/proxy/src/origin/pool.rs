@@ -253,6 +253,7 @@ impl Upstream {
         // into place, so its size is copied each time (bench/proxy.sh).
         loop {
             let reused = pooled.is_some();
+            let mut connected_in = None;
             let (conn, place, this_try, replayable) = match pooled.take() {
                 Some((conn, place)) => {
                     let place = Some(place);
@@ -270,7 +271,9 @@ impl Upstream {
                     let this_try = body.take().ok_or(UpstreamError::Exchange)?;
                     // Boxed: connecting (a TLS handshake's state above all) would make every
                     // request's future over a kilobyte larger.
+                    let connecting = std::time::Instant::now();
                     let conn = Box::pin(self.connect(origin)).await?;
+                    connected_in = Some(connecting.elapsed());
                     if resending {
                         self.sent.resent.increment(1);
                     } else {
@@ -287,7 +290,10 @@ impl Upstream {
                 .exchange(conn, place, req, this_try, buffer_up_to)
                 .await
             {
-                Ok(done) => return Ok(done),
+                Ok((mut head, reply)) => {
+                    head.connected_in = connected_in;
+                    return Ok((head, reply));
+                }
                 // The origin closed the idle connection as the request went out. Sending it
                 // once more, on a new connection, is safe when the request is idempotent
                 // (RFC 9110 section 9.2.2) and its body is still in hand.

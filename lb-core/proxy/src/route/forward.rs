@@ -85,8 +85,10 @@ impl Proxy {
             prepared: p,
             body,
             client_upgrade,
+            log: mut record,
         } = f;
         let lb = self.config.lb(lb_index);
+        let mut last_target = first_target;
         let response = 'answer: {
             // A body that fits the replay limit is buffered so that a retry can send it again.
             let buffer = body.is_end_stream()
@@ -98,6 +100,9 @@ impl Proxy {
                 match body.collect().await {
                     Ok(c) => {
                         let bytes = c.to_bytes();
+                        if let Some(r) = record.as_mut() {
+                            r.bytes_in = bytes.len() as u64;
+                        }
                         (ProxyBody::bytes(bytes.clone()), Some(bytes))
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
@@ -123,6 +128,8 @@ impl Proxy {
             // bytes, copied at every step it is handed on.
             let failure = loop {
                 let in_flight = self.live.start(target);
+                last_target = target;
+                let sent_at = record.as_ref().map(|_| std::time::Instant::now());
                 let failure = match self.origin_route(lb_index, target, &p) {
                     None => Failure::Connect(UpstreamError::Connect(ConnectFailure::Unreachable)),
                     Some(route) => {
@@ -147,6 +154,10 @@ impl Proxy {
                             .await
                         {
                             Some(Ok((resp, reply))) => {
+                                if let (Some(r), Some(at)) = (record.as_mut(), sent_at) {
+                                    r.first_byte = Some(at.elapsed());
+                                    r.connect = resp.connected_in;
+                                }
                                 let cookie = affinity_cookie(&decision, used_retry, lb);
                                 break 'answer for_client(
                                     resp,
@@ -200,7 +211,13 @@ impl Proxy {
             had_binding,
             &decision,
         );
-        response
+        match (record, &self.settings.access_log) {
+            (Some(mut r), Some(log)) => {
+                crate::access::sent(&mut r, first_target, last_target);
+                logged(response, r, log)
+            }
+            _ => response,
+        }
     }
 
     /// How to reach `target` for this load balancer; `None` for an endpoint the config does
@@ -242,6 +259,32 @@ impl Proxy {
             tls,
             tls_name,
         })
+    }
+}
+
+/// The answer with the request id returned, its record finished now or, for a streamed
+/// body, when the body has been sent (`live::Counted`).
+fn logged(answer: Answer, mut record: crate::access::Pending, log: &crate::access::AccessLog) -> Answer {
+    match answer {
+        Answer::Made(mut response) => {
+            crate::access::answered_here(record, log, &mut response);
+            Answer::Made(response)
+        }
+        Answer::Origin(mut head, body) => {
+            head.fields.set_request_id(record.request_id.clone());
+            match body {
+                ProxyBody::Counted(mut counted) => {
+                    record.status = head.status.as_u16();
+                    counted.log_at_end(record, log.clone());
+                    Answer::Origin(head, ProxyBody::Counted(counted))
+                }
+                body => {
+                    let length = body.size_hint().exact();
+                    crate::access::finish(record, log, head.status.as_u16(), length);
+                    Answer::Origin(head, body)
+                }
+            }
+        }
     }
 }
 

@@ -73,6 +73,8 @@ pub struct Peer {
     pub tls: bool,
     /// The client's address as an `X-Forwarded-For` value.
     forwarded_for: Option<HeaderValue>,
+    /// What its TLS connection negotiated, for the access log.
+    tls_facts: Option<crate::access::TlsFacts>,
 }
 
 impl Peer {
@@ -82,7 +84,20 @@ impl Peer {
             addr,
             tls,
             forwarded_for,
+            tls_facts: None,
         }
+    }
+
+    /// A client over TLS, with what its connection negotiated.
+    pub fn over_tls(addr: SocketAddr, facts: crate::access::TlsFacts) -> Peer {
+        Peer {
+            tls_facts: Some(facts),
+            ..Peer::new(addr, true)
+        }
+    }
+
+    pub fn tls_facts(&self) -> Option<&crate::access::TlsFacts> {
+        self.tls_facts.as_ref()
     }
 }
 

@@ -26,6 +26,7 @@ use lb_core::request::{HttpFields, Mode, RequestContext};
 use lb_core::steering::{AffinityUpdate, Decision, Engine, Outcome, Target};
 use lb_edge::{decide_live, Generation, PopInfo};
 
+use crate::access;
 use crate::body::ProxyBody;
 use crate::client::listener::ConnectionSlot;
 
@@ -76,6 +77,8 @@ pub struct ProxySettings {
     pub h2_keep_alive_interval: Duration,
     /// Client connections each worker serves at once; more are closed at accept and counted.
     pub max_connections_per_worker: usize,
+    /// The access log (`--access-log`); with it, every request also gets a request id.
+    pub access_log: Option<crate::access::AccessLog>,
 }
 
 impl Default for ProxySettings {
@@ -95,6 +98,7 @@ impl Default for ProxySettings {
             h2_idle_timeout: Duration::from_secs(60),
             h2_keep_alive_interval: Duration::from_secs(20),
             max_connections_per_worker: 16_384,
+            access_log: None,
         }
     }
 }
@@ -160,6 +164,8 @@ pub struct Forwarding {
     pub(super) prepared: Prepared,
     pub(super) body: ProxyBody,
     pub(super) client_upgrade: Option<ClientUpgrade>,
+    /// The request's access record, when the access log is on.
+    pub(super) log: Option<access::Pending>,
 }
 
 impl Proxy {
@@ -283,8 +289,36 @@ impl Proxy {
 
     /// Routes and steers a request: answered here, or to be forwarded (`Proxy::forward`).
     /// Not async, so a server can await the forwarding directly: each async layer a request
-    /// goes through is a future copied into place for every request.
+    /// goes through is a future copied into place for every request. With the access log on,
+    /// the request gets its id and its record, finished here or by the forwarding.
     pub fn begin(&self, mut req: Request<ProxyBody>, client: &Peer) -> Begun {
+        let Some(log) = &self.settings.access_log else {
+            return self.route(req, client, &mut None);
+        };
+        let bytes_in = hyper::body::Body::size_hint(req.body()).exact().unwrap_or(0);
+        let record = access::start(log, &mut req, client.addr, client.tls_facts(), bytes_in);
+        let mut record = Some(record);
+        match self.route(req, client, &mut record) {
+            Begun::Answered(mut response) => {
+                if let Some(record) = record {
+                    access::answered_here(record, log, &mut response);
+                }
+                Begun::Answered(response)
+            }
+            Begun::Forward(mut f) => {
+                f.log = record;
+                Begun::Forward(f)
+            }
+        }
+    }
+
+    /// `begin`'s routing and steering; the decision goes on `record`.
+    fn route(
+        &self,
+        mut req: Request<ProxyBody>,
+        client: &Peer,
+        record: &mut Option<access::Pending>,
+    ) -> Begun {
         let start = Instant::now();
         let hosts = HostFields::of(req.headers());
         let host = match request_host(&req, &hosts) {
@@ -318,6 +352,9 @@ impl Proxy {
             on: hyper::upgrade::on(&mut req),
         });
         let (decision, had_binding) = self.decide(lb_index, &req, client);
+        if let Some(r) = record {
+            access::decided(r, &self.config, lb_index, &decision, had_binding);
+        }
         let response = match &decision.outcome {
             Outcome::Fixed(f) => fixed(f),
             Outcome::NoPool | Outcome::Answer { .. } => {
@@ -347,6 +384,7 @@ impl Proxy {
                     prepared,
                     body,
                     client_upgrade,
+                    log: None,
                 });
             }
         };
