@@ -39,6 +39,8 @@ pub struct L4Settings {
     /// UDP flows per listening socket (`--l4-udp-max-flows`); a new flow beyond it pushes out
     /// the least recently active one.
     pub udp_max_flows: usize,
+    /// The layer-4 log (`--l4-log`).
+    pub log: Option<crate::record::L4Log>,
 }
 
 impl Default for L4Settings {
@@ -51,6 +53,7 @@ impl Default for L4Settings {
             max_connections: 65_536,
             udp_idle_timeout: Duration::from_secs(30),
             udp_max_flows: 65_536,
+            log: None,
         }
     }
 }

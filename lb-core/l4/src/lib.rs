@@ -17,8 +17,10 @@ mod live;
 mod metrics;
 pub use metrics::describe_metrics;
 pub mod proxy_header;
+mod record;
 mod tcp;
 mod udp;
 
 pub use frontend::{L4Settings, Layer4};
+pub use record::{L4Log, L4Record};
 pub use listeners::{Listeners, Plan};

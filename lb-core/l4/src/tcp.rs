@@ -18,10 +18,12 @@ use tokio::time::Instant;
 use lb_core::config::{LbId, LoadBalancer, ProxyProtocol, Transport};
 use lb_core::steering::{Outcome, Target};
 use lb_edge::Serving;
+use std::time::SystemTime;
 
 use crate::frontend::Layer4;
 use crate::metrics::LbMetrics;
 use crate::proxy_header;
+use crate::record::{Close, L4Record};
 
 /// Each direction's buffer (HAProxy's and nginx's default buffer size), not zeroed: reads go
 /// into its spare capacity.
@@ -111,15 +113,40 @@ async fn connection(
         return;
     };
     m.accepted.increment(1);
+    let mut record = frontend.settings.log.as_ref().map(|_| Started {
+        at: SystemTime::now(),
+        clock: Instant::now(),
+    });
+    let mut log = |first, target, moved: Moved, close| {
+        if let (Some(log), Some(started)) = (&frontend.settings.log, record.take()) {
+            log.0.offer(L4Record {
+                udp: None,
+                opened: started.at,
+                lasted: started.clock.elapsed(),
+                client: peer,
+                listen_port: local.port(),
+                config: Arc::clone(frontend.config()),
+                lb: id,
+                first,
+                target,
+                bytes_in: moved.up.load(Ordering::Relaxed),
+                bytes_out: moved.down.load(Ordering::Relaxed),
+                close,
+            });
+        }
+    };
     let Outcome::Forward { target, retry } = frontend.decide(lb, peer).outcome else {
         m.unserved.increment(1);
+        log(None, None, Moved::default(), Close::NoPool);
         return;
     };
     let Some((origin, target)) = connected(&frontend, id, lb, target, retry, local.port()).await
     else {
         m.unserved.increment(1);
+        log(Some(target), retry.or(Some(target)), Moved::default(), Close::ConnectFailed);
         return;
     };
+    let first = Some(target);
     let _open = frontend.live.open(target);
     let em = frontend.metrics.endpoint(target);
     if let Some(em) = em {
@@ -132,17 +159,33 @@ async fn connection(
         .layer4
         .as_ref()
         .map_or(ProxyProtocol::Off, |l| l.proxy_protocol);
-    relay(
+    let moved = Moved::default();
+    let close = relay(
         client,
         origin,
         header(proxy_protocol, peer, local),
         frontend.settings.idle_timeout,
         m,
+        &moved,
     )
     .await;
     if let Some(em) = em {
         em.open.decrement(1.0);
     }
+    log(first, Some(target), moved, close);
+}
+
+/// When a connection began, for its record.
+struct Started {
+    at: SystemTime,
+    clock: Instant,
+}
+
+/// Bytes relayed each way on one connection.
+#[derive(Default)]
+struct Moved {
+    up: AtomicU64,
+    down: AtomicU64,
 }
 
 /// The endpoint's connection: `target`'s, else (refused, timed out, no address) `retry`'s.
@@ -201,27 +244,28 @@ fn since(base: Instant) -> u64 {
 async fn pipe(
     from: &mut tokio::net::tcp::ReadHalf<'_>,
     to: &mut tokio::net::tcp::WriteHalf<'_>,
-    bytes: &metrics::Counter,
+    (bytes, moved): (&metrics::Counter, &AtomicU64),
     last: &AtomicU64,
     base: Instant,
     (done, other_done): (&AtomicBool, &AtomicBool),
-) -> io::Result<()> {
+) -> Result<(), Broke> {
     let mut buf = Vec::with_capacity(BUFFER);
     loop {
         buf.clear();
-        let n = from.read_buf(&mut buf).await?;
+        let n = from.read_buf(&mut buf).await.map_err(|_| Broke::Reading)?;
         if n == 0 {
             done.store(true, Ordering::Relaxed);
             if !other_done.load(Ordering::Relaxed) {
-                to.shutdown().await?;
+                to.shutdown().await.map_err(|_| Broke::Writing)?;
             }
             return Ok(());
         }
-        to.write_all(&buf).await?;
+        to.write_all(&buf).await.map_err(|_| Broke::Writing)?;
         if n == buf.capacity() && buf.capacity() < BULK_BUFFER {
             buf = Vec::with_capacity(BULK_BUFFER);
         }
         bytes.increment(n as u64);
+        moved.fetch_add(n as u64, Ordering::Relaxed);
         last.store(since(base), Ordering::Relaxed);
     }
 }
@@ -232,10 +276,11 @@ async fn relay(
     header: Option<Vec<u8>>,
     idle: Duration,
     m: &LbMetrics,
-) {
+    moved: &Moved,
+) -> Close {
     if let Some(h) = header {
         if origin.write_all(&h).await.is_err() {
-            return;
+            return Close::HeaderFailed;
         }
     }
     let base = Instant::now();
@@ -246,7 +291,7 @@ async fn relay(
     let up = pipe(
         &mut cr,
         &mut ow,
-        &m.bytes_in,
+        (&m.bytes_in, &moved.up),
         &last,
         base,
         (&up_ended, &down_ended),
@@ -254,7 +299,7 @@ async fn relay(
     let down = pipe(
         &mut or,
         &mut cw,
-        &m.bytes_out,
+        (&m.bytes_out, &moved.down),
         &last,
         base,
         (&down_ended, &up_ended),
@@ -269,17 +314,23 @@ async fn relay(
     loop {
         tokio::select! {
             r = &mut up, if !up_done => {
-                if r.is_err() { return; }
-                up_done = true;
+                match r {
+                    Err(Broke::Reading) => return Close::ClientError,
+                    Err(Broke::Writing) => return Close::OriginError,
+                    Ok(()) => up_done = true,
+                }
             }
             r = &mut down, if !down_done => {
-                if r.is_err() { return; }
-                down_done = true;
+                match r {
+                    Err(Broke::Reading) => return Close::OriginError,
+                    Err(Broke::Writing) => return Close::ClientError,
+                    Ok(()) => down_done = true,
+                }
             }
             () = &mut idle_timer => {
                 let quiet_since = last.load(Ordering::Relaxed);
                 if since(base).saturating_sub(quiet_since) >= idle_ms {
-                    return;
+                    return Close::Idle;
                 }
                 idle_timer
                     .as_mut()
@@ -287,7 +338,13 @@ async fn relay(
             }
         }
         if up_done && down_done {
-            return;
+            return Close::Done;
         }
     }
+}
+
+/// Which half of a direction's copy failed: reading its source or writing its sink.
+enum Broke {
+    Reading,
+    Writing,
 }

@@ -12,7 +12,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use lru::LruCache;
 use tokio::net::UdpSocket;
@@ -27,6 +27,7 @@ use lb_edge::Serving;
 use crate::frontend::Layer4;
 use crate::live::Open;
 use crate::proxy_header;
+use crate::record::{Close, Datagrams, L4Record};
 
 /// The largest UDP payload.
 const MAX_DATAGRAM: usize = 65_535;
@@ -41,6 +42,15 @@ struct Flow {
     frontend: Arc<Layer4>,
     _open: Open,
     target: Target,
+    /// For the flow's record: when and where it began, what came from the client, what went
+    /// back (counted by the replies' task), and why it ends.
+    opened: SystemTime,
+    opened_ms: u64,
+    client: SocketAddr,
+    listen_port: u16,
+    from_client: (u64, u64),
+    to_client: Arc<(AtomicU64, AtomicU64)>,
+    close: Close,
 }
 
 impl Drop for Flow {
@@ -48,6 +58,28 @@ impl Drop for Flow {
         self.replies.abort();
         if let Some(em) = self.frontend.metrics.endpoint(self.target) {
             em.open.decrement(1.0);
+        }
+        if let Some(log) = &self.frontend.settings.log {
+            let last = self.last.load(Ordering::Relaxed);
+            let last_after = Duration::from_millis(last.saturating_sub(self.opened_ms));
+            log.0.offer(L4Record {
+                udp: Some(Datagrams {
+                    from_client: self.from_client.0,
+                    to_client: self.to_client.0.load(Ordering::Relaxed),
+                    last_after,
+                }),
+                opened: self.opened,
+                lasted: self.opened.elapsed().unwrap_or_default(),
+                client: self.client,
+                listen_port: self.listen_port,
+                config: Arc::clone(self.frontend.config()),
+                lb: self.lb,
+                first: Some(self.target),
+                target: Some(self.target),
+                bytes_in: self.from_client.1,
+                bytes_out: self.to_client.1.load(Ordering::Relaxed),
+                close: self.close,
+            });
         }
     }
 }
@@ -103,9 +135,11 @@ pub(crate) async fn serve(
                     m.evicted_flows.increment(1);
                 }
             }
-            flows.push(client, flow);
+            if let Some((_, mut pushed_out)) = flows.push(client, flow) {
+                pushed_out.close = Close::Evicted;
+            }
         }
-        let Some(flow) = flows.get(&client) else {
+        let Some(flow) = flows.get_mut(&client) else {
             continue;
         };
         let payload = &buf[..n];
@@ -120,6 +154,8 @@ pub(crate) async fn serve(
         };
         if flow.upstream.send(datagram).await.is_ok() {
             flow.last.store(since(base), Ordering::Relaxed);
+            flow.from_client.0 += 1;
+            flow.from_client.1 += n as u64;
             if let Some(m) = flow.frontend.metrics.lb(flow.lb) {
                 m.bytes_in.increment(n as u64);
             }
@@ -137,7 +173,9 @@ fn expire(flows: &mut LruCache<SocketAddr, Flow>, base: Instant, idle_ms: u64) {
         };
         let client = *client;
         if now.saturating_sub(flow.last.load(Ordering::Relaxed)) >= idle_ms {
-            flows.pop_lru();
+            if let Some((_, mut idle)) = flows.pop_lru() {
+                idle.close = Close::Idle;
+            }
         } else if flows.get(&client).is_none() {
             return;
         }
@@ -194,13 +232,15 @@ async fn open(
         ProxyProtocol::Simple => Some(proxy_header::simple(client, local).to_vec()),
         ProxyProtocol::Off | ProxyProtocol::V1 => None,
     };
-    let last = Arc::new(AtomicU64::new(since(base)));
+    let opened_ms = since(base);
+    let last = Arc::new(AtomicU64::new(opened_ms));
+    let to_client = Arc::new((AtomicU64::new(0), AtomicU64::new(0)));
     let replies = tokio::spawn(relay_replies(
         Arc::clone(&upstream),
         Arc::clone(socket),
         client,
         proxy_protocol == ProxyProtocol::Simple,
-        Arc::clone(&last),
+        (Arc::clone(&last), Arc::clone(&to_client)),
         base,
         Arc::clone(&frontend),
         id,
@@ -219,6 +259,13 @@ async fn open(
         _open: frontend.live.open(target),
         frontend: Arc::clone(&frontend),
         target,
+        opened: SystemTime::now(),
+        opened_ms,
+        client,
+        listen_port: local.port(),
+        from_client: (0, 0),
+        to_client,
+        close: Close::Stopped,
     })
 }
 
@@ -229,7 +276,7 @@ async fn relay_replies(
     socket: Arc<UdpSocket>,
     client: SocketAddr,
     strip_simple: bool,
-    last: Arc<AtomicU64>,
+    (last, to_client): (Arc<AtomicU64>, Arc<(AtomicU64, AtomicU64)>),
     base: Instant,
     frontend: Arc<Layer4>,
     lb: LbId,
@@ -248,6 +295,8 @@ async fn relay_replies(
         };
         if socket.send_to(reply, client).await.is_ok() {
             last.store(since(base), Ordering::Relaxed);
+            to_client.0.fetch_add(1, Ordering::Relaxed);
+            to_client.1.fetch_add(reply.len() as u64, Ordering::Relaxed);
             if let Some(m) = frontend.metrics.lb(lb) {
                 m.bytes_out.increment(reply.len() as u64);
             }

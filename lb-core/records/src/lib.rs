@@ -13,6 +13,7 @@ mod framestream;
 mod metrics;
 mod output;
 mod sink;
+pub mod time;
 mod writer;
 
 pub use framestream::{ControlFrame, Frame, FrameReader, FrameStreamError};

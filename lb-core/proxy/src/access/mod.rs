@@ -9,7 +9,6 @@
 
 mod record;
 mod request_id;
-mod time;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -10,7 +10,7 @@ use lb_core::config::{Config, LbId};
 use lb_core::steering::{Target, Why};
 use serde::Serialize;
 
-use super::time;
+use lb_records::time;
 use super::TlsFacts;
 
 /// How records are written.

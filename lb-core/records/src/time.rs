@@ -43,7 +43,7 @@ fn parts(t: SystemTime) -> Parts {
 }
 
 /// `2026-12-03T14:03:07.123Z`
-pub(super) fn rfc3339(t: SystemTime) -> String {
+pub fn rfc3339(t: SystemTime) -> String {
     let p = parts(t);
     format!(
         "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
@@ -56,7 +56,7 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// `03/Dec/2026:14:03:07 +0000`
-pub(super) fn common_log(t: SystemTime) -> String {
+pub fn common_log(t: SystemTime) -> String {
     let p = parts(t);
     let month = MONTHS[(p.month as usize).saturating_sub(1) % 12];
     format!(
