@@ -23,6 +23,10 @@ struct Cli {
     /// Regions table to use instead of the embedded regions.toml.
     #[arg(long, global = true, value_name = "FILE")]
     regions: Option<PathBuf>,
+    /// The process log on stderr: human text, or one JSON object per line with every event's
+    /// fields (health changes, reloads and refusals included) for Loki or Elasticsearch.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,9 +64,15 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
 /// Logs (warnings and errors of the notifier, the proxy, ...) to stderr; `MESHLB_LOG` picks
 /// the level: error, warn, info (default), debug, trace.
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     use tracing::Level;
     let level = match std::env::var("MESHLB_LOG").as_deref() {
         Ok("error") => Level::ERROR,
@@ -71,16 +81,25 @@ fn init_logging() {
         Ok("trace") => Level::TRACE,
         _ => Level::INFO,
     };
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.with_target(false).try_init(),
+        LogFormat::Json => {
+            meshlb_node::logging::set_json();
+            builder
+                .json()
+                .with_current_span(false)
+                .with_span_list(false)
+                .try_init()
+        }
+    };
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     let regions = match cmd::load_regions(cli.regions.as_deref()) {
         Ok(r) => r,
         Err(e) => {

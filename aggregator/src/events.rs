@@ -324,6 +324,37 @@ pub fn removed(
         .collect()
 }
 
+impl HealthEvent {
+    /// The event as a log record with its fields (`--log-format json`): what changed, from
+    /// and to, and the votes behind it as JSON.
+    fn log(&self) {
+        let change = serde_json::to_value(&self.change).unwrap_or_default();
+        let field = |name: &str| {
+            change
+                .get(name)
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let votes = serde_json::to_string(&self.regions).unwrap_or_default();
+        let members = serde_json::to_string(&self.members).unwrap_or_default();
+        tracing::info!(
+            target: "meshlb::health",
+            at_ms = self.at_ms,
+            kind = field("kind").as_deref(),
+            load_balancer = field("load_balancer").as_deref(),
+            pool = field("pool").as_deref(),
+            endpoint = field("endpoint").as_deref(),
+            monitor = field("monitor").as_deref(),
+            from = field("from").as_deref(),
+            to = field("to").as_deref(),
+            initial = self.initial,
+            votes = %votes,
+            members = %members,
+            "health change"
+        );
+    }
+}
+
 /// The ring of recent events.
 #[derive(Debug, Default)]
 pub struct EventLog {
@@ -341,7 +372,9 @@ pub struct EventFilter {
 
 impl EventLog {
     pub fn push(&mut self, event: HealthEvent) {
-        if let Ok(line) = serde_json::to_string(&event) {
+        if meshlb_node::logging::is_json() {
+            event.log();
+        } else if let Ok(line) = serde_json::to_string(&event) {
             println!("{line}");
         }
         if self.events.len() == KEEP {

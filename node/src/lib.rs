@@ -10,10 +10,12 @@
 //! - [`settings`]: what every node is started with.
 //! - [`metrics`]: the Prometheus recorder, gossip's counters and a prober's `/metrics`
 //!   listener.
+//! - [`logging`]: the process's log format.
 
 pub mod control;
 pub mod guard;
 pub mod handle;
+pub mod logging;
 pub mod metrics;
 pub mod reload;
 pub mod settings;

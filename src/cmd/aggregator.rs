@@ -175,6 +175,8 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     warmup_timeout: u64,
     #[command(flatten)]
+    records: super::record_args::RecordArgs,
+    #[command(flatten)]
     mesh: MeshArgs,
 }
 
@@ -217,8 +219,18 @@ impl Args {
             dc: &self.dc,
             config_role: role,
         };
+        let node = node_settings(&self.file, place, &self.control, &self.mesh, regions)?;
+        let serves = (
+            !self.proxy.is_empty() || !self.proxy_tls.is_empty(),
+            !self.l4.is_empty(),
+            !self.dns.is_empty(),
+        );
+        if let Some(why) = self.records.unused(serves.0, serves.1, serves.2) {
+            anyhow::bail!("{why}");
+        }
+        let dnstap = self.records.dnstap(&node.node_id)?;
         Ok(Settings {
-            node: node_settings(&self.file, place, &self.control, &self.mesh, regions)?,
+            node,
             affinity_key: self.mesh.affinity_key()?,
             config_advertise_url: self.config_advertise_url.clone(),
             admin: AdminSettings {
@@ -238,18 +250,19 @@ impl Args {
                     ttl: Duration::from_secs(self.api_preview_ttl_secs.max(1)),
                 },
             },
-            dns: self.dns_settings(),
+            dns: self.dns_settings(dnstap),
             proxy: self.proxy_settings()?,
             advertise_proxy: self.advertise_proxy.clone(),
-            l4: self.l4_settings(),
+            l4: self.l4_settings()?,
             state_dir: self.state_dir.clone(),
             warmup_timeout: Duration::from_secs(self.warmup_timeout),
             install_metrics: true,
         })
     }
 
-    fn dns_settings(&self) -> Option<DnsSettings> {
+    fn dns_settings(&self, dnstap: Option<lb_dns::Dnstap>) -> Option<DnsSettings> {
         (!self.dns.is_empty()).then(|| DnsSettings {
+            dnstap,
             addrs: self.dns.clone(),
             sockets: self.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
@@ -296,13 +309,17 @@ impl Args {
                 h2_idle_timeout: ms(self.proxy_h2_idle_timeout_ms),
                 h2_keep_alive_interval: Duration::from_millis(self.proxy_h2_keepalive_ms),
                 max_connections_per_worker: self.proxy_max_connections_per_worker.max(1),
+                access_log: self.records.access_log()?,
                 ..defaults
             },
         }))
     }
 
-    fn l4_settings(&self) -> Option<lb_l4::L4Settings> {
-        (!self.l4.is_empty()).then(|| lb_l4::L4Settings {
+    fn l4_settings(&self) -> anyhow::Result<Option<lb_l4::L4Settings>> {
+        if self.l4.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(lb_l4::L4Settings {
             addresses: self.l4.clone(),
             workers: self.l4_workers.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
@@ -312,6 +329,7 @@ impl Args {
             max_connections: self.l4_max_connections.max(1),
             udp_idle_timeout: ms(self.l4_udp_idle_timeout_ms),
             udp_max_flows: self.l4_udp_max_flows.max(1),
-        })
+            log: self.records.l4_log()?,
+        }))
     }
 }

@@ -11,6 +11,7 @@ mod mesh_args;
 mod node_args;
 pub mod probe;
 pub mod prober;
+mod record_args;
 pub mod regions;
 mod serve;
 pub mod simulate;

@@ -146,6 +146,7 @@ impl Frontends {
                     d.sockets,
                     d.rrl,
                     d.tcp,
+                    d.dnstap.clone(),
                 )
                 .await
                 .map_err(|e| StartError::frontend("DNS")(e.to_string()))?;
@@ -275,20 +276,25 @@ impl Frontends {
         report::record(ok);
         report::count(ok);
         if outcome.reloaded {
-            eprintln!(
+            tracing::info!(
+                why,
+                generation = outcome.generation,
+                hash = %outcome.config_hash,
                 "config reloaded ({why}): generation {}, hash {}",
-                outcome.generation, outcome.config_hash
+                outcome.generation,
+                outcome.config_hash
             );
         } else if outcome.unchanged {
-            eprintln!("config reload ({why}): the file is the one in force");
+            tracing::info!(why, "config reload ({why}): the file is the one in force");
         } else {
-            eprintln!(
-                "config reload ({why}) refused, keeping generation {}:",
-                outcome.generation
+            tracing::warn!(
+                why,
+                generation = outcome.generation,
+                errors = ?outcome.errors,
+                "config reload ({why}) refused, keeping generation {}:\n  {}",
+                outcome.generation,
+                outcome.errors.join("\n  ")
             );
-            for e in &outcome.errors {
-                eprintln!("  {e}");
-            }
         }
         outcome
     }

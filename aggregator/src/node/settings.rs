@@ -57,6 +57,8 @@ pub struct DnsSettings {
     pub tcp: lb_dns::TcpSettings,
     /// Client locations whose located answers are kept prepared (`--dns-prepared-places`).
     pub prepared_places: usize,
+    /// Where dnstap messages go (`--dnstap`, `--dnstap-socket`).
+    pub dnstap: Option<lb_dns::Dnstap>,
 }
 
 /// The HTTP reverse proxy's listeners.

@@ -198,4 +198,5 @@ fn describe_metrics() {
     lb_dns::describe_metrics();
     lb_proxy::describe_metrics();
     lb_l4::describe_metrics();
+    lb_records::describe_metrics();
 }

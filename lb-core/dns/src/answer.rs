@@ -14,7 +14,7 @@ use hickory_proto::rr::RecordType;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncoder};
 use hickory_proto::ProtoErrorKind;
 use hickory_server::authority::MessageRequest;
-use lb_core::config::{EndpointId, LbId};
+use lb_core::config::{EndpointId, LbId, PoolId};
 use lb_core::health::HealthSnapshot;
 use lb_core::request::RequestContext;
 use lb_core::steering::{locate, DnsAnswerPlan, PlanScope};
@@ -33,17 +33,46 @@ enum Transport {
     Tcp,
 }
 
+/// Which load balancer, and which of its pools, a query was answered for (dnstap's `extra`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Steered {
+    pub lb: Option<LbId>,
+    pub pool: Option<PoolId>,
+}
+
 impl Responder {
     /// Answers one datagram into `out` (cleared first). `false`: send nothing (a response, or
     /// bytes too broken to carry a header).
     pub fn answer_datagram(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> bool {
-        self.answer(bytes, src, out, Transport::Udp)
+        self.answer(bytes, src, out, Transport::Udp, &mut Steered::default())
+    }
+
+    /// `answer_datagram`, telling what the answer was steered to in `steered`.
+    pub fn answer_datagram_steered(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        steered: &mut Steered,
+    ) -> bool {
+        self.answer(bytes, src, out, Transport::Udp, steered)
     }
 
     /// Answers one query read from a TCP connection into `out` (cleared first, no length
     /// prefix). `false`: send nothing, and close (a response, or bytes with no header).
     pub fn answer_stream(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>) -> bool {
-        self.answer(bytes, src, out, Transport::Tcp)
+        self.answer(bytes, src, out, Transport::Tcp, &mut Steered::default())
+    }
+
+    /// `answer_stream`, telling what the answer was steered to in `steered`.
+    pub fn answer_stream_steered(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        steered: &mut Steered,
+    ) -> bool {
+        self.answer(bytes, src, out, Transport::Tcp, steered)
     }
 
     /// `answer_datagram` without the fast path (`tests_fast.rs` compares the two).
@@ -55,23 +84,38 @@ impl Responder {
         out: &mut Vec<u8>,
     ) -> bool {
         out.clear();
-        self.answer_full(bytes, src, out, Transport::Udp, None)
+        self.answer_full(
+            bytes,
+            src,
+            out,
+            Transport::Udp,
+            None,
+            &mut Steered::default(),
+        )
     }
 
-    fn answer(&self, bytes: &[u8], src: SocketAddr, out: &mut Vec<u8>, via: Transport) -> bool {
+    fn answer(
+        &self,
+        bytes: &[u8],
+        src: SocketAddr,
+        out: &mut Vec<u8>,
+        via: Transport,
+        steered: &mut Steered,
+    ) -> bool {
         // One query in `TIMED_ONE_IN` is timed (`metrics.rs`).
         let start = super::metrics::timed().then(Instant::now);
         out.clear();
         if let Some(query) = fast::parse(bytes) {
-            if let Some(answered) = self.answer_fast(&query, bytes, src, out, via, start) {
+            if let Some(answered) = self.answer_fast(&query, bytes, src, out, via, start, steered) {
                 return answered;
             }
         }
-        self.answer_full(bytes, src, out, via, start)
+        self.answer_full(bytes, src, out, via, start, steered)
     }
 
     /// The fast shape (`fast.rs`) asking a load-balanced name for A or AAAA; `None` for any
     /// other query, which then takes the full path.
+    #[allow(clippy::too_many_arguments)]
     fn answer_fast(
         &self,
         query: &fast::FastQuery<'_>,
@@ -80,6 +124,7 @@ impl Responder {
         out: &mut Vec<u8>,
         via: Transport,
         start: Option<Instant>,
+        steered: &mut Steered,
     ) -> Option<bool> {
         if !matches!(query.qtype, RecordType::A | RecordType::AAAA) {
             return None;
@@ -90,7 +135,8 @@ impl Responder {
             Transport::Udp => query.udp_max(),
             Transport::Tcp => usize::from(u16::MAX),
         };
-        if self.answer_prepared(query, lb, subnet, src, max, out) {
+        steered.lb = Some(lb);
+        if self.answer_prepared(query, lb, subnet, src, max, (out, &mut steered.pool)) {
             self.metrics.record(
                 Some(lb),
                 qtype_index(query.qtype),
@@ -100,6 +146,7 @@ impl Responder {
             return Some(true);
         }
         let reply = self.steered_reply(lb, zone, query.qtype, subnet, src.ip());
+        steered.pool = reply.pool;
         if !fast::encode(query, &reply, self.fast_names.owner(lb), max, out) {
             // NODATA, or more than fits: the same reply through hickory's encoder.
             let Ok(req) = MessageRequest::read(&mut BinDecoder::new(bytes)) else {
@@ -126,6 +173,7 @@ impl Responder {
         out: &mut Vec<u8>,
         via: Transport,
         start: Option<Instant>,
+        steered: &mut Steered,
     ) -> bool {
         let req = match MessageRequest::read(&mut BinDecoder::new(bytes)) {
             Ok(req) => req,
@@ -142,6 +190,8 @@ impl Responder {
             return false;
         }
         let reply = self.reply(&req, src.ip());
+        steered.lb = reply.lb;
+        steered.pool = reply.pool;
         let max = match via {
             Transport::Udp => req
                 .edns()
@@ -256,7 +306,11 @@ impl Responder {
             DnsAnswerPlan::Nothing => None,
             DnsAnswerPlan::Fixed { pool, endpoints } => {
                 let (count, records) = encode(pool, &mut endpoints.into_iter())?;
-                Some(Prepared::Fixed { count, records })
+                Some(Prepared::Fixed {
+                    count,
+                    records,
+                    pool,
+                })
             }
             DnsAnswerPlan::Draw { pool, choices } => {
                 let mut records = Vec::with_capacity(choices.len());
@@ -273,6 +327,7 @@ impl Responder {
                 Some(Prepared::Draw {
                     weights: weights.into_boxed_slice(),
                     records: records.into_boxed_slice(),
+                    pool,
                 })
             }
         }
@@ -290,7 +345,7 @@ impl Responder {
         subnet: Option<ClientSubnet>,
         src: SocketAddr,
         max: usize,
-        out: &mut Vec<u8>,
+        (out, pool): (&mut Vec<u8>, &mut Option<PoolId>),
     ) -> bool {
         let Some(scope) = self.plan_scope(lb) else {
             return false;
@@ -317,6 +372,7 @@ impl Responder {
         // A drawn answer that then does not fit (a name near 255 bytes, no EDNS) is drawn
         // again on the per-query path: the same distribution, another draw.
         let mut encode = |entry: &Prepared, ecs| {
+            *pool = Some(entry.pool());
             let (count, section) = entry.section()?;
             fast::encode_prepared(query, count, section, ecs, max, out).then_some(())
         };

@@ -8,13 +8,15 @@ use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use nix::errno::Errno;
 use nix::sys::socket::{
     recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
 };
 
+use super::answer::Steered;
+use super::dnstap::Dnstap;
 use super::responder::Responder;
 use super::rrl::{Limit, Rrl};
 use lb_edge::Serving;
@@ -45,10 +47,11 @@ fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
 pub(crate) fn serve(
     socket: UdpSocket,
     serving: Arc<Serving<Responder>>,
-    rrl: Option<Arc<Rrl>>,
+    (rrl, dnstap): (Option<Arc<Rrl>>, Option<Dnstap>),
     stop: Arc<AtomicBool>,
 ) {
     let fd = socket.as_raw_fd();
+    let local = socket.local_addr().ok();
     let mut queries = vec![[0u8; MAX_QUERY]; BATCH];
     let mut answers: Vec<Vec<u8>> = (0..BATCH).map(|_| Vec::with_capacity(1232)).collect();
     let mut received: Vec<(usize, Option<SocketAddr>)> = Vec::with_capacity(BATCH);
@@ -95,11 +98,20 @@ pub(crate) fn serve(
             let slot = to.len();
             let query = &queries[i][..(*len).min(MAX_QUERY)];
             let limit = rrl.as_ref().map_or(Limit::Send, |r| r.check_now(src.ip()));
+            let received_at = dnstap.as_ref().map(|_| SystemTime::now());
+            let mut steered = Steered::default();
             let answered = match limit {
-                Limit::Send => responder.answer_datagram(query, src, &mut answers[slot]),
+                Limit::Send => {
+                    responder.answer_datagram_steered(query, src, &mut answers[slot], &mut steered)
+                }
                 Limit::Slip => responder.slip_datagram(query, &mut answers[slot]),
                 Limit::Drop => false,
             };
+            if let (Some(tap), Some(at), Some(local)) = (&dnstap, received_at, local) {
+                let response = answered.then(|| &answers[slot][..]);
+                let config = responder.config();
+                tap.log(false, (src, local), query, at, response, config, steered);
+            }
             if answered {
                 to.push(Some(SockaddrStorage::from(src)));
                 to_std_addr.push(src);

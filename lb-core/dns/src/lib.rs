@@ -9,6 +9,7 @@ mod fast;
 mod metrics;
 pub use metrics::describe_metrics;
 mod answer;
+mod dnstap;
 mod prepared;
 mod reply;
 mod responder;
@@ -17,6 +18,8 @@ mod server;
 mod tcp;
 mod zones;
 
+pub use answer::Steered;
+pub use dnstap::{Dnstap, DnstapRecord, CONTENT_TYPE as DNSTAP_CONTENT_TYPE};
 pub use reply::EDNS_PAYLOAD;
 pub use responder::{Responder, DEFAULT_PREPARED_PLACES};
 pub use rrl::{Limit, Rrl, RrlSettings};

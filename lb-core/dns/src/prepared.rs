@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use hickory_proto::rr::RecordType;
-use lb_core::config::LbId;
+use lb_core::config::{LbId, PoolId};
 use lb_core::health::HealthSnapshot;
 use lb_core::regions_table::CountryCode;
 use lb_core::steering::{ClientLocation, DnsPlan, LocationSource};
@@ -57,21 +57,35 @@ impl LocatedKey {
 #[derive(Debug)]
 pub(crate) enum Prepared {
     /// The same records for every query.
-    Fixed { count: u16, records: Box<[u8]> },
+    Fixed {
+        count: u16,
+        records: Box<[u8]>,
+        pool: PoolId,
+    },
     /// One record per query, `records[i]` drawn with `weights[i].1` (`weights[i].0 == i`).
     Draw {
         weights: Box<[(usize, f64)]>,
         records: Box<[Box<[u8]>]>,
+        pool: PoolId,
     },
 }
 
 impl Prepared {
+    /// The pool the answer's records are of (for dnstap).
+    pub fn pool(&self) -> PoolId {
+        match self {
+            Prepared::Fixed { pool, .. } | Prepared::Draw { pool, .. } => *pool,
+        }
+    }
+
     /// The answer section for one query, and its record count; `None` when a draw finds no
     /// positive weight.
     pub fn section(&self) -> Option<(u16, &[u8])> {
         match self {
-            Prepared::Fixed { count, records } => Some((*count, records)),
-            Prepared::Draw { weights, records } => {
+            Prepared::Fixed { count, records, .. } => Some((*count, records)),
+            Prepared::Draw {
+                weights, records, ..
+            } => {
                 let i = lb_edge::with_thread_rng(|rng| DnsPlan::draw(weights, rng))?;
                 records.get(i).map(|r| (1, &r[..]))
             }
@@ -263,6 +277,7 @@ mod tests {
         Prepared::Fixed {
             count: 1,
             records: Box::new([byte]),
+            pool: PoolId(0),
         }
     }
 

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::rdata::opt::ClientSubnet;
 use hickory_proto::rr::{Record, RecordType};
-use lb_core::config::LbId;
+use lb_core::config::{LbId, PoolId};
 
 use super::metrics::qtype_index;
 
@@ -24,6 +24,8 @@ pub(crate) struct Reply<'a> {
     /// The ECS option to echo, with its scope (RFC 7871 section 7.2.1).
     pub ecs: Option<ClientSubnet>,
     pub lb: Option<LbId>,
+    /// The pool the answer's records are of, when steering chose one.
+    pub pool: Option<PoolId>,
     pub qtype: usize,
     pub truncated: bool,
 }
@@ -38,6 +40,7 @@ impl<'a> Reply<'a> {
             soa: None,
             ecs: None,
             lb: None,
+            pool: None,
             qtype: qtype_index(RecordType::Unknown(0)),
             truncated: false,
         }
@@ -64,6 +67,7 @@ impl Reply<'_> {
             soa: None,
             ecs: full.ecs,
             lb: full.lb,
+            pool: full.pool,
             qtype: full.qtype,
             truncated: true,
         }

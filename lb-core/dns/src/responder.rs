@@ -355,6 +355,7 @@ impl Responder {
         let engine = Engine::new(&self.config, &self.regions, &self.key);
         let decision = decide_live(&engine, lbc, &self.generation, &ctx);
         if let Outcome::Answer { pool, endpoints } = decision.outcome {
+            r.pool = Some(pool);
             for e in endpoints {
                 let Some(rec) = self.record(lb, pool, e.0, decision.ttl) else {
                     continue;
@@ -373,6 +374,11 @@ impl Responder {
     /// At most `places` client locations get a prepared answer per snapshot (over every
     /// location-steered load balancer and both query types); queries from the others are
     /// steered one by one. 0: location-steered answers are never prepared.
+    /// The config this responder answers for (records name its load balancers and pools).
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
     pub fn with_prepared_places(mut self, places: usize) -> Responder {
         self.prepared_places = places;
         self.prepared =

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Semaphore};
 
+use super::dnstap::Dnstap;
 use super::responder::Responder;
 use super::rrl::{Rrl, RrlSettings};
 use super::tcp::TcpSettings;
@@ -63,6 +64,7 @@ impl DnsServer {
         udp_sockets: usize,
         rrl: RrlSettings,
         tcp_settings: TcpSettings,
+        dnstap: Option<Dnstap>,
     ) -> io::Result<DnsServer> {
         // One limiter for every UDP socket: a client's flows spread over them.
         let rrl = Rrl::new(rrl).map(Arc::new);
@@ -88,20 +90,25 @@ impl DnsServer {
                 Arc::clone(&slots),
                 tcp_stopped.clone(),
                 end,
+                dnstap.clone(),
             )));
             for _ in 0..udp_sockets.max(1) {
                 let socket = udp_socket(addr).map_err(|e| {
                     io::Error::new(e.kind(), format!("DNS UDP socket on {addr}: {e}"))
                 })?;
-                let (responder, stop, rrl) =
-                    (Arc::clone(&responder), Arc::clone(&stop), rrl.clone());
+                let (responder, stop, rrl, dnstap) = (
+                    Arc::clone(&responder),
+                    Arc::clone(&stop),
+                    rrl.clone(),
+                    dnstap.clone(),
+                );
                 let end = signal.guard(format!("dns-udp-{addr}"));
                 udp.push(
                     std::thread::Builder::new()
                         .name(format!("dns-udp-{addr}"))
                         .spawn(move || {
                             let _end = end;
-                            super::batch::serve(socket, responder, rrl, stop)
+                            super::batch::serve(socket, responder, (rrl, dnstap), stop)
                         })?,
                 );
             }

@@ -8,13 +8,15 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
 
+use super::answer::Steered;
+use super::dnstap::Dnstap;
 use super::responder::Responder;
 use lb_edge::Serving;
 
@@ -45,6 +47,7 @@ pub(crate) async fn accept_loop(
     slots: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
     end: lb_edge::ThreadEnd,
+    dnstap: Option<Dnstap>,
 ) {
     // Dropped when this loop ends, however it ends: the node's supervisor hears of it.
     let _end = end;
@@ -62,9 +65,10 @@ pub(crate) async fn accept_loop(
                         continue;
                     };
                     let responder = Arc::clone(&responder);
+                    let dnstap = dnstap.clone();
                     connections.spawn(async move {
                         let _slot = slot;
-                        serve(stream, peer, &responder, settings.idle_timeout).await;
+                        serve(stream, peer, &responder, settings.idle_timeout, dnstap).await;
                     });
                 }
                 Err(e) => {
@@ -86,8 +90,10 @@ async fn serve(
     peer: SocketAddr,
     responder: &Serving<Responder>,
     idle: Duration,
+    dnstap: Option<Dnstap>,
 ) {
     let _ = stream.set_nodelay(true);
+    let local = stream.local_addr().ok();
     let mut query = Vec::with_capacity(512);
     let mut answer = Vec::with_capacity(512);
     let mut framed = Vec::with_capacity(514);
@@ -104,7 +110,23 @@ async fn serve(
         if !within(idle, stream.read_exact(&mut query)).await {
             return;
         }
-        if !responder.load().answer_stream(&query, peer, &mut answer) {
+        let received_at = dnstap.as_ref().map(|_| SystemTime::now());
+        let responder = responder.load();
+        let mut steered = Steered::default();
+        let answered = responder.answer_stream_steered(&query, peer, &mut answer, &mut steered);
+        if let (Some(tap), Some(at), Some(local)) = (&dnstap, received_at, local) {
+            let response = answered.then_some(&answer[..]);
+            tap.log(
+                true,
+                (peer, local),
+                &query,
+                at,
+                response,
+                responder.config(),
+                steered,
+            );
+        }
+        if !answered {
             return;
         }
         let Ok(answer_length) = u16::try_from(answer.len()) else {

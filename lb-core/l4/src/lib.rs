@@ -22,5 +22,5 @@ mod tcp;
 mod udp;
 
 pub use frontend::{L4Settings, Layer4};
-pub use record::{L4Log, L4Record};
 pub use listeners::{Listeners, Plan};
+pub use record::{L4Log, L4Record};

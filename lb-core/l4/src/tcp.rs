@@ -143,7 +143,12 @@ async fn connection(
     let Some((origin, target)) = connected(&frontend, id, lb, target, retry, local.port()).await
     else {
         m.unserved.increment(1);
-        log(Some(target), retry.or(Some(target)), Moved::default(), Close::ConnectFailed);
+        log(
+            Some(target),
+            retry.or(Some(target)),
+            Moved::default(),
+            Close::ConnectFailed,
+        );
         return;
     };
     let first = Some(target);

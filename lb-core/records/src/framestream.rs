@@ -49,7 +49,11 @@ pub(crate) fn control(kind: ControlFrame, content_type: Option<&str>, out: &mut 
 
 /// Appends a data frame around `payload` (not empty: a 0 length is the control escape).
 pub(crate) fn data(payload: &[u8], out: &mut Vec<u8>) {
-    out.extend_from_slice(&u32::try_from(payload.len()).unwrap_or(u32::MAX).to_be_bytes());
+    out.extend_from_slice(
+        &u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes(),
+    );
     out.extend_from_slice(payload);
 }
 
@@ -139,7 +143,11 @@ mod tests {
     #[test]
     fn frames_written_read_back_the_same() {
         let mut out = Vec::new();
-        control(ControlFrame::Start, Some("protobuf:dnstap.Dnstap"), &mut out);
+        control(
+            ControlFrame::Start,
+            Some("protobuf:dnstap.Dnstap"),
+            &mut out,
+        );
         data(b"one", &mut out);
         data(b"two", &mut out);
         control(ControlFrame::Stop, None, &mut out);

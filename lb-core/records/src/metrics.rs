@@ -17,9 +17,7 @@ pub(crate) struct LogCounters {
 
 impl LogCounters {
     pub(crate) fn new(log: &'static str) -> Self {
-        let dropped = |reason: &'static str| {
-            counter!("meshlb_log_records_dropped_total", "log" => log, "reason" => reason)
-        };
+        let dropped = |reason: &'static str| counter!("meshlb_log_records_dropped_total", "log" => log, "reason" => reason);
         LogCounters {
             log,
             written: counter!("meshlb_log_records_written_total", "log" => log),

@@ -129,9 +129,9 @@ impl Output {
                     Framing::Lines => options.append(true),
                     Framing::FrameStream { .. } => options.write(true).truncate(true),
                 };
-                let file = options.open(path).map_err(|e| {
-                    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-                })?;
+                let file = options
+                    .open(path)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
                 let id = file_id(&file.metadata()?);
                 let mut w = BufWriter::with_capacity(BUFFER, file);
                 start(&mut w)?;

@@ -13,6 +13,16 @@ pub trait Record: Send + 'static {
     fn is_error(&self) -> bool;
     /// Appends the record's bytes (one line without its newline, or one frame's payload).
     fn encode(&self, out: &mut Vec<u8>);
+    /// How many lines or frames the record is written as (dnstap: a query and a response).
+    fn units(&self) -> usize {
+        1
+    }
+    /// Appends unit `unit` (of `units()`); unit 0 is `encode`'s.
+    fn encode_unit(&self, unit: usize, out: &mut Vec<u8>) {
+        if unit == 0 {
+            self.encode(out);
+        }
+    }
 }
 
 /// Which records a busy node keeps.

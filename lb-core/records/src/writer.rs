@@ -90,9 +90,13 @@ fn write_loop<R: Record>(
     let mut reopen_seen = REOPEN.load(Ordering::Relaxed);
     let mut encoded = Vec::with_capacity(1 << 10);
     let mut write = |output: &mut Output, record: R| {
-        encoded.clear();
-        record.encode(&mut encoded);
-        if output.write(&encoded, counters) {
+        let mut written = true;
+        for unit in 0..record.units() {
+            encoded.clear();
+            record.encode_unit(unit, &mut encoded);
+            written &= output.write(&encoded, counters);
+        }
+        if written {
             counters.written.increment(1);
         } else {
             counters.dropped_unwritten.increment(1);
@@ -167,8 +171,13 @@ mod tests {
     fn records_are_written_as_lines_in_order() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("a.log");
-        let sink = start("test", Destination::File(path.clone()), Framing::Lines, settings())
-            .expect("start");
+        let sink = start(
+            "test",
+            Destination::File(path.clone()),
+            Framing::Lines,
+            settings(),
+        )
+        .expect("start");
         for i in 0..5 {
             sink.offer(Line(format!("r{i}")));
         }
@@ -179,8 +188,13 @@ mod tests {
     fn a_renamed_file_is_reopened_at_its_path() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("a.log");
-        let sink = start("test", Destination::File(path.clone()), Framing::Lines, settings())
-            .expect("start");
+        let sink = start(
+            "test",
+            Destination::File(path.clone()),
+            Framing::Lines,
+            settings(),
+        )
+        .expect("start");
         sink.offer(Line("before".into()));
         wait_for_lines(&path, 1);
         std::fs::rename(&path, dir.path().join("a.log.1")).expect("rename");
@@ -201,8 +215,13 @@ mod tests {
     fn a_record_that_panics_is_lost_alone() {
         let dir = tempfile::tempdir().expect("dir");
         let path = dir.path().join("a.log");
-        let sink = start("test", Destination::File(path.clone()), Framing::Lines, settings())
-            .expect("start");
+        let sink = start(
+            "test",
+            Destination::File(path.clone()),
+            Framing::Lines,
+            settings(),
+        )
+        .expect("start");
         sink.offer(Line("panic".into()));
         sink.offer(Line("next".into()));
         assert_eq!(wait_for_lines(&path, 1), ["next"]);

@@ -29,8 +29,8 @@ use crate::config::{
     Address, AffinityKind, Config, EndpointId, FixedResponse, LoadBalancer, PoolId, RuleAction,
     SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
 };
-use crate::region::Region;
 use crate::health::HealthSnapshot;
+use crate::region::Region;
 use crate::regions_table::RegionsTable;
 use crate::request::{Mode, RequestContext};
 use endpoint::{Admit, EndpointView};
@@ -316,7 +316,9 @@ impl<'a> Engine<'a> {
             why: Why {
                 location: matches!(
                     settings.steering_policy,
-                    SteeringPolicy::Geo | SteeringPolicy::DynamicLatency | SteeringPolicy::Proximity
+                    SteeringPolicy::Geo
+                        | SteeringPolicy::DynamicLatency
+                        | SteeringPolicy::Proximity
                 )
                 .then_some((location.region, location.source)),
                 ..Why::new(settings.steering_policy)

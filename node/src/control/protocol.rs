@@ -203,7 +203,12 @@ impl ConfigProtocol {
             .await;
         if outcome.reloaded || outcome.unchanged {
             plane.applied(next.clone());
-            eprintln!("config generation {} ({why})", next.generation);
+            tracing::info!(
+                why,
+                generation = next.generation,
+                "config generation {} ({why})",
+                next.generation
+            );
             return Ok(Written {
                 generation: next.generation,
                 changed: true,
@@ -254,7 +259,7 @@ impl ConfigProtocol {
 
 /// A reload refused before it was tried: logged, counted, answered.
 fn refuse(node: &impl Reload, why: &str, error: String) -> Outcome {
-    eprintln!("config reload ({why}) refused: {error}");
+    tracing::warn!(why, error = %error, "config reload ({why}) refused: {error}");
     reload::record(false);
     reload::count(false);
     node.refused(vec![error])

@@ -61,7 +61,9 @@ impl Probing {
         let config = match parsed {
             Ok(config) => config,
             Err(errors) => {
-                eprintln!(
+                tracing::warn!(
+                    why,
+                    errors = ?errors,
                     "config reload ({why}) refused, keeping the running config: {}",
                     errors.join("\n")
                 );
@@ -72,7 +74,13 @@ impl Probing {
         };
         let hash = config_hash(text);
         let targets = crate::targets(&config, Some(self.region));
-        eprintln!("config reloaded ({why}): {} targets", targets.len());
+        tracing::info!(
+            why,
+            targets = targets.len(),
+            hash = %hash,
+            "config reloaded ({why}): {} targets",
+            targets.len()
+        );
         self.publisher.retain(keep(&targets));
         self.scheduler.replace_targets(targets);
         let loaded_at = lb_core::clock::unix_secs().to_string();

@@ -10,8 +10,8 @@ use lb_core::config::{Config, LbId};
 use lb_core::steering::{Target, Why};
 use serde::Serialize;
 
-use lb_records::time;
 use super::TlsFacts;
+use lb_records::time;
 
 /// How records are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -226,7 +226,12 @@ impl AccessRecord {
 
     fn combined(&self, out: &mut Vec<u8>) {
         use std::io::Write;
-        let _ = write!(out, "{} - - [{}] \"", self.client.ip(), time::common_log(self.time));
+        let _ = write!(
+            out,
+            "{} - - [{}] \"",
+            self.client.ip(),
+            time::common_log(self.time)
+        );
         escape(self.method.as_str().as_bytes(), out);
         out.push(b' ');
         escape(self.uri.path().as_bytes(), out);

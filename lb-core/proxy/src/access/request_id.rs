@@ -57,14 +57,9 @@ mod tests {
 
     #[test]
     fn a_malformed_long_or_doubled_client_id_is_replaced() {
-        for bad in [
-            vec!["a b"],
-            vec!["x\"y"],
-            vec![""],
-            vec!["one", "two"],
-        ]
-        .into_iter()
-        .chain(std::iter::once(vec![]))
+        for bad in [vec!["a b"], vec!["x\"y"], vec![""], vec!["one", "two"]]
+            .into_iter()
+            .chain(std::iter::once(vec![]))
         {
             let mut h = HeaderMap::new();
             for v in &bad {
@@ -76,7 +71,10 @@ mod tests {
             assert_eq!(h.get(&X_REQUEST_ID), Some(&id));
         }
         let mut h = HeaderMap::new();
-        h.insert(&X_REQUEST_ID, HeaderValue::from_str(&"a".repeat(129)).expect("v"));
+        h.insert(
+            &X_REQUEST_ID,
+            HeaderValue::from_str(&"a".repeat(129)).expect("v"),
+        );
         assert_eq!(keep_or_make(&mut h).len(), 32);
     }
 }

@@ -359,8 +359,10 @@ async fn accept_loop(
                             Some(b"h2") => Http::Two,
                             _ => Http::One,
                         };
-                        let peer =
-                            Peer::over_tls(peer, crate::access::TlsFacts::of(tls_stream.get_ref().1));
+                        let peer = Peer::over_tls(
+                            peer,
+                            crate::access::TlsFacts::of(tls_stream.get_ref().1),
+                        );
                         let io = TimedWrite::new(tls_stream, send_timeout);
                         serve_connection(serving, upstream, io, peer, http, slot).await;
                     }

@@ -264,7 +264,11 @@ impl Proxy {
 
 /// The answer with the request id returned, its record finished now or, for a streamed
 /// body, when the body has been sent (`live::Counted`).
-fn logged(answer: Answer, mut record: crate::access::Pending, log: &crate::access::AccessLog) -> Answer {
+fn logged(
+    answer: Answer,
+    mut record: crate::access::Pending,
+    log: &crate::access::AccessLog,
+) -> Answer {
     match answer {
         Answer::Made(mut response) => {
             crate::access::answered_here(record, log, &mut response);

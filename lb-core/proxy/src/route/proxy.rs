@@ -295,7 +295,9 @@ impl Proxy {
         let Some(log) = &self.settings.access_log else {
             return self.route(req, client, &mut None);
         };
-        let bytes_in = hyper::body::Body::size_hint(req.body()).exact().unwrap_or(0);
+        let bytes_in = hyper::body::Body::size_hint(req.body())
+            .exact()
+            .unwrap_or(0);
         let record = access::start(log, &mut req, client.addr, client.tls_facts(), bytes_in);
         let mut record = Some(record);
         match self.route(req, client, &mut record) {
