@@ -11,12 +11,15 @@ cd "$(dirname "$0")/.."
 # with ip (it needs root); the demo is resolved through a real Unbound resolver; the layer-4
 # tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers;
 # tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js; tests/console.rs
-# drives the console in headless Chromium through ChromeDriver.
+# drives the console in headless Chromium through ChromeDriver; tests/records.rs reads dnstap
+# back with BIND's dnstap-read and collects it with fstrm_capture.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
   [/usr/sbin/smtpd]=opensmtpd
   [/usr/bin/dig]=bind9-dnsutils
+  [/usr/bin/dnstap-read]=bind9-dnsutils
+  [/usr/bin/fstrm_capture]=fstrm-bin
   [/usr/bin/curl]=curl
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus]=prometheus

@@ -1,32 +1,53 @@
 //! Each log's counters: written, dropped (and why), write errors, reopens.
 
-use metrics::{counter, describe_counter, Counter};
+use metrics::{counter, describe_counter};
 
+/// One log's counters, looked up in the recorder at each use: a log starts with the node's
+/// flags, before the node installs its Prometheus recorder, and a handle taken then would
+/// count into nothing. Each use is rare (a drop, an error, a reopen) or once per batch
+/// (written).
 pub(crate) struct LogCounters {
     pub log: &'static str,
-    pub written: Counter,
+}
+
+/// Why a record was dropped.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Dropped {
     /// The queue was full: the writer (a slow disk, a stalled collector) fell behind.
-    pub dropped_full: Counter,
+    QueueFull,
     /// No collector was connected, or a write failed.
-    pub dropped_unwritten: Counter,
+    Unwritten,
     /// The writer had stopped.
-    pub dropped_stopped: Counter,
-    pub write_errors: Counter,
-    pub reopened: Counter,
+    Stopped,
 }
 
 impl LogCounters {
     pub(crate) fn new(log: &'static str) -> Self {
-        let dropped = |reason: &'static str| counter!("meshlb_log_records_dropped_total", "log" => log, "reason" => reason);
-        LogCounters {
-            log,
-            written: counter!("meshlb_log_records_written_total", "log" => log),
-            dropped_full: dropped("queue_full"),
-            dropped_unwritten: dropped("unwritten"),
-            dropped_stopped: dropped("stopped"),
-            write_errors: counter!("meshlb_log_write_errors_total", "log" => log),
-            reopened: counter!("meshlb_log_reopens_total", "log" => log),
+        LogCounters { log }
+    }
+
+    pub(crate) fn written(&self, n: u64) {
+        if n > 0 {
+            counter!("meshlb_log_records_written_total", "log" => self.log).increment(n);
         }
+    }
+
+    pub(crate) fn dropped(&self, why: Dropped, n: u64) {
+        let reason = match why {
+            Dropped::QueueFull => "queue_full",
+            Dropped::Unwritten => "unwritten",
+            Dropped::Stopped => "stopped",
+        };
+        counter!("meshlb_log_records_dropped_total", "log" => self.log, "reason" => reason)
+            .increment(n);
+    }
+
+    pub(crate) fn write_error(&self) {
+        counter!("meshlb_log_write_errors_total", "log" => self.log).increment(1);
+    }
+
+    pub(crate) fn reopened(&self) {
+        counter!("meshlb_log_reopens_total", "log" => self.log).increment(1);
     }
 }
 

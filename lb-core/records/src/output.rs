@@ -81,7 +81,8 @@ fn file_id(m: &std::fs::Metadata) -> (u64, u64) {
 
 impl Output {
     /// Opens the destination. A file that cannot be opened is an error (the node does not
-    /// start); a collector that is not there yet is tried again with backoff.
+    /// start); a collector is connected by the writer (`maintain`), and tried again with
+    /// backoff while it is not there.
     pub(crate) fn open(
         destination: Destination,
         framing: Framing,
@@ -98,11 +99,9 @@ impl Output {
             last_check: Instant::now(),
             frame: Vec::with_capacity(64),
         };
-        match out.destination {
-            Destination::Socket(_) => {
-                out.state = out.connect(FIRST_BACKOFF);
-            }
-            _ => out.state = out.open_now()?,
+        // A collector is connected by the writer's thread (its handshake may wait), at once.
+        if !matches!(out.destination, Destination::Socket(_)) {
+            out.state = out.open_now()?;
         }
         Ok(out)
     }
@@ -204,7 +203,7 @@ impl Output {
     }
 
     fn failed(&mut self, e: &io::Error, counters: &LogCounters) {
-        counters.write_errors.increment(1);
+        counters.write_error();
         tracing::warn!(log = counters.log, destination = ?self.destination, error = %e, "log write failed; reopening");
         self.state = self.closed(FIRST_BACKOFF);
     }
@@ -241,14 +240,14 @@ impl Output {
             _ => match self.open_now() {
                 Ok(s) => s,
                 Err(e) => {
-                    counters.write_errors.increment(1);
+                    counters.write_error();
                     tracing::warn!(log = counters.log, error = %e, "log could not be reopened");
                     self.closed(backoff)
                 }
             },
         };
         if !matches!(self.state, State::Closed { .. }) {
-            counters.reopened.increment(1);
+            counters.reopened();
         }
     }
 

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError};
 use std::time::Duration;
 
-use crate::metrics::LogCounters;
+use crate::metrics::{Dropped, LogCounters};
 
 /// One record, encoded by the writer thread, off the request's path.
 pub trait Record: Send + 'static {
@@ -110,8 +110,8 @@ impl<R: Record> Sink<R> {
     pub fn push(&self, record: R) {
         match self.tx.try_send(record) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => self.counters.dropped_full.increment(1),
-            Err(TrySendError::Disconnected(_)) => self.counters.dropped_stopped.increment(1),
+            Err(TrySendError::Full(_)) => self.counters.dropped(Dropped::QueueFull, 1),
+            Err(TrySendError::Disconnected(_)) => self.counters.dropped(Dropped::Stopped, 1),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::metrics::LogCounters;
+use crate::metrics::{Dropped, LogCounters};
 use crate::output::{Destination, Framing, Output};
 use crate::sink::{Record, Sink, SinkSettings};
 
@@ -72,7 +72,7 @@ fn supervise<R: Record>(
         match run {
             Ok(()) => return,
             Err(_) => {
-                counters.write_errors.increment(1);
+                counters.write_error();
                 tracing::error!(log = counters.log, "log writer panicked; restarted");
             }
         }
@@ -89,17 +89,19 @@ fn write_loop<R: Record>(
 ) {
     let mut reopen_seen = REOPEN.load(Ordering::Relaxed);
     let mut encoded = Vec::with_capacity(1 << 10);
-    let mut write = |output: &mut Output, record: R| {
-        let mut written = true;
+    // Records written and lost since the last count.
+    let mut tally = (0u64, 0u64);
+    let mut write = |output: &mut Output, record: R, (written, lost): &mut (u64, u64)| {
+        let mut ok = true;
         for unit in 0..record.units() {
             encoded.clear();
             record.encode_unit(unit, &mut encoded);
-            written &= output.write(&encoded, counters);
+            ok &= output.write(&encoded, counters);
         }
-        if written {
-            counters.written.increment(1);
+        if ok {
+            *written += 1;
         } else {
-            counters.dropped_unwritten.increment(1);
+            *lost += 1;
         }
     };
     loop {
@@ -118,14 +120,19 @@ fn write_loop<R: Record>(
         let Some(first) = first else {
             continue;
         };
-        write(output, first);
+        write(output, first, &mut tally);
         // Senders never wake a writer that is not waiting: while records keep coming, the
         // writer sleeps between batches instead of being woken for each one.
         std::thread::sleep(settings.flush_interval);
         for record in rx.try_iter().take(settings.queue.max(1)) {
-            write(output, record);
+            write(output, record, &mut tally);
         }
         output.flush(counters);
+        let (written, lost) = std::mem::take(&mut tally);
+        counters.written(written);
+        if lost > 0 {
+            counters.dropped(Dropped::Unwritten, lost);
+        }
     }
 }
 

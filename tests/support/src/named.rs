@@ -199,12 +199,13 @@ fn upload(s: &mut TcpStream, name: &str, req: &Request) {
 /// The origin's name and what it received.
 fn what_was_received(s: &mut TcpStream, name: &str, req: &Request) {
     let reply = format!(
-        "{name}\nhost={}\nxff={}\nproto={}\nte={}\nbody={}\n",
+        "{name}\nhost={}\nxff={}\nproto={}\nte={}\nbody={}\nrequest_id={}\n",
         req.header("host"),
         req.header("x-forwarded-for"),
         req.header("x-forwarded-proto"),
         req.header("te"),
-        String::from_utf8_lossy(&req.body)
+        String::from_utf8_lossy(&req.body),
+        req.header("x-request-id")
     );
     answer(s, &reply);
 }
