@@ -132,10 +132,11 @@ fn dependencies_between_meshlb_crates_flow_one_way() {
     let allowed: &[(&str, &[&str])] = &[
         ("lb-core", &[]),
         ("lb-tls", &[]),
+        ("lb-records", &[]),
         ("lb-edge", &["lb-core"]),
-        ("lb-dns", &["lb-core", "lb-edge"]),
-        ("lb-proxy", &["lb-core", "lb-edge", "lb-tls"]),
-        ("lb-l4", &["lb-core", "lb-edge"]),
+        ("lb-dns", &["lb-core", "lb-edge", "lb-records"]),
+        ("lb-proxy", &["lb-core", "lb-edge", "lb-tls", "lb-records"]),
+        ("lb-l4", &["lb-core", "lb-edge", "lb-records"]),
         ("mesh", &["lb-core"]),
         ("meshlb-node", &["lb-core", "lb-edge", "lb-tls", "mesh"]),
         // The prober never depends on the aggregator: what both roles share is meshlb-node.
@@ -149,6 +150,7 @@ fn dependencies_between_meshlb_crates_flow_one_way() {
                 "lb-dns",
                 "lb-proxy",
                 "lb-l4",
+                "lb-records",
                 "mesh",
                 "meshlb-node",
             ],

@@ -23,7 +23,6 @@ struct Parts {
     hour: u64,
     minute: u64,
     second: u64,
-    millis: u32,
 }
 
 fn parts(t: SystemTime) -> Parts {
@@ -38,17 +37,47 @@ fn parts(t: SystemTime) -> Parts {
         hour: of_day / 3600,
         minute: of_day % 3600 / 60,
         second: of_day % 60,
-        millis: since.subsec_millis(),
     }
 }
 
 /// `2026-12-03T14:03:07.123Z`
 pub fn rfc3339(t: SystemTime) -> String {
-    let p = parts(t);
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        p.year, p.month, p.day, p.hour, p.minute, p.second, p.millis
-    )
+    Rfc3339(t).to_string()
+}
+
+/// [`rfc3339`] as `Display`, with no allocation: the date and time of the last second written
+/// on this thread are kept, so a busy log formats only the milliseconds of most records.
+#[derive(Debug, Clone, Copy)]
+pub struct Rfc3339(pub SystemTime);
+
+thread_local! {
+    /// The last second formatted on this thread, and its `YYYY-MM-DDTHH:MM:SS`.
+    static SECOND: std::cell::Cell<(u64, [u8; 19])> = const { std::cell::Cell::new((u64::MAX, [0; 19])) };
+}
+
+impl std::fmt::Display for Rfc3339 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let since = self.0.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let secs = since.as_secs();
+        let (cached, mut text) = SECOND.get();
+        if cached != secs {
+            let p = parts(self.0);
+            use std::io::Write;
+            let _ = write!(
+                &mut text[..],
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+                p.year,
+                p.month,
+                p.day,
+                p.hour,
+                p.minute,
+                p.second
+            );
+            SECOND.set((secs, text));
+        }
+        let prefix = std::str::from_utf8(&text).unwrap_or("1970-01-01T00:00:00");
+        write!(f, "{prefix}.{:03}Z", since.subsec_millis())
+    }
 }
 
 const MONTHS: [&str; 12] = [

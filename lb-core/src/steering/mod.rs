@@ -460,13 +460,7 @@ impl<'a> Engine<'a> {
                 candidates.last_resort,
                 Admit::Healthy,
             ) {
-                s.why.reason = if shed_from.is_empty() {
-                    PoolReason::Steering {
-                        passed: u8::try_from(i).unwrap_or(u8::MAX),
-                    }
-                } else {
-                    PoolReason::Shed
-                };
+                s.why.reason = self.reason_for(s.settings, pool, i, !shed_from.is_empty());
                 return Some(found);
             }
         }
@@ -502,6 +496,36 @@ impl<'a> Engine<'a> {
             s.why.reason = PoolReason::Fallback;
         }
         found
+    }
+
+    /// Why traffic steering's `i`-th candidate `pool` took the request: after shedding, as
+    /// the fallback pool (which the policy may list last), or the policy's choice after the
+    /// pools it passed — for `off`, the default pools before it in their configured order
+    /// (the candidates leave out the unusable ones).
+    fn reason_for(
+        &self,
+        settings: &SteeringSettings,
+        pool: PoolId,
+        i: usize,
+        shed: bool,
+    ) -> PoolReason {
+        if shed {
+            return PoolReason::Shed;
+        }
+        if settings.fallback_pool == Some(pool) && !settings.default_pools.contains(&pool) {
+            return PoolReason::Fallback;
+        }
+        let passed = match settings.steering_policy {
+            SteeringPolicy::Off => settings
+                .default_pools
+                .iter()
+                .position(|&p| p == pool)
+                .unwrap_or(i),
+            _ => i,
+        };
+        PoolReason::Steering {
+            passed: u8::try_from(passed).unwrap_or(u8::MAX),
+        }
     }
 
     /// Steers within one pool; `None` when it has no eligible endpoint.

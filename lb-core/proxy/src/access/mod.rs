@@ -9,6 +9,7 @@
 
 mod record;
 mod request_id;
+mod texts;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use lb_core::steering::{AffinityUpdate, Decision, Target};
 
 pub use record::{AccessFormat, AccessRecord};
 pub(crate) use request_id::X_REQUEST_ID;
+use texts::Texts;
 
 /// The access log of a proxy: where records go and how they are written.
 #[derive(Debug, Clone)]
@@ -64,9 +66,18 @@ pub(crate) fn start<B>(
     tls: Option<&TlsFacts>,
     bytes_in: u64,
 ) -> Pending {
-    let headers = req.headers_mut();
-    let request_id = request_id::keep_or_make(headers);
-    let header = |name| req.headers().get(name).cloned();
+    let request_id = request_id::keep_or_make(req.headers_mut());
+    let headers = req.headers();
+    let header = |name| headers.get(name).map(HeaderValue::as_bytes);
+    let uri = req.uri();
+    let texts = Texts::new([
+        Some(req.method().as_str().as_bytes()),
+        header(http::header::HOST).or_else(|| uri.authority().map(|a| a.as_str().as_bytes())),
+        Some(uri.path().as_bytes()),
+        uri.query().map(str::as_bytes),
+        header(http::header::USER_AGENT),
+        header(http::header::REFERER),
+    ]);
     Box::new(AccessRecord {
         format: log.format,
         query: log.query,
@@ -75,15 +86,7 @@ pub(crate) fn start<B>(
         client,
         tls: tls.cloned(),
         version: req.version(),
-        method: req.method().clone(),
-        host: header(http::header::HOST).or_else(|| {
-            req.uri()
-                .authority()
-                .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
-        }),
-        uri: req.uri().clone(),
-        user_agent: header(http::header::USER_AGENT),
-        referer: header(http::header::REFERER),
+        texts,
         request_id,
         bytes_in,
         config: None,
@@ -92,6 +95,7 @@ pub(crate) fn start<B>(
         affinity_hit: false,
         first: None,
         served_by: None,
+        origin_tls: false,
         connect: None,
         first_byte: None,
         status: 0,
@@ -122,10 +126,11 @@ pub(crate) fn decided(
 }
 
 /// Where the request went: the first endpoint tried and the one that answered or failed
-/// last (they differ when the zero-downtime retry was taken).
-pub(crate) fn sent(record: &mut AccessRecord, first: Target, last: Target) {
+/// last (they differ when the zero-downtime retry was taken), over TLS or not.
+pub(crate) fn sent(record: &mut AccessRecord, (first, last): (Target, Target), tls: bool) {
     record.first = Some(first);
     record.served_by = Some(last);
+    record.origin_tls = tls;
 }
 
 /// Finishes the record with the answer's status and body length (`None`: streamed, counted

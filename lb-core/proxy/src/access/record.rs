@@ -1,17 +1,20 @@
 //! One access record and its two encodings: JSON lines (every field, names stable, listed in
 //! docs/operations.md#access-logs) and Apache's `combined` format for tools that read it.
 
-use std::net::SocketAddr;
+use std::borrow::Cow;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use http::{HeaderValue, Method, Uri, Version};
-use lb_core::config::{Config, LbId};
+use http::{HeaderValue, Version};
+use lb_core::config::{Address, Config, Endpoint, LbId};
 use lb_core::steering::{Target, Why};
-use serde::Serialize;
+use lb_records::time::{self, Rfc3339};
+use serde::{Serialize, Serializer};
 
+use super::texts::{Text, Texts};
 use super::TlsFacts;
-use lb_records::time;
 
 /// How records are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,11 +52,8 @@ pub struct AccessRecord {
     pub(crate) client: SocketAddr,
     pub(crate) tls: Option<TlsFacts>,
     pub(crate) version: Version,
-    pub(crate) method: Method,
-    pub(crate) host: Option<HeaderValue>,
-    pub(crate) uri: Uri,
-    pub(crate) user_agent: Option<HeaderValue>,
-    pub(crate) referer: Option<HeaderValue>,
+    /// Method, host, path, query, user agent and referer, copied and bounded.
+    pub(crate) texts: Texts,
     pub(crate) request_id: HeaderValue,
     pub(crate) bytes_in: u64,
     /// The generation's config, for the names of the load balancer, pool and endpoint:
@@ -64,6 +64,8 @@ pub struct AccessRecord {
     pub(crate) affinity_hit: bool,
     pub(crate) first: Option<Target>,
     pub(crate) served_by: Option<Target>,
+    /// The load balancer speaks TLS to its origins (the endpoint's default port is 443).
+    pub(crate) origin_tls: bool,
     pub(crate) connect: Option<Duration>,
     pub(crate) first_byte: Option<Duration>,
     pub(crate) status: u16,
@@ -102,10 +104,6 @@ pub(crate) fn error_class(status: u16) -> Option<&'static str> {
     })
 }
 
-fn text(v: &Option<HeaderValue>) -> Option<&str> {
-    v.as_ref().and_then(|v| v.to_str().ok())
-}
-
 fn millis(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
@@ -120,6 +118,32 @@ fn protocol(v: Version) -> &'static str {
     }
 }
 
+/// A value written through its `Display`, without an intermediate string.
+struct Shown<T>(T);
+
+impl<T: fmt::Display> Serialize for Shown<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&self.0)
+    }
+}
+
+/// An endpoint's `host:port` as the proxy reaches it (`live::origin_authority`).
+struct Authority<'a>(&'a Endpoint, bool);
+
+impl fmt::Display for Authority<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let port = match (self.0.port, self.1) {
+            (0, false) => 80,
+            (0, true) => 443,
+            (p, _) => p,
+        };
+        match &self.0.address {
+            Address::Ip(ip) => write!(f, "{}", SocketAddr::new(*ip, port)),
+            Address::Hostname(h) => write!(f, "{h}:{port}"),
+        }
+    }
+}
+
 /// The pool and endpoint of a target, by name.
 #[derive(Serialize)]
 struct Place<'a> {
@@ -129,17 +153,17 @@ struct Place<'a> {
 
 #[derive(Serialize)]
 struct Json<'a> {
-    time: String,
-    client_ip: String,
+    time: Shown<Rfc3339>,
+    client_ip: IpAddr,
     client_port: u16,
     tls_version: Option<&'static str>,
     sni: Option<&'a str>,
     protocol: &'static str,
-    method: &'a str,
-    host: Option<&'a str>,
-    path: &'a str,
+    method: Option<Cow<'a, str>>,
+    host: Option<Cow<'a, str>>,
+    path: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    query: Option<&'a str>,
+    query: Option<Option<Cow<'a, str>>>,
     status: u16,
     bytes_in: u64,
     bytes_out: Option<u64>,
@@ -149,7 +173,7 @@ struct Json<'a> {
     load_balancer: Option<&'a str>,
     pool: Option<&'a str>,
     endpoint: Option<&'a str>,
-    endpoint_address: Option<String>,
+    endpoint_address: Option<Shown<Authority<'a>>>,
     steering_policy: Option<&'static str>,
     reason: Option<&'static str>,
     rules: &'a [String],
@@ -159,44 +183,42 @@ struct Json<'a> {
     retried_from: Option<Place<'a>>,
     error: Option<&'static str>,
     request_id: &'a str,
-    user_agent: Option<&'a str>,
-    referer: Option<&'a str>,
+    user_agent: Option<Cow<'a, str>>,
+    referer: Option<Cow<'a, str>>,
 }
 
 impl AccessRecord {
-    fn place(&self, t: Target) -> Option<Place<'_>> {
+    fn endpoint(&self, t: Target) -> Option<(&str, &Endpoint)> {
         let pool = self.config.as_ref()?.pools.get(t.pool.0)?;
-        let endpoint = pool.endpoints.get(t.endpoint.0)?;
+        Some((&pool.name, pool.endpoints.get(t.endpoint.0)?))
+    }
+
+    fn place(&self, t: Target) -> Option<Place<'_>> {
+        let (pool, e) = self.endpoint(t)?;
         Some(Place {
-            pool: &pool.name,
-            endpoint: &endpoint.name,
+            pool,
+            endpoint: &e.name,
         })
     }
 
     fn json(&self) -> Json<'_> {
-        let config = self.config.as_deref();
-        let served = self.served_by.and_then(|t| self.place(t));
-        let address = self.served_by.and_then(|t| {
-            let e = config?.pools.get(t.pool.0)?.endpoints.get(t.endpoint.0)?;
-            Some(crate::live::origin_authority(e, false))
-        });
+        let served = self.served_by.and_then(|t| self.endpoint(t));
         let why = self.decision.as_ref().map(|d| d.why);
         let retried_from = match (self.first, self.served_by) {
             (Some(first), Some(last)) if first != last => self.place(first),
             _ => None,
         };
-        let endpoint_named = served.is_some();
         Json {
-            time: time::rfc3339(self.time),
-            client_ip: self.client.ip().to_string(),
+            time: Shown(Rfc3339(self.time)),
+            client_ip: self.client.ip(),
             client_port: self.client.port(),
             tls_version: self.tls.as_ref().map(|t| t.version),
             sni: self.tls.as_ref().and_then(|t| t.sni.as_deref()),
             protocol: protocol(self.version),
-            method: self.method.as_str(),
-            host: text(&self.host),
-            path: self.uri.path(),
-            query: if self.query { self.uri.query() } else { None },
+            method: self.texts.text(Text::Method),
+            host: self.texts.text(Text::Host),
+            path: self.texts.text(Text::Path),
+            query: self.query.then(|| self.texts.text(Text::Query)),
             status: self.status,
             bytes_in: self.bytes_in,
             bytes_out: self.bytes_out,
@@ -205,11 +227,11 @@ impl AccessRecord {
             origin_first_byte_ms: self.first_byte.map(millis),
             load_balancer: self
                 .lb
-                .and_then(|lb| config?.load_balancers.get(lb.0))
+                .and_then(|lb| self.config.as_ref()?.load_balancers.get(lb.0))
                 .map(|lb| lb.name.as_str()),
-            pool: served.as_ref().map(|p| p.pool),
-            endpoint: served.as_ref().map(|p| p.endpoint),
-            endpoint_address: address.filter(|_| endpoint_named),
+            pool: served.map(|(p, _)| p),
+            endpoint: served.map(|(_, e)| e.name.as_str()),
+            endpoint_address: served.map(|(_, e)| Shown(Authority(e, self.origin_tls))),
             steering_policy: why.map(|w| w.policy.name()),
             reason: why.map(|w| w.reason.name()),
             rules: self.decision.as_ref().map_or(&[], |d| &d.rules),
@@ -219,8 +241,8 @@ impl AccessRecord {
             retried_from,
             error: error_class(self.status),
             request_id: self.request_id.to_str().unwrap_or_default(),
-            user_agent: text(&self.user_agent),
-            referer: text(&self.referer),
+            user_agent: self.texts.text(Text::UserAgent),
+            referer: self.texts.text(Text::Referer),
         }
     }
 
@@ -232,12 +254,13 @@ impl AccessRecord {
             self.client.ip(),
             time::common_log(self.time)
         );
-        escape(self.method.as_str().as_bytes(), out);
+        escape(self.texts.get(Text::Method), out);
         out.push(b' ');
-        escape(self.uri.path().as_bytes(), out);
-        if let Some(q) = self.uri.query().filter(|_| self.query) {
+        escape(self.texts.get(Text::Path), out);
+        let query = self.texts.get(Text::Query);
+        if self.query && !query.is_empty() {
             out.push(b'?');
-            escape(q.as_bytes(), out);
+            escape(query, out);
         }
         let _ = write!(out, " {}\" {} ", protocol(self.version), self.status);
         match self.bytes_out {
@@ -246,11 +269,11 @@ impl AccessRecord {
             }
             _ => out.push(b'-'),
         }
-        for v in [&self.referer, &self.user_agent] {
+        for field in [Text::Referer, Text::UserAgent] {
             out.extend_from_slice(b" \"");
-            match v {
-                Some(v) => escape(v.as_bytes(), out),
-                None => out.push(b'-'),
+            match self.texts.get(field) {
+                [] => out.push(b'-'),
+                v => escape(v, out),
             }
             out.push(b'"');
         }

@@ -22,9 +22,15 @@ fn well_formed(v: &HeaderValue) -> bool {
 
 /// A new id: 128 random bits in 32 hex digits.
 fn make() -> HeaderValue {
-    let (a, b) = lb_edge::with_thread_rng(|rng| (rng.next_u64(), rng.next_u64()));
-    let text = format!("{a:016x}{b:016x}");
-    HeaderValue::from_str(&text).unwrap_or(HeaderValue::from_static("0"))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bits = lb_edge::with_thread_rng(|rng| {
+        (u128::from(rng.next_u64()) << 64) | u128::from(rng.next_u64())
+    });
+    let mut text = [0u8; 32];
+    for (i, c) in text.iter_mut().enumerate() {
+        *c = HEX[((bits >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    HeaderValue::from_bytes(&text).unwrap_or(HeaderValue::from_static("0"))
 }
 
 /// The request's id, set in `headers` (one value, the kept or made one).
@@ -35,7 +41,9 @@ pub(crate) fn keep_or_make(headers: &mut HeaderMap) -> HeaderValue {
         _ => None,
     };
     match kept {
-        Some(v) => v,
+        // A copy: the client's value shares the connection's read buffer, which the record
+        // must not hold while it waits to be written.
+        Some(v) => HeaderValue::from_bytes(v.as_bytes()).unwrap_or(v),
         None => {
             let id = make();
             headers.insert(X_REQUEST_ID.clone(), id.clone());

@@ -213,7 +213,8 @@ impl Proxy {
         );
         match (record, &self.settings.access_log) {
             (Some(mut r), Some(log)) => {
-                crate::access::sent(&mut r, first_target, last_target);
+                let tls = matches!(self.origin_tls.get(lb_index.0), Some(Some(_)));
+                crate::access::sent(&mut r, (first_target, last_target), tls);
                 logged(response, r, log)
             }
             _ => response,

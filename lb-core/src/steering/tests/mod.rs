@@ -5,6 +5,7 @@ mod affinity;
 mod endpoint;
 mod rules;
 mod traffic;
+mod why;
 
 use std::collections::BTreeMap;
 use std::net::IpAddr;
