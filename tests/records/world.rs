@@ -85,6 +85,10 @@ fn aggregator(
     node
 }
 
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
 /// A port nothing listens on at `ip` (connections are refused).
 fn closed_port(ip: &str) -> u16 {
     let l = TcpListener::bind((ip, 0)).expect("bind");
@@ -225,7 +229,7 @@ impl World {
             dir.path().join("l4.log"),
             dir.path().join("dnstap.fstrm"),
         );
-        let extra: Vec<String> = [
+        let extra = strings(&[
             "--log-format",
             "json",
             "--l4",
@@ -240,10 +244,7 @@ impl World {
             &dnstap.display().to_string(),
             "--records-flush-ms",
             "5",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        ]);
         let node = aggregator(dir.path(), &key, &config, &extra);
         World {
             node,
@@ -298,7 +299,7 @@ impl Combined {
             socket.exists()
         });
         let access_log = dir.path().join("access.log");
-        let extra: Vec<String> = [
+        let extra = strings(&[
             "--access-log",
             &access_log.display().to_string(),
             "--access-log-format",
@@ -308,10 +309,7 @@ impl Combined {
             &socket.display().to_string(),
             "--records-flush-ms",
             "5",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        ]);
         let node = aggregator(dir.path(), &key, &config, &extra);
         Combined {
             node,
@@ -353,17 +351,14 @@ impl Stalled {
         let config = zone_and_dns(Config::new())
             .pool(Pool::new("eu").origin("eu1", ("127.0.0.61", 80)))
             .render();
-        let extra: Vec<String> = [
+        let extra = strings(&[
             "--dnstap-socket",
             &socket.display().to_string(),
             "--records-queue",
             "8",
             "--records-write-timeout-ms",
             "600000",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        ]);
         let node = aggregator(dir.path(), &key, &config, &extra);
         Stalled {
             node,

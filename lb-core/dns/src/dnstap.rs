@@ -20,7 +20,7 @@ pub const CONTENT_TYPE: &str = "protobuf:dnstap.Dnstap";
 /// Where the DNS server's dnstap messages go, and the identity they carry.
 #[derive(Debug, Clone)]
 pub struct Dnstap {
-    pub sink: Arc<lb_records::Sink<DnstapRecord>>,
+    pub sink: Arc<lb_records::Sink<Box<DnstapRecord>>>,
     /// The `identity` field: the node's name.
     pub identity: Arc<str>,
 }
@@ -32,9 +32,12 @@ pub struct DnstapRecord {
     pub(crate) tcp: bool,
     pub(crate) client: SocketAddr,
     pub(crate) server: SocketAddr,
-    pub(crate) query: Vec<u8>,
+    /// The query's bytes, then the response's (one allocation for both).
+    pub(crate) wire: Vec<u8>,
+    pub(crate) query_len: usize,
     pub(crate) query_time: SystemTime,
-    pub(crate) response: Option<(Vec<u8>, SystemTime)>,
+    /// When the response went out; `None`: no response (dropped by RRL, or nothing to send).
+    pub(crate) response_time: Option<SystemTime>,
     pub(crate) config: Arc<Config>,
     pub(crate) steered: Steered,
 }
@@ -58,17 +61,18 @@ impl Dnstap {
         if !self.sink.keeps(!matches!(rcode, 0 | 3)) {
             return;
         }
-        self.sink.push(DnstapRecord {
+        self.sink.push(Box::new(DnstapRecord {
             identity: Arc::clone(&self.identity),
             tcp,
             client,
             server,
-            query: query.to_vec(),
+            wire: [query, response.unwrap_or_default()].concat(),
+            query_len: query.len(),
             query_time,
-            response: response.map(|r| (r.to_vec(), SystemTime::now())),
+            response_time: response.map(|_| SystemTime::now()),
             config: Arc::clone(config),
             steered,
-        });
+        }));
     }
 }
 
@@ -170,11 +174,12 @@ impl DnstapRecord {
             query_time_nsec: Some(qn),
             ..Default::default()
         };
+        let (query, response) = self.wire.split_at(self.query_len.min(self.wire.len()));
         if kind == AUTH_QUERY {
-            m.query_message = Some(self.query.clone());
-        } else if let Some((response, at)) = &self.response {
-            let (rs, rn) = split(*at);
-            m.response_message = Some(response.clone());
+            m.query_message = Some(query.to_vec());
+        } else if let Some(at) = self.response_time {
+            let (rs, rn) = split(at);
+            m.response_message = Some(response.to_vec());
             m.response_time_sec = Some(rs);
             m.response_time_nsec = Some(rn);
         }
@@ -195,9 +200,8 @@ impl DnstapRecord {
 impl lb_records::Record for DnstapRecord {
     fn is_error(&self) -> bool {
         let rcode = self
-            .response
-            .as_ref()
-            .and_then(|(r, _)| r.get(3))
+            .response_time
+            .and_then(|_| self.wire.get(self.query_len + 3))
             .map_or(0, |b| b & 0x0f);
         !matches!(rcode, 0 | 3)
     }
@@ -207,7 +211,7 @@ impl lb_records::Record for DnstapRecord {
     }
 
     fn units(&self) -> usize {
-        if self.response.is_some() {
+        if self.response_time.is_some() {
             2
         } else {
             1
@@ -239,9 +243,10 @@ mod tests {
             tcp: false,
             client: "127.0.0.1:5353".parse().expect("addr"),
             server: "127.0.0.1:53".parse().expect("addr"),
-            query: vec![1, 2, 3],
+            wire: [&[1u8, 2, 3][..], response.unwrap_or_default()].concat(),
+            query_len: 3,
             query_time: UNIX_EPOCH + std::time::Duration::new(1_700_000_000, 5),
-            response: response.map(|r| (r.to_vec(), SystemTime::now())),
+            response_time: response.map(|_| SystemTime::now()),
             config: Arc::new(config),
             steered: Steered {
                 lb: Some(lb_core::config::LbId(0)),

@@ -26,7 +26,7 @@ use texts::Texts;
 /// The access log of a proxy: where records go and how they are written.
 #[derive(Debug, Clone)]
 pub struct AccessLog {
-    pub sink: Arc<lb_records::Sink<AccessRecord>>,
+    pub sink: Arc<lb_records::Sink<Box<AccessRecord>>>,
     pub format: AccessFormat,
     /// Whether records carry the query string (it may hold tokens: off by default).
     pub query: bool,
@@ -140,7 +140,7 @@ pub(crate) fn finish(mut record: Pending, log: &AccessLog, status: u16, bytes_ou
     record.bytes_out = bytes_out;
     record.total = record.start.elapsed();
     if log.sink.keeps(status >= 500) {
-        log.sink.push(*record);
+        log.sink.push(record);
     }
 }
 
