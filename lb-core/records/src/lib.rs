@@ -10,6 +10,7 @@
 //! rename); a collector that goes away is reconnected with backoff.
 
 mod framestream;
+mod json_line;
 mod metrics;
 mod output;
 mod sink;
@@ -17,6 +18,7 @@ pub mod time;
 mod writer;
 
 pub use framestream::{ControlFrame, Frame, FrameReader, FrameStreamError};
+pub use json_line::JsonLine;
 pub use metrics::describe_metrics;
 pub use output::{Destination, Framing};
 pub use sink::{Record, Sampling, Sink, SinkSettings};

@@ -1,9 +1,9 @@
 //! One access record and its two encodings: JSON lines (every field, names stable, listed in
-//! docs/operations.md#access-logs) and Apache's `combined` format for tools that read it.
+//! docs/operations.md#access-logs; `lb_records::JsonLine`) and Apache's `combined` format for
+//! tools that read it.
 
-use std::borrow::Cow;
 use std::fmt;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -11,7 +11,7 @@ use http::{HeaderValue, Version};
 use lb_core::config::{Address, Config, Endpoint, LbId};
 use lb_core::steering::{Target, Why};
 use lb_records::time::{self, Rfc3339};
-use serde::{Serialize, Serializer};
+use lb_records::JsonLine;
 
 use super::texts::{Text, Texts};
 use super::TlsFacts;
@@ -80,10 +80,7 @@ impl lb_records::Record for AccessRecord {
 
     fn encode(&self, out: &mut Vec<u8>) {
         match self.format {
-            AccessFormat::Json => {
-                // Writing to a Vec fails only on a serializer error, which these types have not.
-                let _ = serde_json::to_writer(&mut *out, &self.json());
-            }
+            AccessFormat::Json => self.json(out),
             AccessFormat::Combined => self.combined(out),
         }
     }
@@ -104,10 +101,6 @@ pub(crate) fn error_class(status: u16) -> Option<&'static str> {
     })
 }
 
-fn millis(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
-
 fn protocol(v: Version) -> &'static str {
     match v {
         Version::HTTP_09 => "HTTP/0.9",
@@ -115,15 +108,6 @@ fn protocol(v: Version) -> &'static str {
         Version::HTTP_2 => "HTTP/2.0",
         Version::HTTP_3 => "HTTP/3.0",
         _ => "HTTP/1.1",
-    }
-}
-
-/// A value written through its `Display`, without an intermediate string.
-struct Shown<T>(T);
-
-impl<T: fmt::Display> Serialize for Shown<T> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(&self.0)
     }
 }
 
@@ -144,106 +128,70 @@ impl fmt::Display for Authority<'_> {
     }
 }
 
-/// The pool and endpoint of a target, by name.
-#[derive(Serialize)]
-struct Place<'a> {
-    pool: &'a str,
-    endpoint: &'a str,
-}
-
-#[derive(Serialize)]
-struct Json<'a> {
-    time: Shown<Rfc3339>,
-    client_ip: IpAddr,
-    client_port: u16,
-    tls_version: Option<&'static str>,
-    sni: Option<&'a str>,
-    protocol: &'static str,
-    method: Option<Cow<'a, str>>,
-    host: Option<Cow<'a, str>>,
-    path: Option<Cow<'a, str>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    query: Option<Option<Cow<'a, str>>>,
-    status: u16,
-    bytes_in: u64,
-    bytes_out: Option<u64>,
-    duration_ms: f64,
-    origin_connect_ms: Option<f64>,
-    origin_first_byte_ms: Option<f64>,
-    load_balancer: Option<&'a str>,
-    pool: Option<&'a str>,
-    endpoint: Option<&'a str>,
-    endpoint_address: Option<Shown<Authority<'a>>>,
-    steering_policy: Option<&'static str>,
-    reason: Option<&'static str>,
-    rules: &'a [String],
-    affinity_hit: bool,
-    client_region: Option<&'static str>,
-    location_source: Option<&'static str>,
-    retried_from: Option<Place<'a>>,
-    error: Option<&'static str>,
-    request_id: &'a str,
-    user_agent: Option<Cow<'a, str>>,
-    referer: Option<Cow<'a, str>>,
-}
-
 impl AccessRecord {
     fn endpoint(&self, t: Target) -> Option<(&str, &Endpoint)> {
         let pool = self.config.as_ref()?.pools.get(t.pool.0)?;
         Some((&pool.name, pool.endpoints.get(t.endpoint.0)?))
     }
 
-    fn place(&self, t: Target) -> Option<Place<'_>> {
-        let (pool, e) = self.endpoint(t)?;
-        Some(Place {
-            pool,
-            endpoint: &e.name,
-        })
-    }
-
-    fn json(&self) -> Json<'_> {
+    /// The JSON line: every field of docs/operations.md#access-logs, in that order.
+    fn json(&self, out: &mut Vec<u8>) {
         let served = self.served_by.and_then(|t| self.endpoint(t));
         let why = self.decision.as_ref().map(|d| d.why);
         let retried_from = match (self.first, self.served_by) {
-            (Some(first), Some(last)) if first != last => self.place(first),
+            (Some(first), Some(last)) if first != last => self.endpoint(first),
             _ => None,
         };
-        Json {
-            time: Shown(Rfc3339(self.time)),
-            client_ip: self.client.ip(),
-            client_port: self.client.port(),
-            tls_version: self.tls.as_ref().map(|t| t.version),
-            sni: self.tls.as_ref().and_then(|t| t.sni.as_deref()),
-            protocol: protocol(self.version),
-            method: self.texts.text(Text::Method),
-            host: self.texts.text(Text::Host),
-            path: self.texts.text(Text::Path),
-            query: self.query.then(|| self.texts.text(Text::Query)),
-            status: self.status,
-            bytes_in: self.bytes_in,
-            bytes_out: self.bytes_out,
-            duration_ms: millis(self.total),
-            origin_connect_ms: self.connect.map(millis),
-            origin_first_byte_ms: self.first_byte.map(millis),
-            load_balancer: self
-                .lb
-                .and_then(|lb| self.config.as_ref()?.load_balancers.get(lb.0))
-                .map(|lb| lb.name.as_str()),
-            pool: served.map(|(p, _)| p),
-            endpoint: served.map(|(_, e)| e.name.as_str()),
-            endpoint_address: served.map(|(_, e)| Shown(Authority(e, self.origin_tls))),
-            steering_policy: why.map(|w| w.policy.name()),
-            reason: why.map(|w| w.reason.name()),
-            rules: self.decision.as_ref().map_or(&[], |d| &d.rules),
-            affinity_hit: self.affinity_hit,
-            client_region: why.and_then(|w| w.location).map(|(r, _)| r.code()),
-            location_source: why.and_then(|w| w.location).map(|(_, s)| s.code()),
-            retried_from,
-            error: error_class(self.status),
-            request_id: self.request_id.to_str().unwrap_or_default(),
-            user_agent: self.texts.text(Text::UserAgent),
-            referer: self.texts.text(Text::Referer),
+        let located = why.and_then(|w| w.location);
+        let mut j = JsonLine::new(out);
+        j.shown("time", Some(Rfc3339(self.time)))
+            .shown("client_ip", Some(self.client.ip()))
+            .u64("client_port", Some(u64::from(self.client.port())))
+            .str("tls_version", self.tls.as_ref().map(|t| t.version))
+            .str("sni", self.tls.as_ref().and_then(|t| t.sni.as_deref()))
+            .str("protocol", Some(protocol(self.version)))
+            .text("method", self.texts.get(Text::Method))
+            .text("host", self.texts.get(Text::Host))
+            .text("path", self.texts.get(Text::Path));
+        if self.query {
+            j.text("query", self.texts.get(Text::Query));
         }
+        j.u64("status", Some(u64::from(self.status)))
+            .u64("bytes_in", Some(self.bytes_in))
+            .u64("bytes_out", self.bytes_out)
+            .millis("duration_ms", Some(self.total))
+            .millis("origin_connect_ms", self.connect)
+            .millis("origin_first_byte_ms", self.first_byte)
+            .str(
+                "load_balancer",
+                self.lb
+                    .and_then(|lb| self.config.as_ref()?.load_balancers.get(lb.0))
+                    .map(|lb| lb.name.as_str()),
+            )
+            .str("pool", served.map(|(p, _)| p))
+            .str("endpoint", served.map(|(_, e)| e.name.as_str()))
+            .shown(
+                "endpoint_address",
+                served.map(|(_, e)| Authority(e, self.origin_tls)),
+            )
+            .str("steering_policy", why.map(|w| w.policy.name()))
+            .str("reason", why.map(|w| w.reason.name()))
+            .strs("rules", self.decision.as_ref().map_or(&[], |d| &d.rules))
+            .bool("affinity_hit", self.affinity_hit)
+            .str("client_region", located.map(|(r, _)| r.code()))
+            .str("location_source", located.map(|(_, s)| s.code()))
+            .object(
+                "retried_from",
+                retried_from
+                    .map(|(pool, e)| [("pool", pool), ("endpoint", e.name.as_str())])
+                    .as_ref()
+                    .map(|f| &f[..]),
+            )
+            .str("error", error_class(self.status))
+            .str("request_id", self.request_id.to_str().ok())
+            .text("user_agent", self.texts.get(Text::UserAgent))
+            .text("referer", self.texts.get(Text::Referer))
+            .end();
     }
 
     fn combined(&self, out: &mut Vec<u8>) {

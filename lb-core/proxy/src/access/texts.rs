@@ -50,12 +50,6 @@ impl Texts {
             .get(start..self.ends[i] as usize)
             .unwrap_or_default()
     }
-
-    /// The field as text (`None` when empty), invalid UTF-8 replaced.
-    pub(crate) fn text(&self, which: Text) -> Option<std::borrow::Cow<'_, str>> {
-        let b = self.get(which);
-        (!b.is_empty()).then(|| String::from_utf8_lossy(b))
-    }
 }
 
 #[cfg(test)]
@@ -74,10 +68,10 @@ mod tests {
             None,
         ]);
         assert_eq!(t.get(Text::Method), b"GET");
-        assert_eq!(t.text(Text::Host), None);
+        assert!(t.get(Text::Host).is_empty());
         assert_eq!(t.get(Text::Path).len(), 4096);
         assert_eq!(t.get(Text::Query), b"q=1");
         assert_eq!(t.get(Text::UserAgent), b"curl");
-        assert!(t.text(Text::Referer).is_none());
+        assert!(t.get(Text::Referer).is_empty());
     }
 }
