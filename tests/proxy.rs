@@ -122,6 +122,8 @@ fn main() {
         messages::an_endpoints_host_override_replaces_the_clients_host,
         messages::no_te_goes_to_the_origin_when_the_client_takes_no_trailers,
         messages::the_proxy_asks_for_trailers_when_the_client_takes_them,
+        messages::a_doubled_or_misplaced_chunked_coding_is_refused_with_400,
+        messages::an_h2c_upgrade_is_served_as_http1_without_its_upgrade_fields,
         steering::weights_share_requests_between_endpoints,
         steering::least_outstanding_requests_spares_the_endpoint_holding_requests,
         steering::hash_steering_keeps_a_client_address_on_one_endpoint,

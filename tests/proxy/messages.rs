@@ -173,3 +173,42 @@ pub fn the_proxy_asks_for_trailers_when_the_client_takes_them(w: &mut World) {
     let r = curl(&w.url, "sticky.example.test", &["--http2-prior-knowledge"]);
     assert!(r.body.contains("\nte=trailers\n"), "{r:?}");
 }
+
+/// `Transfer-Encoding` with `chunked` twice, or not last, is refused with 400 and the
+/// connection closed (RFC 9112 section 6.1): two readers could frame the body differently.
+pub fn a_doubled_or_misplaced_chunked_coding_is_refused_with_400(w: &mut World) {
+    for coding in ["chunked, chunked", "chunked, gzip"] {
+        let text = exchange(
+            w,
+            format!(
+                "POST /upload HTTP/1.1\r\nHost: sticky.example.test\r\nTransfer-Encoding: {coding}\r\n\r\n5\r\nhello\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: sticky.example.test\r\n\r\n"
+            )
+            .as_bytes(),
+        );
+        assert!(text.starts_with("HTTP/1.1 400"), "{coding}: {text}");
+        assert_eq!(
+            text.matches("HTTP/1.1 ").count(),
+            1,
+            "{coding}: nothing after the refusal is read as a request: {text}"
+        );
+    }
+}
+
+/// An `Upgrade: h2c` request is answered over HTTP/1.1 and reaches the origin without its
+/// `Upgrade` and `HTTP2-Settings` (no HTTP/2 tunnel past the proxy).
+pub fn an_h2c_upgrade_is_served_as_http1_without_its_upgrade_fields(w: &mut World) {
+    w.wait_steady();
+    let text = exchange(
+        w,
+        b"GET / HTTP/1.1\r\nHost: sticky.example.test\r\nConnection: Upgrade, HTTP2-Settings, close\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n",
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(
+        text.contains("\nupgrade=\n"),
+        "the origin got no Upgrade: {text}"
+    );
+    assert!(
+        text.contains("\nhttp2_settings=\n"),
+        "nor HTTP2-Settings: {text}"
+    );
+}

@@ -5,8 +5,10 @@ use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 /// RFC 2616 also listed `Trailer`; RFC 9110 does not: it names the trailer fields end to end,
 /// and hyper sends an HTTP/1.1 client only the trailers it lists.
-const HOP_BY_HOP: [HeaderName; 7] = [
+const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,
+    // The settings of an h2c upgrade, connection-specific (RFC 9113 section 3.2.1 of RFC 7540).
+    HeaderName::from_static("http2-settings"),
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
     header::PROXY_AUTHENTICATE,
@@ -30,9 +32,50 @@ pub fn is_named(name: &[u8], lower: &[u8]) -> bool {
     name.len() == lower.len() && name.iter().zip(lower).all(|(&n, &l)| n | 0x20 == l)
 }
 
-/// Whether the request asks to switch protocols (WebSocket).
+/// Whether the request asks to switch protocols (WebSocket) and is passed on as such.
+///
+/// An upgrade to `h2c` is not: passed to an origin that accepts it, it would open an HTTP/2
+/// connection to that origin past the proxy's routing, rules and limits ("h2c smuggling").
+/// RFC 9113 section 3.1 dropped the h2c upgrade, and a server may ignore `Upgrade` (RFC 9110
+/// section 7.8), so the request is served as the HTTP/1.1 request it also is, its `Upgrade`
+/// and `HTTP2-Settings` stripped as hop-by-hop fields (as HAProxy and nginx do).
 pub fn is_upgrade(headers: &HeaderMap) -> bool {
-    headers.contains_key(header::UPGRADE) && lists_token(headers, header::CONNECTION, "upgrade")
+    headers.contains_key(header::UPGRADE)
+        && lists_token(headers, header::CONNECTION, "upgrade")
+        && !lists_token(headers, header::UPGRADE, "h2c")
+}
+
+/// Why a request's `Transfer-Encoding` cannot be trusted, if it cannot: `chunked` applied more
+/// than once, or not last (RFC 9112 section 6.1: a sender must apply chunked once, as the
+/// final coding; a server must answer 400 and close when it is not last). Two readers could
+/// frame such a body differently — the way to smuggle a request past a proxy.
+pub fn transfer_coding_problem(headers: &HeaderMap) -> Option<&'static str> {
+    let mut codings = headers
+        .get_all(header::TRANSFER_ENCODING)
+        .iter()
+        .flat_map(|v| tokens(v.as_bytes()))
+        .map(|t| {
+            t.split(|&b| b == b';')
+                .next()
+                .unwrap_or_default()
+                .trim_ascii()
+        })
+        .peekable();
+    let mut chunked = 0;
+    let mut last_is_chunked = false;
+    while let Some(coding) = codings.next() {
+        let is_chunked = coding.eq_ignore_ascii_case(b"chunked");
+        chunked += usize::from(is_chunked);
+        if codings.peek().is_none() {
+            last_is_chunked = is_chunked;
+        }
+    }
+    match chunked {
+        0 => None,
+        1 if last_is_chunked => None,
+        1 => Some("chunked is not the last transfer coding"),
+        _ => Some("chunked is applied more than once"),
+    }
 }
 
 /// Removes hop-by-hop headers and those the `Connection` header names (`Host` aside). An
@@ -217,6 +260,60 @@ pub fn write_content_length(out: &mut Vec<u8>, n: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with(name: &'static str, values: &[&'static str]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for v in values {
+            h.append(name, HeaderValue::from_static(v));
+        }
+        h
+    }
+
+    #[test]
+    fn chunked_once_and_last_is_the_only_chunked_framing_taken() {
+        let te = |values| transfer_coding_problem(&with("transfer-encoding", values));
+        assert_eq!(te(&[]), None);
+        assert_eq!(te(&["chunked"]), None);
+        assert_eq!(te(&["gzip, chunked"]), None);
+        assert_eq!(te(&["gzip", "Chunked"]), None);
+        assert!(te(&["chunked, chunked"]).is_some());
+        assert!(te(&["chunked", "chunked"]).is_some());
+        assert!(te(&["chunked;x=1, chunked"]).is_some());
+        assert!(te(&["chunked, gzip"]).is_some());
+        assert_eq!(
+            te(&["gzip"]),
+            None,
+            "not chunked: hyper refuses or reads to close"
+        );
+    }
+
+    #[test]
+    fn an_h2c_upgrade_is_not_passed_on_and_its_fields_are_stripped() {
+        let mut h = with("upgrade", &["h2c"]);
+        h.append(
+            "connection",
+            HeaderValue::from_static("Upgrade, HTTP2-Settings"),
+        );
+        h.append(
+            "http2-settings",
+            HeaderValue::from_static("AAMAAABkAAQAAP__"),
+        );
+        assert!(!is_upgrade(&h));
+        strip_hop_by_hop(&mut h, false);
+        assert!(h.is_empty(), "{h:?}");
+        // Without Connection naming it, HTTP2-Settings is hop-by-hop all the same.
+        let mut h = with("upgrade", &["h2c"]);
+        h.append("connection", HeaderValue::from_static("upgrade"));
+        h.append(
+            "http2-settings",
+            HeaderValue::from_static("AAMAAABkAAQAAP__"),
+        );
+        strip_hop_by_hop(&mut h, false);
+        assert!(h.is_empty(), "{h:?}");
+        let mut ws = with("upgrade", &["websocket"]);
+        ws.append("connection", HeaderValue::from_static("Upgrade"));
+        assert!(is_upgrade(&ws), "WebSockets still upgrade");
+    }
 
     #[test]
     fn a_token_byte_matches_a_lowercase_name_byte_only_as_its_case_insensitive_self() {

@@ -199,13 +199,15 @@ fn upload(s: &mut TcpStream, name: &str, req: &Request) {
 /// The origin's name and what it received.
 fn what_was_received(s: &mut TcpStream, name: &str, req: &Request) {
     let reply = format!(
-        "{name}\nhost={}\nxff={}\nproto={}\nte={}\nbody={}\nrequest_id={}\n",
+        "{name}\nhost={}\nxff={}\nproto={}\nte={}\nbody={}\nrequest_id={}\nupgrade={}\nhttp2_settings={}\n",
         req.header("host"),
         req.header("x-forwarded-for"),
         req.header("x-forwarded-proto"),
         req.header("te"),
         String::from_utf8_lossy(&req.body),
-        req.header("x-request-id")
+        req.header("x-request-id"),
+        req.header("upgrade"),
+        req.header("http2-settings")
     );
     answer(s, &reply);
 }

@@ -11,7 +11,7 @@ use super::host::{is_host_syntax, request_host, HostFields};
 use super::origin_tls::{self, OriginTlsConfig};
 use super::own_answer::{fixed, status, text};
 use super::prepare::{prepare, Peer, Prepared};
-use crate::headers::{cookies, fields, is_upgrade};
+use crate::headers::{cookies, fields, is_upgrade, transfer_coding_problem};
 use crate::lazy_timer::LazyTimer;
 use crate::live::{origin_authority, LiveLoad};
 use crate::metrics::ProxyMetrics;
@@ -322,6 +322,21 @@ impl Proxy {
         record: &mut Option<access::Pending>,
     ) -> Begun {
         let start = Instant::now();
+        // Only a request with a body can carry a transfer coding (hyper's server frames it).
+        if !hyper::body::Body::is_end_stream(req.body()) {
+            if let Some(why) = transfer_coding_problem(req.headers()) {
+                let mut refused = text(
+                    StatusCode::BAD_REQUEST,
+                    format!("meshlb: {why} (RFC 9112 section 6.1)\n"),
+                );
+                // The body's framing is in doubt: nothing more is read from this connection.
+                refused.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                return Begun::Answered(refused);
+            }
+        }
         let hosts = HostFields::of(req.headers());
         let host = match request_host(&req, &hosts) {
             Ok(host) => host,
