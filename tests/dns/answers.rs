@@ -162,3 +162,36 @@ pub fn dns_queries_are_counted_by_load_balancer_type_and_rcode(w: &mut World) {
     }
     assert_eq!(refused(&metrics) - before, 1.0, "{metrics}");
 }
+
+/// `dig`'s whole output for `args` at `server`.
+fn dig_text(server: std::net::SocketAddr, args: &[&str]) -> String {
+    let out = std::process::Command::new("dig")
+        .arg(format!("@{}", server.ip()))
+        .args(["-p", &server.port().to_string(), "+tries=1", "+time=2"])
+        .args(args)
+        .output()
+        .expect("dig runs (bind9-dnsutils)");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The DO bit of a query comes back in the answer's OPT record (RFC 3225 section 3), on the
+/// load-balanced names' fast path and on the zone's own names alike; without it, it does not.
+pub fn the_do_bit_is_copied_into_the_answer(w: &mut World) {
+    w.establish(&[]);
+    for name in [
+        &["www.example.test", "A"][..],
+        &["example.test", "SOA"],
+        &["+tcp", "www.example.test", "A"],
+    ] {
+        let with = dig_text(w.dns4, &[&["+dnssec"][..], name].concat());
+        assert!(
+            with.contains("; EDNS: version: 0, flags: do;"),
+            "{name:?}: {with}"
+        );
+        let without = dig_text(w.dns4, name);
+        assert!(
+            without.contains("; EDNS: version: 0, flags:;"),
+            "{name:?}: {without}"
+        );
+    }
+}

@@ -68,6 +68,8 @@ impl FastQuery<'_> {
 pub(crate) struct FastEdns {
     pub payload: u16,
     pub subnet: Option<ClientSubnet>,
+    /// The DO bit, copied into the answer (RFC 3225 section 3).
+    pub dnssec_ok: bool,
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
@@ -152,10 +154,12 @@ fn parse_opt(bytes: &[u8], at: usize) -> Option<(FastEdns, usize)> {
         return None;
     }
     let payload = u16_at(bytes, at + 3)?;
-    // TTL: extended rcode, version, then DO and Z (ignored, as hickory's builder does).
+    // TTL: extended rcode, version, then DO and Z (the rest of Z ignored, as hickory's
+    // builder does).
     if *bytes.get(at + 5)? != 0 || *bytes.get(at + 6)? != 0 {
         return None;
     }
+    let dnssec_ok = *bytes.get(at + 7)? & 0x80 != 0;
     let rdlen = usize::from(u16_at(bytes, at + 9)?);
     let rdata = bytes.get(at + 11..at + 11 + rdlen)?;
     let end = at + 11 + rdlen;
@@ -164,6 +168,7 @@ fn parse_opt(bytes: &[u8], at: usize) -> Option<(FastEdns, usize)> {
             FastEdns {
                 payload,
                 subnet: None,
+                dnssec_ok,
             },
             end,
         ));
@@ -200,6 +205,7 @@ fn parse_opt(bytes: &[u8], at: usize) -> Option<(FastEdns, usize)> {
         FastEdns {
             payload,
             subnet: Some(ClientSubnet::new(ip, source, scope)),
+            dnssec_ok,
         },
         end,
     ))
@@ -310,14 +316,15 @@ pub(crate) fn write_answers<'r>(
 /// The OPT record of a reply to `query`, if it had one: our payload size, the ECS option
 /// `ecs` when there is one. `false` for an ECS option that cannot be written.
 fn write_opt(query: &FastQuery<'_>, ecs: Option<ClientSubnet>, out: &mut Vec<u8>) -> bool {
-    if query.edns.is_none() {
+    let Some(edns) = query.edns else {
         return true;
-    }
-    // OPT: root owner, our payload size as the class, TTL 0 (rcode 0, version 0, no DO).
+    };
+    // OPT: root owner, our payload size as the class, TTL: rcode 0, version 0, the query's DO.
     out.push(0);
     out.extend_from_slice(&TYPE_OPT.to_be_bytes());
     out.extend_from_slice(&EDNS_PAYLOAD.to_be_bytes());
-    out.extend_from_slice(&0u32.to_be_bytes());
+    let flags: u32 = if edns.dnssec_ok { 0x8000 } else { 0 };
+    out.extend_from_slice(&flags.to_be_bytes());
     let Some(ecs) = ecs else {
         out.extend_from_slice(&0u16.to_be_bytes());
         return true;

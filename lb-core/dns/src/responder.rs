@@ -486,10 +486,13 @@ impl Responder {
         header.set_response_code(reply.rcode);
         header.set_truncated(reply.truncated);
         let mut builder = MessageResponseBuilder::from_message_request(req);
-        if req.edns().is_some() {
+        if let Some(asked) = req.edns() {
             let mut edns = Edns::new();
             edns.set_max_payload(EDNS_PAYLOAD);
             edns.set_version(0);
+            // The DO bit is copied into the response (RFC 3225 section 3); there are no
+            // signatures to add, so an answer says so by having none.
+            edns.set_dnssec_ok(asked.flags().dnssec_ok);
             // An extended rcode (BADVERS) keeps its high bits in the OPT record.
             edns.set_rcode_high(reply.rcode.high());
             if let Some(ecs) = reply.ecs {
