@@ -109,6 +109,7 @@ fn main() {
         answers::equal_weights_answer_every_healthy_address_of_the_pool,
         answers::dns_is_answered_over_tcp,
         answers::the_do_bit_is_copied_into_the_answer,
+        answers::nsid_names_the_node_that_answered,
         answers::dns_is_answered_over_ipv6_by_udp_and_tcp,
         answers::an_ipv6_endpoint_is_answered_with_aaaa,
         answers::a_host_name_endpoint_is_answered_with_a_cname,

@@ -97,6 +97,11 @@ pub struct Args {
     /// health snapshot; queries from further places are steered one by one (0: none).
     #[arg(long, value_name = "N", default_value_t = lb_dns::DEFAULT_PREPARED_PLACES)]
     dns_prepared_places: usize,
+    /// The name server identifier answered to queries that ask for it (NSID, RFC 5001; `dig
+    /// +nsid`), so that an operator behind anycast can tell which node answered [default: the
+    /// node's gossip id; empty: none].
+    #[arg(long, value_name = "ID")]
+    dns_nsid: Option<String>,
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
@@ -229,6 +234,8 @@ impl Args {
             anyhow::bail!("{why}");
         }
         let dnstap = self.records.dnstap(&node.node_id)?;
+        let nsid = self.dns_nsid.as_deref().unwrap_or(&node.node_id);
+        let nsid = (!nsid.is_empty()).then(|| std::sync::Arc::from(nsid.as_bytes()));
         Ok(Settings {
             node,
             affinity_key: self.mesh.affinity_key()?,
@@ -250,7 +257,7 @@ impl Args {
                     ttl: Duration::from_secs(self.api_preview_ttl_secs.max(1)),
                 },
             },
-            dns: self.dns_settings(dnstap),
+            dns: self.dns_settings(dnstap, nsid),
             proxy: self.proxy_settings()?,
             advertise_proxy: self.advertise_proxy.clone(),
             l4: self.l4_settings()?,
@@ -260,9 +267,14 @@ impl Args {
         })
     }
 
-    fn dns_settings(&self, dnstap: Option<lb_dns::Dnstap>) -> Option<DnsSettings> {
+    fn dns_settings(
+        &self,
+        dnstap: Option<lb_dns::Dnstap>,
+        nsid: Option<std::sync::Arc<[u8]>>,
+    ) -> Option<DnsSettings> {
         (!self.dns.is_empty()).then(|| DnsSettings {
             dnstap,
+            nsid,
             addrs: self.dns.clone(),
             sockets: self.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)

@@ -195,3 +195,18 @@ pub fn the_do_bit_is_copied_into_the_answer(w: &mut World) {
         );
     }
 }
+
+/// A query with the NSID option gets the node's identity (RFC 5001; by default its gossip id),
+/// so that an operator behind anycast can tell which node answered; one without gets none.
+pub fn nsid_names_the_node_that_answered(w: &mut World) {
+    w.establish(&[]);
+    for name in [&["www.example.test", "A"][..], &["example.test", "SOA"]] {
+        let with = dig_text(w.dns4, &[&["+nsid"][..], name].concat());
+        let line = with
+            .lines()
+            .find(|l| l.starts_with("; NSID:"))
+            .unwrap_or_else(|| panic!("{name:?}: no NSID in {with}"));
+        assert!(line.contains("(\"aggregator-"), "{line}");
+        assert!(!dig_text(w.dns4, name).contains("; NSID:"));
+    }
+}

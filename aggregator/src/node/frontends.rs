@@ -46,6 +46,8 @@ pub(super) struct DnsFrontend {
     serial: u32,
     /// `--dns-prepared-places`.
     prepared_places: usize,
+    /// `--dns-nsid`.
+    nsid: Option<Arc<[u8]>>,
 }
 
 impl DnsFrontend {
@@ -56,7 +58,7 @@ impl DnsFrontend {
         key: lb_core::affinity::AffinityKey,
         pop: PopInfo,
         pops: Arc<lb_edge::Pops>,
-        prepared_places: usize,
+        (prepared_places, nsid): (usize, Option<Arc<[u8]>>),
     ) -> Result<DnsFrontend, lb_dns::DnsConfigError> {
         let serial = next_serial(0);
         let first = lb_dns::Responder::new(
@@ -67,7 +69,8 @@ impl DnsFrontend {
             Arc::clone(&pops),
             serial,
         )?
-        .with_prepared_places(prepared_places);
+        .with_prepared_places(prepared_places)
+        .with_nsid(nsid.clone());
         Ok(DnsFrontend {
             serving: Arc::new(Serving::new(first)),
             regions,
@@ -76,6 +79,7 @@ impl DnsFrontend {
             pops,
             serial,
             prepared_places,
+            nsid,
         })
     }
 
@@ -93,7 +97,8 @@ impl DnsFrontend {
             Arc::clone(&self.pops),
             serial,
         )?
-        .with_prepared_places(self.prepared_places);
+        .with_prepared_places(self.prepared_places)
+        .with_nsid(self.nsid.clone());
         Ok((r, serial))
     }
 }
@@ -137,7 +142,7 @@ impl Frontends {
                     settings.affinity_key.clone(),
                     pop(),
                     Arc::clone(&shared.pops),
-                    d.prepared_places,
+                    (d.prepared_places, d.nsid.clone()),
                 )
                 .map_err(|e| StartError::frontend("DNS")(format!("{file}: {e}")))?;
                 let server = lb_dns::DnsServer::start(

@@ -3,6 +3,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use lb_core::affinity::AffinityKey;
@@ -57,6 +58,8 @@ pub struct DnsSettings {
     pub tcp: lb_dns::TcpSettings,
     /// Client locations whose located answers are kept prepared (`--dns-prepared-places`).
     pub prepared_places: usize,
+    /// The name server identifier answered to NSID queries (RFC 5001, `--dns-nsid`).
+    pub nsid: Option<Arc<[u8]>>,
     /// Where dnstap messages go (`--dnstap`, `--dnstap-socket`).
     pub dnstap: Option<lb_dns::Dnstap>,
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use hickory_proto::op::{Header, Message, MessageType, ResponseCode};
-use hickory_proto::rr::rdata::opt::ClientSubnet;
+use hickory_proto::rr::rdata::opt::{ClientSubnet, EdnsCode};
 use hickory_proto::rr::RecordType;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder, BinEncoder};
 use hickory_proto::ProtoErrorKind;
@@ -189,7 +189,14 @@ impl Responder {
         if req.message_type() != MessageType::Query {
             return false;
         }
-        let reply = self.reply(&req, src.ip());
+        let mut reply = self.reply(&req, src.ip());
+        // A query with an NSID option takes this path (the fast parser takes ECS alone).
+        if req
+            .edns()
+            .is_some_and(|e| e.option(EdnsCode::NSID).is_some())
+        {
+            reply.nsid = self.nsid.as_deref();
+        }
         steered.lb = reply.lb;
         steered.pool = reply.pool;
         let max = match via {

@@ -28,6 +28,8 @@ pub(crate) struct Reply<'a> {
     pub pool: Option<PoolId>,
     pub qtype: usize,
     pub truncated: bool,
+    /// The NSID to answer with, when the query asked for it (RFC 5001).
+    pub nsid: Option<&'a [u8]>,
 }
 
 impl<'a> Reply<'a> {
@@ -43,6 +45,7 @@ impl<'a> Reply<'a> {
             pool: None,
             qtype: qtype_index(RecordType::Unknown(0)),
             truncated: false,
+            nsid: None,
         }
     }
 }
@@ -70,6 +73,7 @@ impl Reply<'_> {
             pool: full.pool,
             qtype: full.qtype,
             truncated: true,
+            nsid: None,
         }
     }
 }

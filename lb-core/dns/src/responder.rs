@@ -33,6 +33,9 @@ use lb_core::request::{DnsQuestion, Mode, RequestContext};
 use lb_core::steering::{DnsPlan, Engine, Outcome, PlanScope};
 use lb_edge::{decide_live, Generation, PopInfo, Pops};
 
+/// The EDNS option code of NSID (RFC 5001 section 2.3).
+pub(crate) const NSID_OPTION: u16 = 3;
+
 /// The default of `Responder::with_prepared_places` (`--dns-prepared-places`).
 pub const DEFAULT_PREPARED_PLACES: usize = 4096;
 
@@ -62,6 +65,8 @@ pub struct Responder {
     plan_scopes: Vec<Option<PlanScope>>,
     /// The most places prepared per snapshot for location-steered answers.
     pub(crate) prepared_places: usize,
+    /// The name server identifier a query asking for it gets (RFC 5001, `--dns-nsid`).
+    pub(crate) nsid: Option<Arc<[u8]>>,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -164,6 +169,7 @@ impl Responder {
             prepared,
             plan_scopes,
             prepared_places: DEFAULT_PREPARED_PLACES,
+            nsid: None,
             geo,
             metrics,
         })
@@ -379,6 +385,12 @@ impl Responder {
         &self.config
     }
 
+    /// Answers NSID (RFC 5001) with `nsid` to the queries that ask for it.
+    pub fn with_nsid(mut self, nsid: Option<Arc<[u8]>>) -> Responder {
+        self.nsid = nsid;
+        self
+    }
+
     pub fn with_prepared_places(mut self, places: usize) -> Responder {
         self.prepared_places = places;
         self.prepared =
@@ -497,6 +509,10 @@ impl Responder {
             edns.set_rcode_high(reply.rcode.high());
             if let Some(ecs) = reply.ecs {
                 edns.options_mut().insert(EdnsOption::Subnet(ecs));
+            }
+            if let Some(nsid) = reply.nsid {
+                edns.options_mut()
+                    .insert(EdnsOption::Unknown(NSID_OPTION, nsid.to_vec()));
             }
             builder.edns(edns);
         }
