@@ -43,5 +43,8 @@ pub fn get(admin: SocketAddr, path: &str) -> Option<Value> {
 pub fn admin_token_args(dir: &std::path::Path) -> Vec<String> {
     let file = dir.join("admin-token");
     std::fs::write(&file, TOKEN).expect("token file");
+    // Its owner's alone, as the binary expects of a token file (it warns otherwise).
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     vec!["--admin-token-file".into(), file.display().to_string()]
 }
