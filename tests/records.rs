@@ -34,6 +34,7 @@ fn main() {
     all.extend(trials![world::COMBINED =>
         access::the_combined_format_parses_with_the_common_regex,
         collectors::fstrm_capture_collects_dnstap_over_the_socket,
+        collectors::a_collector_that_comes_back_is_reconnected,
     ]);
     all.extend(trials![world::STALLED =>
         collectors::a_collector_that_never_reads_costs_dropped_records_not_answers,

@@ -106,30 +106,17 @@ fn metric(admin: std::net::SocketAddr, name: &str, labels: &[&str]) -> f64 {
         .sum()
 }
 
-pub fn fstrm_capture_collects_dnstap_over_the_socket(w: &mut Combined) {
-    let written = |w: &Combined| {
-        metric(
-            w.node.admin,
-            "meshlb_log_records_written_total",
-            &["log=\"dnstap\""],
-        )
-    };
-    let before = written(w);
-    assert!(dig(w.node.dns, "dns.example.test").contains("NOERROR"));
-    wait_for(
-        "the record sent to the collector",
-        Duration::from_secs(10),
-        || written(w) > before,
-    );
-    // fstrm_capture buffers its file; stopped (SIGINT), it writes out what it holds.
-    let pid = w.capture.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill")
-        .success());
-    let _ = w.capture.wait();
-    let text = dnstap_read(&w.captured, false);
+fn dnstap_written(w: &Combined) -> f64 {
+    metric(
+        w.node.admin,
+        "meshlb_log_records_written_total",
+        &["log=\"dnstap\""],
+    )
+}
+
+/// Every query and its answer in a dnstap file, as `dnstap-read` shows them.
+fn assert_query_and_answer(file: &Path) {
+    let text = dnstap_read(file, false);
     for kind in [" AQ ", " AR "] {
         assert!(
             text.lines()
@@ -137,6 +124,57 @@ pub fn fstrm_capture_collects_dnstap_over_the_socket(w: &mut Combined) {
             "{kind} in {text}"
         );
     }
+}
+
+/// Each trial leaves a collector running, as the world starts with one.
+pub fn fstrm_capture_collects_dnstap_over_the_socket(w: &mut Combined) {
+    let before = dnstap_written(w);
+    wait_for(
+        "a query written to the collector",
+        Duration::from_secs(10),
+        || {
+            assert!(dig(w.node.dns, "dns.example.test").contains("NOERROR"));
+            dnstap_written(w) > before
+        },
+    );
+    // fstrm_capture buffers its file; stopped (SIGINT), it writes out what it holds.
+    let file = w.stop_capture();
+    w.start_capture();
+    assert_query_and_answer(&file);
+}
+
+pub fn a_collector_that_comes_back_is_reconnected(w: &mut Combined) {
+    w.stop_capture();
+    // With no collector, records are counted as unwritten once the writer finds it gone.
+    let unwritten = |w: &Combined| {
+        metric(
+            w.node.admin,
+            "meshlb_log_records_dropped_total",
+            &["log=\"dnstap\"", "reason=\"unwritten\""],
+        )
+    };
+    let lost = unwritten(w);
+    wait_for(
+        "records lost while the collector is away",
+        Duration::from_secs(10),
+        || {
+            assert!(dig(w.node.dns, "dns.example.test").contains("NOERROR"));
+            unwritten(w) > lost
+        },
+    );
+    w.start_capture();
+    let before = dnstap_written(w);
+    wait_for(
+        "the writer back on the new collector",
+        Duration::from_secs(40),
+        || {
+            assert!(dig(w.node.dns, "dns.example.test").contains("NOERROR"));
+            dnstap_written(w) > before
+        },
+    );
+    let file = w.stop_capture();
+    w.start_capture();
+    assert_query_and_answer(&file);
 }
 
 pub fn a_collector_that_never_reads_costs_dropped_records_not_answers(w: &mut Stalled) {

@@ -263,10 +263,53 @@ impl World {
 pub struct Combined {
     pub node: Node,
     pub access_log: PathBuf,
-    pub capture: Child,
-    pub captured: PathBuf,
+    /// The collector running now, and the file it writes.
+    capture: Child,
+    captured: PathBuf,
+    socket: PathBuf,
+    /// Collectors started so far (each writes a file of its own).
+    captures: usize,
     _origin: Origin,
     _dir: tempfile::TempDir,
+}
+
+/// `fstrm_capture` listening on `socket`, writing `file`, once its socket is there.
+fn fstrm_capture(socket: &std::path::Path, file: &std::path::Path) -> Child {
+    let _ = std::fs::remove_file(socket);
+    let capture = Command::new("fstrm_capture")
+        .args(["-t", "protobuf:dnstap.Dnstap", "-u"])
+        .arg(socket)
+        .arg("-w")
+        .arg(file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("fstrm_capture (Debian's fstrm-bin) runs");
+    wait_for("fstrm_capture's socket", Duration::from_secs(10), || {
+        socket.exists()
+    });
+    capture
+}
+
+impl Combined {
+    /// Stops the running collector (SIGINT: it writes out what it holds) and gives its file;
+    /// none runs until `start_capture`.
+    pub fn stop_capture(&mut self) -> PathBuf {
+        let pid = self.capture.id().to_string();
+        let _ = Command::new("kill").args(["-INT", &pid]).status();
+        let _ = self.capture.wait();
+        self.captured.clone()
+    }
+
+    /// A new collector on the same socket, writing a new file.
+    pub fn start_capture(&mut self) {
+        self.captures += 1;
+        self.captured = self
+            ._dir
+            .path()
+            .join(format!("captured-{}.fstrm", self.captures));
+        self.capture = fstrm_capture(&self.socket, &self.captured);
+    }
 }
 
 impl Drop for Combined {
@@ -286,18 +329,7 @@ impl Combined {
             .render();
         let socket = dir.path().join("dnstap.sock");
         let captured = dir.path().join("captured.fstrm");
-        let capture = Command::new("fstrm_capture")
-            .args(["-t", "protobuf:dnstap.Dnstap", "-u"])
-            .arg(&socket)
-            .arg("-w")
-            .arg(&captured)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("fstrm_capture (Debian's fstrm-bin) runs");
-        wait_for("fstrm_capture's socket", Duration::from_secs(10), || {
-            socket.exists()
-        });
+        let capture = fstrm_capture(&socket, &captured);
         let access_log = dir.path().join("access.log");
         let extra = strings(&[
             "--access-log",
@@ -316,6 +348,8 @@ impl Combined {
             access_log,
             capture,
             captured,
+            socket,
+            captures: 0,
             _origin: origin,
             _dir: dir,
         }

@@ -190,15 +190,21 @@ impl Output {
         true
     }
 
-    pub(crate) fn flush(&mut self, counters: &LogCounters) {
+    /// Writes out what is buffered; `false` when that failed (the output is then closed, and
+    /// what was buffered is lost) or nothing is open.
+    pub(crate) fn flush(&mut self, counters: &LogCounters) -> bool {
         let flushed = match &mut self.state {
             State::Stdout(w) => w.flush(),
             State::File { out, .. } => out.flush(),
             State::Socket(w) => w.flush(),
-            State::Closed { .. } => Ok(()),
+            State::Closed { .. } => return false,
         };
-        if let Err(e) = flushed {
-            self.failed(&e, counters);
+        match flushed {
+            Ok(()) => true,
+            Err(e) => {
+                self.failed(&e, counters);
+                false
+            }
         }
     }
 
@@ -226,7 +232,7 @@ impl Output {
             _ => None,
         };
         if (reopen || renamed) && matches!(self.state, State::File { .. }) {
-            self.flush(counters);
+            let _ = self.flush(counters);
             self.reopen(FIRST_BACKOFF, counters);
         } else if let Some(backoff) = retry {
             self.reopen(backoff, counters);

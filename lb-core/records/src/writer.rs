@@ -109,7 +109,7 @@ fn write_loop<R: Record>(
             Ok(r) => Some(r),
             Err(RecvTimeoutError::Timeout) => None,
             Err(RecvTimeoutError::Disconnected) => {
-                output.flush(counters);
+                let _ = output.flush(counters);
                 output.finish();
                 return;
             }
@@ -127,8 +127,15 @@ fn write_loop<R: Record>(
         for record in rx.try_iter().take(settings.queue.max(1)) {
             write(output, record, &mut tally);
         }
-        output.flush(counters);
+        // A record counts as written once it is out of the buffer: a batch whose flush fails
+        // (a collector gone) is lost whole.
+        let flushed = output.flush(counters);
         let (written, lost) = std::mem::take(&mut tally);
+        let (written, lost) = if flushed {
+            (written, lost)
+        } else {
+            (0, written + lost)
+        };
         counters.written(written);
         if lost > 0 {
             counters.dropped(Dropped::Unwritten, lost);
