@@ -170,56 +170,55 @@ mod tests {
         }
     }
 
-    fn wait_for_lines(path: &std::path::Path, n: usize) -> Vec<String> {
-        for _ in 0..500 {
-            let text = std::fs::read_to_string(path).unwrap_or_default();
-            if text.lines().count() >= n {
-                return text.lines().map(str::to_string).collect();
-            }
-            std::thread::sleep(Duration::from_millis(10));
+    /// Polls `ready` until it holds, for at most 5 s (the writer works on its own thread).
+    fn eventually(what: &str, mut ready: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !ready() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
         }
-        panic!("{n} lines never arrived in {}", path.display());
+    }
+
+    /// A logger and its file in a fresh directory.
+    fn logging() -> (tempfile::TempDir, std::path::PathBuf, Arc<Sink<Line>>) {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("a.log");
+        let sink = start(
+            "test",
+            Destination::File(path.clone()),
+            Framing::Lines,
+            settings(),
+        )
+        .expect("start");
+        (dir, path, sink)
+    }
+
+    fn lines_once(path: &std::path::Path, n: usize) -> Vec<String> {
+        let read = || std::fs::read_to_string(path).unwrap_or_default();
+        eventually("the lines", || read().lines().count() >= n);
+        read().lines().map(str::to_string).collect()
     }
 
     #[test]
     fn records_are_written_as_lines_in_order() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("a.log");
-        let sink = start(
-            "test",
-            Destination::File(path.clone()),
-            Framing::Lines,
-            settings(),
-        )
-        .expect("start");
+        let (_dir, path, sink) = logging();
         for i in 0..5 {
             sink.offer(Line(format!("r{i}")));
         }
-        assert_eq!(wait_for_lines(&path, 5), ["r0", "r1", "r2", "r3", "r4"]);
+        assert_eq!(lines_once(&path, 5), ["r0", "r1", "r2", "r3", "r4"]);
     }
 
     #[test]
     fn a_renamed_file_is_reopened_at_its_path() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("a.log");
-        let sink = start(
-            "test",
-            Destination::File(path.clone()),
-            Framing::Lines,
-            settings(),
-        )
-        .expect("start");
+        let (dir, path, sink) = logging();
         sink.offer(Line("before".into()));
-        wait_for_lines(&path, 1);
+        lines_once(&path, 1);
         std::fs::rename(&path, dir.path().join("a.log.1")).expect("rename");
         // Records keep coming; within the rename check they land in a new file.
-        for _ in 0..400 {
+        eventually("a record in a new file at the path", || {
             sink.offer(Line("after".into()));
-            if std::fs::read_to_string(&path).is_ok_and(|t| t.contains("after")) {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+            std::fs::read_to_string(&path).is_ok_and(|t| t.contains("after"))
+        });
         assert!(std::fs::read_to_string(&path)
             .expect("a new file")
             .starts_with("after"));
@@ -227,18 +226,10 @@ mod tests {
 
     #[test]
     fn a_record_that_panics_is_lost_alone() {
-        let dir = tempfile::tempdir().expect("dir");
-        let path = dir.path().join("a.log");
-        let sink = start(
-            "test",
-            Destination::File(path.clone()),
-            Framing::Lines,
-            settings(),
-        )
-        .expect("start");
+        let (_dir, path, sink) = logging();
         sink.offer(Line("panic".into()));
         sink.offer(Line("next".into()));
-        assert_eq!(wait_for_lines(&path, 1), ["next"]);
+        assert_eq!(lines_once(&path, 1), ["next"]);
     }
 
     #[test]
