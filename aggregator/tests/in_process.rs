@@ -61,6 +61,7 @@ fn node(
             key: ControlKey::new(KEY, None),
             max_document_bytes: 1 << 20,
             fetch_timeout: Duration::from_secs(10),
+            fetch_trust: lb_tls::ClientTrust::default(),
         },
         reloads: meshlb_node::reload::ReloadSettings {
             on_hangup: false,
@@ -76,10 +77,10 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
         config_advertise_url: None,
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().expect("an address"),
-            tokens: aggregator::admin::Tokens {
-                write: None,
-                read: None,
-            },
+            credentials: std::sync::Arc::new(meshlb_node::credentials::AdminCredentials::fixed(
+                aggregator::admin::Tokens::default(),
+            )),
+            plain: None,
             limits: meshlb_node::guard::Limits {
                 head_timeout: Duration::from_secs(10),
                 max_connections: 16,

@@ -21,7 +21,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
+use hyper_util::rt::TokioIo;
+use lb_tls::ReloadableServer;
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::credentials::{Access, Tokens};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a request head may take to arrive (`--admin-head-timeout-ms`).
@@ -81,23 +85,23 @@ pub fn cross_site(headers: &HeaderMap) -> bool {
 
 /// Whether a state-changing call may run: `Err` says why not. `who` names the node for the
 /// message ("aggregator", "prober").
-pub fn mutation_allowed(token: Option<&str>, headers: &HeaderMap, who: Node) -> Result<(), Denial> {
-    let Some(token) = token else {
+pub fn mutation_allowed(tokens: &Tokens, headers: &HeaderMap, who: Node) -> Result<(), Denial> {
+    if tokens.write.is_none() && !(tokens.certified && tokens.read.is_none()) {
         return Err(Denial {
             status: StatusCode::FORBIDDEN,
             reason: match who {
-                Node::Aggregator => "state-changing admin calls need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
-                Node::Prober => "a reload needs the admin token: start the prober with --admin-token-file (or MESHLB_ADMIN_TOKEN)",
+                Node::Aggregator => "state-changing admin calls need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN), or --admin-client-ca",
+                Node::Prober => "a reload needs the admin token: start the prober with --admin-token-file (or MESHLB_ADMIN_TOKEN), or --admin-client-ca",
             },
         });
-    };
+    }
     if cross_site(headers) {
         return Err(Denial {
             status: StatusCode::FORBIDDEN,
             reason: "a browser's cross-site request (Origin, Sec-Fetch-Site or a form content type) cannot change state",
         });
     }
-    if !has_token(token, headers) {
+    if tokens.access(headers) != Access::Write {
         return Err(Denial {
             status: StatusCode::UNAUTHORIZED,
             reason: "missing or wrong bearer token",
@@ -171,6 +175,43 @@ pub fn http1(head_timeout: Duration) -> hyper::server::conn::http1::Builder {
     b
 }
 
+/// Serves one accepted connection with `service`, over TLS when `tls` is given: the handshake
+/// must end within `head_timeout` too (one that fails or stalls is counted in
+/// `meshlb_admin_tls_handshake_failures_total` and closed).
+pub async fn serve_connection<S>(
+    stream: TcpStream,
+    tls: Option<&ReloadableServer>,
+    head_timeout: Duration,
+    service: S,
+) where
+    S: hyper::service::HttpService<hyper::body::Incoming>,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S::ResBody: 'static,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let Some(tls) = tls else {
+        let _ = http1(head_timeout)
+            .serve_connection(TokioIo::new(stream), service)
+            .await;
+        return;
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+    match tokio::time::timeout(head_timeout, acceptor.accept(stream)).await {
+        Ok(Ok(stream)) => {
+            let _ = http1(head_timeout)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        }
+        Ok(Err(e)) => {
+            metrics::counter!("meshlb_admin_tls_handshake_failures_total").increment(1);
+            tracing::debug!(error = %e, "admin TLS handshake failed");
+        }
+        Err(_) => {
+            metrics::counter!("meshlb_admin_tls_handshake_failures_total").increment(1);
+        }
+    }
+}
+
 /// Whether an admin listener on `addr` without a token is reachable from other hosts: its
 /// reads (states, votes, members) are then open to them.
 pub fn exposed_without_token(addr: SocketAddr, token: Option<&str>) -> bool {
@@ -185,6 +226,16 @@ pub fn describe_metrics() {
     describe_counter!(
         "meshlb_admin_accept_errors_total",
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
+    );
+
+    describe_counter!(
+        "meshlb_admin_tls_handshake_failures_total",
+        "TLS handshakes on an admin or metrics listener that failed (no or an unverified client certificate, a plain-HTTP client, a bad ClientHello) or outlasted --admin-head-timeout-ms."
+    );
+
+    describe_counter!(
+        "meshlb_admin_credential_reloads_total",
+        "Re-reads of an admin listener's token and TLS files on reload, by result (a failure keeps the previous credentials)."
     );
 
     describe_counter!(
@@ -208,17 +259,38 @@ mod tests {
         h
     }
 
+    fn token(t: &str) -> Tokens {
+        Tokens {
+            write: Some(t.into()),
+            ..Tokens::default()
+        }
+    }
+
     #[test]
     fn a_mutation_needs_a_configured_token_and_the_right_one() {
         let bearer = [("authorization", "Bearer s3cret")];
-        let none = mutation_allowed(None, &headers(&bearer), Node::Aggregator);
+        let none = mutation_allowed(&Tokens::default(), &headers(&bearer), Node::Aggregator);
         assert_eq!(none.map_err(|r| r.status), Err(StatusCode::FORBIDDEN));
-        let wrong = mutation_allowed(Some("other"), &headers(&bearer), Node::Aggregator);
+        let wrong = mutation_allowed(&token("other"), &headers(&bearer), Node::Aggregator);
         assert_eq!(wrong.map_err(|r| r.status), Err(StatusCode::UNAUTHORIZED));
         assert_eq!(
-            mutation_allowed(Some("s3cret"), &headers(&bearer), Node::Prober),
+            mutation_allowed(&token("s3cret"), &headers(&bearer), Node::Prober),
             Ok(())
         );
+    }
+
+    #[test]
+    fn a_verified_client_certificate_takes_the_place_of_an_unconfigured_token() {
+        let certified = Tokens::default().on_connection(true);
+        assert_eq!(
+            mutation_allowed(&certified, &HeaderMap::new(), Node::Prober),
+            Ok(())
+        );
+        let beside = token("t").on_connection(true);
+        let refused = mutation_allowed(&beside, &HeaderMap::new(), Node::Aggregator);
+        assert_eq!(refused.map_err(|r| r.status), Err(StatusCode::UNAUTHORIZED));
+        let cross = headers(&[("sec-fetch-site", "cross-site")]);
+        assert!(mutation_allowed(&certified, &cross, Node::Aggregator).is_err());
     }
 
     #[test]
@@ -233,13 +305,16 @@ mod tests {
         ] {
             let h = headers(&[("authorization", "Bearer t"), extra]);
             assert_eq!(
-                mutation_allowed(Some("t"), &h, Node::Aggregator).map_err(|r| r.status),
+                mutation_allowed(&token("t"), &h, Node::Aggregator).map_err(|r| r.status),
                 Err(StatusCode::FORBIDDEN),
                 "{extra:?}"
             );
         }
         let cli = headers(&[("authorization", "Bearer t"), ("sec-fetch-site", "none")]);
-        assert_eq!(mutation_allowed(Some("t"), &cli, Node::Aggregator), Ok(()));
+        assert_eq!(
+            mutation_allowed(&token("t"), &cli, Node::Aggregator),
+            Ok(())
+        );
     }
 
     #[test]
@@ -251,7 +326,7 @@ mod tests {
             ("content-type", "application/json"),
         ];
         assert_eq!(
-            mutation_allowed(Some("t"), &headers(&console), Node::Aggregator),
+            mutation_allowed(&token("t"), &headers(&console), Node::Aggregator),
             Ok(())
         );
         let as_a_form = [
@@ -259,7 +334,7 @@ mod tests {
             ("sec-fetch-site", "same-origin"),
             ("content-type", "text/plain"),
         ];
-        assert!(mutation_allowed(Some("t"), &headers(&as_a_form), Node::Aggregator).is_err());
+        assert!(mutation_allowed(&token("t"), &headers(&as_a_form), Node::Aggregator).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //!   compared in constant time, cross-site refusals.
 //! - [`control`]: the control plane: the config store, the primary's announcement, the
 //!   follower, the API's writes and the config task's protocol over them.
+//! - [`credentials`]: a listener's tokens and TLS, re-read on reload.
 //! - [`handle`]: the handle of a running node: reload, stop, wait for its end.
 //! - [`settings`]: what every node is started with.
 //! - [`metrics`]: the Prometheus recorder, gossip's counters and a prober's `/metrics`
@@ -13,6 +14,7 @@
 //! - [`logging`]: the process's log format.
 
 pub mod control;
+pub mod credentials;
 pub mod guard;
 pub mod handle;
 pub mod logging;

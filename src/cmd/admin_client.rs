@@ -2,7 +2,6 @@
 //! resource commands and the demo's live view: reqwest's blocking client.
 
 use std::io::Read;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,14 +10,26 @@ use serde_json::Value;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdminArgs {
-    /// The aggregator's admin API address.
+    /// The aggregator's admin API: HOST:PORT (plain HTTP) or a URL, https:// for a listener
+    /// started with --admin-tls-cert.
     #[arg(
         long,
-        value_name = "ADDR",
+        value_name = "ADDR|URL",
         default_value = "127.0.0.1:9090",
         global = true
     )]
-    pub admin: SocketAddr,
+    pub admin: String,
+    /// Verify an https:// admin API against this CA (PEM) alone [default: the public web
+    /// PKI].
+    #[arg(long, value_name = "FILE", global = true)]
+    pub cacert: Option<PathBuf>,
+    /// Present this client certificate (PEM) to an admin API that asks for one
+    /// (--admin-client-ca).
+    #[arg(long, value_name = "FILE", global = true, requires = "key")]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM) of --cert.
+    #[arg(long, value_name = "FILE", global = true, requires = "cert")]
+    pub key: Option<PathBuf>,
     /// File holding the admin bearer token (else MESHLB_ADMIN_TOKEN).
     #[arg(long, value_name = "FILE", global = true)]
     pub token_file: Option<PathBuf>,
@@ -39,7 +50,18 @@ impl AdminArgs {
             ),
             None => std::env::var("MESHLB_ADMIN_TOKEN").ok(),
         };
-        AdminClient::new(self.admin, token)
+        let trust = lb_tls::ClientTrust {
+            ca_file: self.cacert.clone(),
+            pin: None,
+            identity: self.cert.clone().zip(self.key.clone()),
+        };
+        AdminClient::with_timeouts(
+            base_url(&self.admin)?,
+            token,
+            &trust,
+            Duration::from_secs(3),
+            Duration::from_secs(10),
+        )
     }
 
     /// GET `path`, returning the JSON body; API errors become readable messages.
@@ -51,29 +73,39 @@ impl AdminArgs {
 /// Largest answer read from the admin API.
 const MAX_REPLY: usize = 64 << 20;
 
+/// `HOST:PORT` -> `http://HOST:PORT`; an `http://` or `https://` URL as given, without a
+/// trailing slash.
+fn base_url(admin: &str) -> anyhow::Result<String> {
+    let admin = admin.trim().trim_end_matches('/');
+    if admin.starts_with("http://") || admin.starts_with("https://") {
+        return Ok(admin.to_string());
+    }
+    if admin.contains("://") {
+        bail!("--admin {admin}: the admin API is http:// or https://");
+    }
+    Ok(format!("http://{admin}"))
+}
+
 /// A blocking client of one aggregator's admin API.
 #[derive(Debug, Clone)]
 pub struct AdminClient {
-    addr: SocketAddr,
+    /// `http://host:port` or `https://host:port`.
+    addr: String,
     token: Option<String>,
     http: reqwest::blocking::Client,
 }
 
 impl AdminClient {
-    pub fn new(addr: SocketAddr, token: Option<String>) -> anyhow::Result<AdminClient> {
-        AdminClient::with_timeouts(addr, token, Duration::from_secs(3), Duration::from_secs(10))
-    }
-
     /// With its own waits: to connect, and for the whole answer (the demo's live view polls
     /// with shorter ones).
     pub fn with_timeouts(
-        addr: SocketAddr,
+        addr: String,
         token: Option<String>,
+        trust: &lb_tls::ClientTrust,
         connect: Duration,
         answer: Duration,
     ) -> anyhow::Result<AdminClient> {
-        // https:// addresses trust what a webhook's do (`lb-tls`).
-        let tls = lb_tls::client_config(false, None).context("TLS settings")?;
+        let tls = trust.config().context("TLS settings")?;
         let http = reqwest::blocking::Client::builder()
             .use_preconfigured_tls((*tls).clone())
             .connect_timeout(connect)
@@ -91,9 +123,9 @@ impl AdminClient {
         body: Option<&[u8]>,
         headers: &[(&str, String)],
     ) -> anyhow::Result<(u16, Option<String>, String)> {
-        let addr = self.addr;
+        let addr = &self.addr;
         let method = reqwest::Method::from_bytes(method.as_bytes())?;
-        let mut request = self.http.request(method, format!("http://{addr}{path}"));
+        let mut request = self.http.request(method, format!("{addr}{path}"));
         if let Some(t) = &self.token {
             request = request.bearer_auth(t);
         }
@@ -103,9 +135,17 @@ impl AdminClient {
         if let Some(body) = body {
             request = request.body(body.to_vec());
         }
-        let reply = request.send().with_context(|| {
-            format!(
-                "cannot reach the admin API at {addr} (is `meshlb aggregator --admin {addr}` running?)"
+        let reply = request.send().map_err(|e| {
+            // reqwest's own message is "error sending request": the cause (refused, a
+            // certificate that does not verify) is in its chain.
+            let mut why = e.to_string();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                why = format!("{why}: {s}");
+                source = s.source();
+            }
+            anyhow::anyhow!(
+                "cannot reach the admin API at {addr} ({why}); is an aggregator serving it?"
             )
         })?;
         let status = reply.status().as_u16();
@@ -127,7 +167,7 @@ impl AdminClient {
 
     /// GET `path`, returning the JSON body; API errors become readable messages.
     pub fn get(&self, path: &str) -> anyhow::Result<Value> {
-        let addr = self.addr;
+        let addr = &self.addr;
         let (status, _, body) = self.request("GET", path, None, &[])?;
         let value: Value = serde_json::from_str(&body)
             .with_context(|| format!("the admin API at {addr} did not answer JSON"))?;

@@ -23,9 +23,15 @@ pub struct Args {
     /// The PoP's datacenter, if any.
     #[arg(long, default_value = "pop")]
     dc: String,
-    /// Admin API address (HTTP).
+    /// Admin API address (HTTP, or HTTPS with --admin-tls-cert).
     #[arg(long, value_name = "ADDR")]
     admin: SocketAddr,
+    #[command(flatten)]
+    admin_tls: super::admin_tls_args::AdminTlsArgs,
+    /// With --admin-tls-cert, serve the admin API over plain HTTP on this address as well
+    /// (a loopback address for a local scraper, say).
+    #[arg(long, value_name = "ADDR", requires = "admin_tls_cert")]
+    admin_plain_listen: Option<SocketAddr>,
     /// File holding the admin API bearer token (else MESHLB_ADMIN_TOKEN). Without one, reads
     /// are open and every state-changing call (/drain, /-/reload) is refused.
     #[arg(long, value_name = "FILE")]
@@ -209,15 +215,13 @@ impl Args {
         } else {
             ConfigRole::Standalone
         };
-        let tokens = aggregator::admin::Tokens {
-            write: super::read_token(self.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?
-                .map(Into::into),
-            read: super::read_token(
+        let credentials = self.admin_tls.credentials(
+            (self.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN"),
+            Some((
                 self.admin_read_token_file.as_ref(),
                 "MESHLB_ADMIN_READ_TOKEN",
-            )?
-            .map(Into::into),
-        };
+            )),
+        )?;
         let place = Place {
             role: "aggregator",
             region: self.region,
@@ -242,7 +246,8 @@ impl Args {
             config_advertise_url: self.config_advertise_url.clone(),
             admin: AdminSettings {
                 addr: self.admin,
-                tokens,
+                credentials,
+                plain: self.admin_plain_listen,
                 limits: meshlb_node::guard::Limits {
                     head_timeout: ms(self.admin_head_timeout_ms),
                     max_connections: self.admin_max_connections,

@@ -1,5 +1,6 @@
 //! Command-line settings of the control plane every node shares (docs/api.md#one-config-for-the-mesh).
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings};
@@ -19,6 +20,21 @@ pub struct ControlArgs {
     /// The longest a fetch of the primary's document may take.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub config_fetch_timeout_ms: u64,
+    /// Verify an https:// primary's certificate against this CA (PEM) alone [default: the
+    /// public web PKI].
+    #[arg(long, value_name = "FILE")]
+    pub config_ca: Option<PathBuf>,
+    /// Trust an https:// primary by its key alone: sha256//BASE64 of its SubjectPublicKeyInfo
+    /// (curl's --pinnedpubkey); takes the place of --config-ca.
+    #[arg(long, value_name = "PIN")]
+    pub config_pin: Option<lb_tls::SpkiPin>,
+    /// Present this client certificate (PEM) when fetching from a primary whose admin
+    /// listener asks for one (--admin-client-ca).
+    #[arg(long, value_name = "FILE", requires = "config_client_key")]
+    pub config_client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --config-client-cert.
+    #[arg(long, value_name = "FILE", requires = "config_client_cert")]
+    pub config_client_key: Option<PathBuf>,
 }
 
 impl ControlArgs {
@@ -30,6 +46,14 @@ impl ControlArgs {
             key: ControlKey::new(&current, previous.as_deref()),
             max_document_bytes: self.config_max_bytes.max(1),
             fetch_timeout: Duration::from_millis(self.config_fetch_timeout_ms.max(1)),
+            fetch_trust: lb_tls::ClientTrust {
+                ca_file: self.config_ca.clone(),
+                pin: self.config_pin,
+                identity: self
+                    .config_client_cert
+                    .clone()
+                    .zip(self.config_client_key.clone()),
+            },
         })
     }
 }

@@ -43,6 +43,8 @@ pub struct Args {
     /// endpoint refuses every reload).
     #[arg(long, value_name = "FILE")]
     admin_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    admin_tls: super::admin_tls_args::AdminTlsArgs,
     /// How long a request head may take to arrive at the --metrics listener.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
@@ -61,7 +63,12 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
     } else {
         ConfigRole::Standalone
     };
-    let token = super::read_token(args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN")?;
+    if args.metrics.is_none() && args.admin_tls.admin_tls_cert.is_some() {
+        anyhow::bail!("--admin-tls-cert is for the --metrics listener: give --metrics too");
+    }
+    let credentials = args
+        .admin_tls
+        .credentials((args.admin_token_file.as_ref(), "MESHLB_ADMIN_TOKEN"), None)?;
     let place = Place {
         role: "prober",
         region: args.region,
@@ -77,9 +84,9 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             max_targets: args.preview_max_targets,
             ..prober::preview::PreviewSettings::default()
         },
-        metrics: args.metrics.map(|addr| MetricsListener {
+        metrics: args.metrics.map(move |addr| MetricsListener {
             addr,
-            token: token.map(Into::into),
+            credentials,
             limits: meshlb_node::guard::Limits {
                 head_timeout: Duration::from_millis(args.admin_head_timeout_ms.max(1)),
                 max_connections: args.admin_max_connections,

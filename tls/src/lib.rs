@@ -1,7 +1,20 @@
-//! TLS client settings for https/ldaps monitors and for the proxy's connections to origins:
-//! the public web PKI plus an optional CA file, or — with `allow_insecure` (a monitor's
-//! `allow_insecure`, a load balancer's `origin_tls = "full"`) — any certificate at all (the
-//! handshake and its signatures are still checked).
+//! meshlb's TLS settings, read from PEM files:
+//!
+//! - [`client_config`]: https/ldaps monitors and the proxy's connections to origins: the public
+//!   web PKI plus an optional CA file, or — with `allow_insecure` (a monitor's
+//!   `allow_insecure`, a load balancer's `origin_tls = "full"`) — any certificate at all (the
+//!   handshake and its signatures are still checked).
+//! - [`ClientTrust`]: the control paths' clients (the CLI, a follower's fetch of the config):
+//!   a private CA or a pinned key instead of the web PKI, and a client certificate.
+//! - [`server`]: a node's admin listener: certificate, key and client CA, reloadable.
+//! - [`pem`]: the files themselves.
+
+pub mod pem;
+pub mod pin;
+pub mod server;
+
+pub use pin::{BadPin, SpkiPin};
+pub use server::{ReloadableServer, ServerFiles};
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +38,23 @@ pub enum TlsError {
     CaFileCertificate { path: PathBuf, error: rustls::Error },
     #[error("ca_file {}: no PEM certificate in it", path.display())]
     CaFileEmpty { path: PathBuf },
+    #[error("cannot read {}: {error}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The file is not what it should hold (`not a PEM private key: ...`).
+    #[error("{}: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+}
+
+impl TlsError {
+    pub(crate) fn unusable(path: &Path, reason: String) -> TlsError {
+        TlsError::Unusable {
+            path: path.to_path_buf(),
+            reason,
+        }
+    }
 }
 
 /// A host that is no TLS server name (neither a DNS name nor an IP address).
@@ -66,6 +96,48 @@ pub fn client_config(
         builder.with_root_certificates(roots).with_no_client_auth()
     };
     Ok(Arc::new(config))
+}
+
+/// Whom a control-path client (the CLI, a follower fetching the config) trusts and what it
+/// presents.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientTrust {
+    /// Trust this CA (PEM) alone instead of the public web PKI (curl's `--cacert`).
+    pub ca_file: Option<PathBuf>,
+    /// Trust exactly the server key pinned, whatever signed its certificate (curl's
+    /// `--pinnedpubkey`); takes the place of `ca_file` and the web PKI.
+    pub pin: Option<SpkiPin>,
+    /// A client certificate chain and its key (PEM), for servers that ask for one.
+    pub identity: Option<(PathBuf, PathBuf)>,
+}
+
+impl ClientTrust {
+    /// The rustls settings of this trust.
+    pub fn config(&self) -> Result<Arc<ClientConfig>, TlsError> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()?;
+        let builder = if let Some(pin) = self.pin {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(pin::PinnedKey { pin, provider }))
+        } else if let Some(ca) = &self.ca_file {
+            builder.with_root_certificates(pem::roots(ca)?)
+        } else {
+            let mut roots = RootCertStore::empty();
+            roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+            builder.with_root_certificates(roots)
+        };
+        let config = match &self.identity {
+            Some((cert, key)) => builder
+                .with_client_auth_cert(pem::certificates(cert)?, pem::private_key(key)?)
+                .map_err(|e| {
+                    TlsError::unusable(key, format!("not the key of {}: {e}", cert.display()))
+                })?,
+            None => builder.with_no_client_auth(),
+        };
+        Ok(Arc::new(config))
+    }
 }
 
 fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {

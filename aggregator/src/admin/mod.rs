@@ -40,7 +40,8 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
+use lb_tls::ReloadableServer;
+use meshlb_node::credentials::AdminCredentials;
 use meshlb_node::guard;
 use tokio::net::TcpListener;
 
@@ -52,14 +53,13 @@ use reply::{error, json, Reply};
 pub const MESH_DOCUMENT: &str = "/-/config/document";
 
 /// The refusal of a state-changing call, when it is refused (`guard::mutation_allowed`).
-fn mutation_refused(token: Option<&str>, req: &Request<Incoming>) -> Option<Reply> {
-    guard::mutation_allowed(token, req.headers(), guard::Node::Aggregator)
+fn mutation_refused(tokens: &Tokens, req: &Request<Incoming>) -> Option<Reply> {
+    guard::mutation_allowed(tokens, req.headers(), guard::Node::Aggregator)
         .err()
         .map(|r| error(r.status, r.reason))
 }
 
 fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
-    let token = tokens.write.as_deref();
     let path = req.uri().path();
     if path == "/healthz" {
         return json(StatusCode::OK, &serde_json::json!({ "ok": true }));
@@ -93,7 +93,7 @@ fn route(shared: &Shared, tokens: &Tokens, req: &Request<Incoming>) -> Reply {
     }
     if path == "/drain" {
         if req.method() != http::Method::GET {
-            if let Some(refused) = mutation_refused(token, req) {
+            if let Some(refused) = mutation_refused(tokens, req) {
                 return refused;
             }
         }
@@ -140,23 +140,26 @@ fn console_view(v: crate::console::views::View, headers: &http::HeaderMap) -> Re
     r
 }
 
-/// Serves the admin API on `listener` until the task is dropped, within `limits`; `body`
-/// bounds the API's request bodies.
+/// Serves the admin API on `listener` until the task is dropped, within `limits`, over `tls`
+/// when given; `body` bounds the API's request bodies. The tokens in force are read from
+/// `credentials` as each connection opens.
 pub async fn serve(
     listener: TcpListener,
     shared: Arc<Shared>,
-    tokens: Tokens,
+    credentials: Arc<AdminCredentials>,
+    tls: Option<Arc<ReloadableServer>>,
     limits: guard::Limits,
     body: BodyLimits,
 ) {
-    let tokens = Arc::new(tokens);
     let mut backoff = guard::AcceptBackoff::new();
     let slots = limits.slots();
     let head_timeout = limits.head_timeout;
+    let certified = tls.as_ref().is_some_and(|t| t.verifies_clients());
     loop {
         let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let shared = Arc::clone(&shared);
-        let tokens = Arc::clone(&tokens);
+        let tokens = Arc::new(credentials.tokens().on_connection(certified));
+        let tls = tls.clone();
         tokio::spawn(async move {
             let _slot = slot;
             let service = service_fn(move |req: Request<Incoming>| {
@@ -168,7 +171,7 @@ pub async fn serve(
                         if let Some(page) = crate::console::assets::serve(path, req.headers()) {
                             page
                         } else if path == reload::PATH {
-                            reload::reload(&shared, tokens.write.as_deref(), &req).await
+                            reload::reload(&shared, &tokens, &req).await
                         } else if path == MESH_DOCUMENT {
                             crate::api::mesh_document(&shared.control, req.headers())
                         } else if let Some(r) = crate::api::route(path) {
@@ -182,9 +185,7 @@ pub async fn serve(
                     Ok::<_, Infallible>(response)
                 }
             });
-            let _ = guard::http1(head_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            guard::serve_connection(stream, tls.as_deref(), head_timeout, service).await;
         });
     }
 }

@@ -13,10 +13,10 @@ pub(super) const PATH: &str = "/-/reload";
 
 pub(super) async fn reload(
     shared: &Shared,
-    token: Option<&str>,
+    tokens: &super::Tokens,
     req: &http::Request<Incoming>,
 ) -> Reply {
-    if let Some(refused) = super::mutation_refused(token, req) {
+    if let Some(refused) = super::mutation_refused(tokens, req) {
         return refused;
     }
     if req.method() != http::Method::POST {

@@ -19,7 +19,6 @@ pub mod preview;
 pub mod regions;
 pub mod search;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -40,45 +39,7 @@ pub use path::{is_api_path, route, Route};
 /// The name validation errors of an API write give the document.
 const DOCUMENT_NAME: &str = "the written config";
 
-/// The bearer tokens and what each may do.
-#[derive(Debug, Clone, Default)]
-pub struct Tokens {
-    /// `--admin-token-file`: reads and writes.
-    pub write: Option<Arc<str>>,
-    /// `--admin-read-token-file`: reads only.
-    pub read: Option<Arc<str>>,
-}
-
-/// What a request may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Access {
-    None,
-    Read,
-    Write,
-}
-
-impl Tokens {
-    /// The access the request's bearer token gives. With no token configured, reads are open
-    /// (as the rest of the admin API) and writes refused.
-    pub fn access(&self, headers: &HeaderMap) -> Access {
-        if self
-            .write
-            .as_deref()
-            .is_some_and(|t| guard::has_token(t, headers))
-        {
-            Access::Write
-        } else if self
-            .read
-            .as_deref()
-            .is_some_and(|t| guard::has_token(t, headers))
-            || self.write.is_none() && self.read.is_none()
-        {
-            Access::Read
-        } else {
-            Access::None
-        }
-    }
-}
+pub use meshlb_node::credentials::{Access, Tokens};
 
 /// Limits of the API's request bodies.
 #[derive(Debug, Clone, Copy)]

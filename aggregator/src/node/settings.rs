@@ -12,7 +12,8 @@ use meshlb_node::guard;
 use meshlb_node::NodeSettings;
 
 use super::StartError;
-use crate::api::{BodyLimits, Tokens};
+use crate::api::BodyLimits;
+use meshlb_node::credentials::AdminCredentials;
 
 /// Everything an aggregator node needs to start.
 pub struct Settings {
@@ -21,8 +22,8 @@ pub struct Settings {
     pub node: NodeSettings,
     /// The session-affinity cookie key (derived from the cluster key).
     pub affinity_key: AffinityKey,
-    /// The admin API URL the primary announces [default: http://<admin address>, with the
-    /// gossip address's IP when the admin listens on every address].
+    /// The admin API URL the primary announces [default: http://<admin address> (https://
+    /// with TLS on), with the gossip address's IP when the admin listens on every address].
     pub config_advertise_url: Option<String>,
     pub admin: AdminSettings,
     pub dns: Option<DnsSettings>,
@@ -42,7 +43,10 @@ pub struct Settings {
 /// The admin listener.
 pub struct AdminSettings {
     pub addr: SocketAddr,
-    pub tokens: Tokens,
+    /// Its tokens and TLS (`--admin-tls-cert`, `--admin-client-ca`), re-read on reload.
+    pub credentials: Arc<AdminCredentials>,
+    /// With TLS on, a plain-HTTP listener besides, when asked (`--admin-plain-listen`).
+    pub plain: Option<SocketAddr>,
     pub limits: guard::Limits,
     pub body: BodyLimits,
     /// The API's monitor previews.
@@ -78,6 +82,11 @@ impl Settings {
     /// The URL the primary announces for fetches of its document, given the admin
     /// listener's bound address.
     pub(super) fn announce_url(&self, admin: SocketAddr) -> String {
+        let scheme = if self.admin.credentials.tls().is_some() {
+            "https"
+        } else {
+            "http"
+        };
         if let Some(u) = &self.config_advertise_url {
             return u.trim_end_matches('/').to_string();
         }
@@ -91,7 +100,7 @@ impl Settings {
                     .ip(),
             );
         }
-        format!("http://{addr}")
+        format!("{scheme}://{addr}")
     }
 
     /// Refuses settings that cannot work, and warns of config this node will not serve.

@@ -77,7 +77,13 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let admin_addr = listener
         .local_addr()
         .map_err(|e| StartError::Settings(format!("the admin listener's address: {e}")))?;
-    let protocol = protocol.announcing(settings.announce_url(admin_addr));
+    let protocol = protocol
+        .announcing(settings.announce_url(admin_addr))
+        .with_credentials(Arc::clone(&settings.admin.credentials));
+    let plain = match settings.admin.plain {
+        Some(addr) => Some(crate::admin::bind(addr).await?),
+        None => None,
+    };
     let tally = TallySettings {
         region: settings.node.region,
         warmup_timeout: settings.warmup_timeout,
@@ -109,13 +115,22 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         }
         let _ = shared.drains.state_file.set(state);
     }
-    let token = settings.admin.tokens.write.as_deref();
-    if meshlb_node::guard::exposed_without_token(settings.admin.addr, token) {
+    let credentials = &settings.admin.credentials;
+    let token = credentials.tokens().write.clone();
+    let certifies = credentials.tls().is_some_and(|t| t.verifies_clients());
+    if !certifies
+        && meshlb_node::guard::exposed_without_token(settings.admin.addr, token.as_deref())
+    {
         tracing::warn!(admin = %settings.admin.addr, "the admin API listens beyond loopback without a token: anyone who reaches it reads every state and vote (changes are refused without a token); set --admin-token-file");
         eprintln!("WARNING: the admin API on {} is reachable from other hosts without a token: its reads are open to them (changes are refused); set --admin-token-file", settings.admin.addr);
     }
+    let scheme = if credentials.tls().is_some() {
+        "https"
+    } else {
+        "http"
+    };
     eprintln!(
-        "meshlb aggregator {} gossiping on {}, admin API on http://{}",
+        "meshlb aggregator {} gossiping on {}, admin API on {scheme}://{}",
         identity.node_id, settings.node.mesh.listen, admin_addr
     );
     let (adopter, adoptions) = Adopter::channel();
@@ -135,14 +150,25 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         tokio::spawn(crate::admin::serve(
             listener,
             Arc::clone(&shared),
-            crate::admin::Tokens {
-                write: settings.admin.tokens.write.clone(),
-                read: settings.admin.tokens.read.clone(),
-            },
+            Arc::clone(credentials),
+            credentials.tls().cloned(),
             settings.admin.limits,
             settings.admin.body,
         )),
     );
+    if let Some(plain) = plain {
+        vital.task(
+            "plain admin API",
+            tokio::spawn(crate::admin::serve(
+                plain,
+                Arc::clone(&shared),
+                Arc::clone(credentials),
+                None,
+                settings.admin.limits,
+                settings.admin.body,
+            )),
+        );
+    }
     let poll = (settings.node.mesh.gossip_interval / 2).max(std::time::Duration::from_millis(20));
     vital.task(
         "tally loop",
@@ -157,7 +183,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let (follower, fetched) = meshlb_node::control::follower::spawn(
         &identity.node_id,
         &settings.node.mesh,
-        settings.node.control.fetch_timeout,
+        &settings.node.control,
         &node.handle,
         &protocol.plane,
     );

@@ -33,12 +33,15 @@ pub struct FollowerSettings {
     /// Fetch and hand over new generations (`--config-from-mesh`); else only watch which
     /// primary is live (for the API's refusals and `GET /config`).
     pub follow: bool,
+    /// Whom a fetch over https trusts (`--config-ca`, `--config-pin`) and the client
+    /// certificate it presents.
+    pub trust: lb_tls::ClientTrust,
 }
 
 /// Why a fetch did not bring a document.
 #[derive(Debug, thiserror::Error)]
 pub enum FetchError {
-    #[error("cannot reach the primary at {url}: {error}")]
+    #[error("cannot reach the primary at {url}: {}", causes(error))]
     Unreachable { url: String, error: reqwest::Error },
     #[error("the primary answered {0}")]
     Status(u16),
@@ -48,6 +51,18 @@ pub enum FetchError {
     Forged,
     #[error("the document is not UTF-8")]
     NotText,
+}
+
+/// An error and its causes, `: `-separated: reqwest's own message ("error sending request")
+/// leaves out why (refused, a certificate that does not verify).
+fn causes(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(s) = source {
+        text = format!("{text}: {s}");
+        source = s.source();
+    }
+    text
 }
 
 /// The primary announced by the live nodes of `c`.
@@ -134,7 +149,7 @@ fn count(result: &'static str) {
 pub fn spawn(
     node_id: &str,
     mesh: &mesh::MeshSettings,
-    fetch_timeout: Duration,
+    control: &super::ControlSettings,
     handle: &chitchat::ChitchatHandle,
     plane: &Arc<ControlPlane>,
 ) -> (tokio::task::JoinHandle<()>, mpsc::Receiver<Fetched>) {
@@ -143,8 +158,9 @@ pub fn spawn(
         FollowerSettings {
             node_id: node_id.to_string(),
             poll: mesh.gossip_interval.max(Duration::from_millis(50)),
-            fetch_timeout,
+            fetch_timeout: control.fetch_timeout,
             follow: plane.role == super::ConfigRole::Follower,
+            trust: control.fetch_trust.clone(),
         },
         handle.chitchat(),
         Arc::clone(plane),
@@ -163,9 +179,9 @@ pub async fn run(
         metrics::counter!("meshlb_config_fetches_total", "result" => result).absolute(0);
     }
     metrics::counter!("meshlb_config_documents_refused_total").absolute(0);
-    // The primary may sit behind TLS (an `https://` --config-advertise-url): the trust
-    // anchors are the same as a webhook's (`lb-tls`).
-    let tls = match lb_tls::client_config(false, None) {
+    // A primary over https (`--admin-tls-cert`, or an `https://` --config-advertise-url) is
+    // verified as `--config-ca` / `--config-pin` say, else against the public web PKI.
+    let tls = match settings.trust.config() {
         Ok(t) => t,
         Err(e) => {
             tracing::error!(error = %e, "the config follower cannot set up TLS");

@@ -63,6 +63,9 @@ pub struct ControlSettings {
     pub max_document_bytes: usize,
     /// The longest a fetch of the primary's document may take (`--config-fetch-timeout-ms`).
     pub fetch_timeout: std::time::Duration,
+    /// Whom a fetch over https trusts and what it presents (`--config-ca`, `--config-pin`,
+    /// `--config-client-cert`); the default is the public web PKI.
+    pub fetch_trust: lb_tls::ClientTrust,
 }
 
 /// Largest config document fetched or written (`--config-max-bytes`).

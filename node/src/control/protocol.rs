@@ -56,6 +56,8 @@ pub struct ConfigProtocol {
     pub plane: Arc<ControlPlane>,
     /// The admin API URL a primary announces for fetches (none on other roles).
     announce_url: Option<String>,
+    /// The admin listener's tokens and TLS, re-read with every file reload.
+    credentials: Option<Arc<crate::credentials::AdminCredentials>>,
 }
 
 impl ConfigProtocol {
@@ -94,6 +96,7 @@ impl ConfigProtocol {
             store,
             plane: Arc::new(plane),
             announce_url: None,
+            credentials: None,
         };
         Ok((protocol, writes))
     }
@@ -104,6 +107,17 @@ impl ConfigProtocol {
         let announce_url = (self.plane.role == ConfigRole::Primary).then_some(url);
         ConfigProtocol {
             announce_url,
+            ..self
+        }
+    }
+
+    /// Re-reads `credentials` (tokens, TLS files) with every reload of the file.
+    pub fn with_credentials(
+        self,
+        credentials: Arc<crate::credentials::AdminCredentials>,
+    ) -> ConfigProtocol {
+        ConfigProtocol {
+            credentials: Some(credentials),
             ..self
         }
     }
@@ -136,6 +150,9 @@ impl ConfigProtocol {
     /// A reload of the file: on the primary, a changed file is the next generation; a
     /// follower's file is the mesh's and is not reloaded by hand.
     pub async fn file_reload(&self, node: &mut impl Reload, why: &str) -> Outcome {
+        if let Some(credentials) = &self.credentials {
+            credentials.reload();
+        }
         let plane = &self.plane;
         let path = self.store.path();
         let text = match std::fs::read_to_string(path) {

@@ -3,13 +3,14 @@
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::credentials::{AdminCredentials, Tokens};
 use crate::guard;
 
 /// The listener could not start.
@@ -21,11 +22,9 @@ pub struct ListenError {
     pub source: std::io::Error,
 }
 
-/// Where a prober's `POST /-/reload` goes: the token it needs (none configured: refused) and
-/// the reload task.
+/// Where a prober's `POST /-/reload` goes: the reload task.
 #[derive(Clone)]
 pub struct ReloadEndpoint {
-    pub token: Option<std::sync::Arc<str>>,
     pub requests: tokio::sync::mpsc::Sender<crate::reload::Request>,
 }
 
@@ -47,6 +46,7 @@ fn answer(status: hyper::StatusCode, body: String, json: bool) -> hyper::Respons
 /// `POST /-/reload` on a prober, as on the aggregator's admin API (`aggregator/src/admin/reload.rs`).
 async fn reload(
     endpoint: &ReloadEndpoint,
+    tokens: &Tokens,
     req: &hyper::Request<hyper::body::Incoming>,
 ) -> hyper::Response<Full<Bytes>> {
     use hyper::StatusCode;
@@ -57,11 +57,7 @@ async fn reload(
             true,
         )
     };
-    if let Err(r) = guard::mutation_allowed(
-        endpoint.token.as_deref(),
-        req.headers(),
-        guard::Node::Prober,
-    ) {
+    if let Err(r) = guard::mutation_allowed(tokens, req.headers(), guard::Node::Prober) {
         return error(r.status, r.reason);
     }
     if req.method() != hyper::Method::POST {
@@ -78,11 +74,12 @@ async fn reload(
 }
 
 /// Serves `GET /metrics` on `addr` (no token), and `POST /-/reload` when `reloads` is given,
-/// within `limits` (`guard.rs`).
+/// within `limits` (`guard.rs`), over TLS when `credentials` have it.
 pub async fn serve(
     addr: SocketAddr,
     handle: PrometheusHandle,
     reloads: Option<ReloadEndpoint>,
+    credentials: Arc<AdminCredentials>,
     limits: guard::Limits,
 ) -> Result<(), ListenError> {
     let listener = tokio::net::TcpListener::bind(addr)
@@ -95,11 +92,19 @@ pub async fn serve(
         let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let handle = handle.clone();
         let reloads = reloads.clone();
+        let credentials = Arc::clone(&credentials);
         tokio::spawn(async move {
             let _slot = slot;
+            let tls = credentials.tls();
+            let tokens = Arc::new(
+                credentials
+                    .tokens()
+                    .on_connection(tls.is_some_and(|t| t.verifies_clients())),
+            );
             let service = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let handle = handle.clone();
                 let reloads = reloads.clone();
+                let tokens = Arc::clone(&tokens);
                 async move {
                     let response = match (req.uri().path(), &reloads) {
                         ("/metrics", _) => {
@@ -112,7 +117,7 @@ pub async fn serve(
                             );
                             r
                         }
-                        ("/-/reload", Some(endpoint)) => reload(endpoint, &req).await,
+                        ("/-/reload", Some(endpoint)) => reload(endpoint, &tokens, &req).await,
                         _ => answer(
                             hyper::StatusCode::NOT_FOUND,
                             "not found: /metrics, /-/reload\n".into(),
@@ -122,9 +127,7 @@ pub async fn serve(
                     Ok::<_, Infallible>(response)
                 }
             });
-            let _ = guard::http1(head_timeout)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            guard::serve_connection(stream, tls.map(|t| &**t), head_timeout, service).await;
         });
     }
 }

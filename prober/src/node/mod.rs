@@ -75,6 +75,10 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         control.key.clone(),
         control.max_document_bytes,
     )?;
+    let protocol = match &settings.metrics {
+        Some(listener) => protocol.with_credentials(Arc::clone(&listener.credentials)),
+        None => protocol,
+    };
     let text = protocol.text();
     let file = settings.node.config.display().to_string();
     let config = Config::parse(&file, &text, regions).map_err(StartError::Config)?;
@@ -101,7 +105,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let (follower, fetched) = meshlb_node::control::follower::spawn(
         &identity.node_id,
         &settings.node.mesh,
-        control.fetch_timeout,
+        control,
         &node.handle,
         &protocol.plane,
     );
@@ -192,7 +196,6 @@ fn serve_metrics(
     meshlb_node::metrics::describe_metrics();
     crate::metrics::describe_metrics();
     let endpoint = meshlb_node::metrics::ReloadEndpoint {
-        token: listener.token.clone(),
         requests: reloads.clone(),
     };
     vital.task(
@@ -201,6 +204,7 @@ fn serve_metrics(
             listener.addr,
             handle,
             Some(endpoint),
+            Arc::clone(&listener.credentials),
             listener.limits,
         )),
     );

@@ -23,7 +23,8 @@ pub struct Settings {
 /// The prober's `/metrics` listener.
 pub struct MetricsListener {
     pub addr: SocketAddr,
-    /// The bearer token of `POST /-/reload` (none: every reload over HTTP is refused).
-    pub token: Option<Arc<str>>,
+    /// The bearer token of `POST /-/reload` (none: every reload over HTTP is refused, unless
+    /// a client certificate is verified) and the listener's TLS.
+    pub credentials: Arc<meshlb_node::credentials::AdminCredentials>,
     pub limits: guard::Limits,
 }

@@ -80,7 +80,14 @@ fn admin_get(admin: SocketAddr, path: &str) -> Option<Value> {
     static CLIENT: std::sync::OnceLock<Option<AdminClient>> = std::sync::OnceLock::new();
     let client = CLIENT.get_or_init(|| {
         let (connect, answer) = (Duration::from_millis(500), Duration::from_secs(2));
-        AdminClient::with_timeouts(admin, None, connect, answer).ok()
+        AdminClient::with_timeouts(
+            format!("http://{admin}"),
+            None,
+            &lb_tls::ClientTrust::default(),
+            connect,
+            answer,
+        )
+        .ok()
     });
     client.as_ref()?.get(path).ok()
 }

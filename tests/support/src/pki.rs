@@ -34,3 +34,71 @@ pub fn server_signed_by_test_ca(names: &[&str], ca_file: &Path) -> Arc<rustls::S
     .expect("server config");
     Arc::new(config)
 }
+
+/// A test CA that issues server and client certificates as PEM files, as an operator's
+/// private CA would.
+pub struct TestCa {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+/// A certificate and key written to files, with the pin of its key (`sha256//...`).
+#[derive(Debug, Clone)]
+pub struct Issued {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+    pub pin: String,
+}
+
+impl TestCa {
+    /// A fresh CA named `name`, its certificate written to `ca_file`.
+    pub fn new(name: &str, ca_file: &Path) -> TestCa {
+        use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+        let mut params = CertificateParams::new(Vec::new()).expect("ca params");
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let issuer =
+            CertifiedIssuer::self_signed(params, KeyPair::generate().expect("key")).expect("ca");
+        std::fs::write(ca_file, issuer.pem()).expect("ca file");
+        TestCa { issuer }
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses), written to
+    /// `<dir>/<stem>.pem` and `<dir>/<stem>.key` (the key 0600).
+    pub fn server(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        self.issue(names, rcgen::ExtendedKeyUsagePurpose::ServerAuth, dir, stem)
+    }
+
+    /// A client certificate named `stem`, written as `server` writes one.
+    pub fn client(&self, dir: &Path, stem: &str) -> Issued {
+        self.issue(&[], rcgen::ExtendedKeyUsagePurpose::ClientAuth, dir, stem)
+    }
+
+    fn issue(
+        &self,
+        names: &[&str],
+        usage: rcgen::ExtendedKeyUsagePurpose,
+        dir: &Path,
+        stem: &str,
+    ) -> Issued {
+        use rcgen::{CertificateParams, DnType, KeyPair};
+        let key = KeyPair::generate().expect("key");
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).expect("params");
+        params.distinguished_name.push(DnType::CommonName, stem);
+        params.extended_key_usages = vec![usage];
+        let cert = params.signed_by(&key, &self.issuer).expect("cert");
+        let issued = Issued {
+            cert: dir.join(format!("{stem}.pem")),
+            key: dir.join(format!("{stem}.key")),
+            pin: lb_tls::SpkiPin::of_certificate(cert.der())
+                .expect("a certificate webpki reads")
+                .to_string(),
+        };
+        std::fs::write(&issued.cert, cert.pem()).expect("cert file");
+        std::fs::write(&issued.key, key.serialize_pem()).expect("key file");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&issued.key, std::fs::Permissions::from_mode(0o600))
+            .expect("chmod");
+        issued
+    }
+}

@@ -1,12 +1,12 @@
 //! TLS termination: certificates from PEM files, the one valid for the client's SNI name
 //! chosen per handshake (the first is the default when none matches or no SNI is sent).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
-use rustls_pki_types::{CertificateDer, ServerName};
+use rustls_pki_types::ServerName;
 
 #[derive(Debug)]
 pub struct Certificates {
@@ -16,55 +16,21 @@ pub struct Certificates {
 /// Why the certificates for TLS termination cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CertificateError {
-    #[error("cannot read {}: {error}", path.display())]
-    Unreadable {
-        path: PathBuf,
-        error: std::io::Error,
-    },
-    /// The file is not what it should hold (`not a PEM private key: ...`).
-    #[error("{}: {reason}", path.display())]
-    Unusable { path: PathBuf, reason: String },
+    /// A file that cannot be read or holds no usable certificate or key, named.
+    #[error(transparent)]
+    Files(#[from] lb_tls::TlsError),
     #[error("no certificate given")]
     NoneGiven,
     #[error(transparent)]
     Tls(#[from] rustls::Error),
 }
 
-fn unusable(path: &Path, reason: String) -> CertificateError {
-    CertificateError::Unusable {
-        path: path.to_path_buf(),
-        reason,
-    }
-}
-
-fn read(path: &Path) -> Result<Vec<u8>, CertificateError> {
-    std::fs::read(path).map_err(|error| CertificateError::Unreadable {
-        path: path.to_path_buf(),
-        error,
-    })
-}
-
 impl Certificates {
     /// Loads (certificate chain, private key) PEM file pairs.
     pub fn load(pairs: &[(PathBuf, PathBuf)]) -> Result<Certificates, CertificateError> {
-        let provider = rustls::crypto::ring::default_provider();
         let mut keys = Vec::new();
         for (cert, key) in pairs {
-            let chain: Vec<CertificateDer<'static>> =
-                rustls_pemfile::certs(&mut read(cert)?.as_slice())
-                    .collect::<Result<_, _>>()
-                    .map_err(|e| unusable(cert, format!("not a PEM certificate chain: {e}")))?;
-            if chain.is_empty() {
-                return Err(unusable(cert, "no certificate in the file".into()));
-            }
-            let private = rustls_pemfile::private_key(&mut read(key)?.as_slice())
-                .map_err(|e| unusable(key, format!("not a PEM private key: {e}")))?
-                .ok_or_else(|| unusable(key, "no private key in the file".into()))?;
-            let signing = provider
-                .key_provider
-                .load_private_key(private)
-                .map_err(|e| unusable(key, format!("unusable private key: {e}")))?;
-            keys.push(Arc::new(CertifiedKey::new(chain, signing)));
+            keys.push(lb_tls::pem::certified_key(cert, key)?);
         }
         if keys.is_empty() {
             return Err(CertificateError::NoneGiven);
