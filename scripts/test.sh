@@ -12,7 +12,8 @@ cd "$(dirname "$0")/.."
 # tests put a real Redis, HAProxy (reading PROXY headers) and Unbound behind load balancers;
 # tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js; tests/console.rs
 # drives the console in headless Chromium through ChromeDriver; tests/records.rs reads dnstap
-# back with BIND's dnstap-read and collects it with fstrm_capture.
+# back with BIND's dnstap-read and collects it with fstrm_capture; tests/dns.rs checks DNS
+# cookies and NSID with Knot's kdig too.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -20,6 +21,7 @@ declare -A NEEDED=(
   [/usr/bin/dig]=bind9-dnsutils
   [/usr/bin/dnstap-read]=bind9-dnsutils
   [/usr/bin/fstrm_capture]=fstrm-bin
+  [/usr/bin/kdig]=knot-dnsutils
   [/usr/bin/curl]=curl
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus]=prometheus

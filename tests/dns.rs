@@ -15,6 +15,7 @@ use std::process::{Command, Stdio};
 
 mod dns {
     pub mod answers;
+    pub mod cookies;
     pub mod failover;
     pub mod pops;
     pub mod world;
@@ -102,6 +103,7 @@ pub fn addresses(d: &Dig) -> Vec<String> {
 
 static WORLD: Shared<world::World> = Shared::new(world::World::start);
 static POPS: Shared<pops::PopsWorld> = Shared::new(pops::PopsWorld::start);
+static COOKIES: Shared<cookies::CookieWorld> = Shared::new(cookies::CookieWorld::start);
 
 fn main() {
     let mesh = trials![
@@ -135,6 +137,13 @@ fn main() {
         pops::explain_shows_the_eligible_pops_in_order,
         pops::a_dead_pop_leaves_the_answer,
     ];
-    let all = [mesh, proxied].into_iter().flatten().collect();
+    let cookies = trials![
+        COOKIES =>
+        cookies::dig_gets_a_server_cookie_that_a_second_query_returns,
+        cookies::a_query_with_a_valid_server_cookie_passes_rate_limiting,
+        cookies::a_client_cookie_alone_over_the_rate_gets_badcookie,
+        cookies::kdig_gets_a_cookie_accepted_back_and_the_nsid,
+    ];
+    let all = [mesh, proxied, cookies].into_iter().flatten().collect();
     trials::run(all, Threads::PerTrial);
 }

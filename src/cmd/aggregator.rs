@@ -108,6 +108,11 @@ pub struct Args {
     /// node's gossip id; empty: none].
     #[arg(long, value_name = "ID")]
     dns_nsid: Option<String>,
+    /// Answer DNS cookies (RFC 7873) with server cookies in RFC 9018's format, their secret
+    /// derived from the cluster key so every aggregator accepts the others'; a query with a
+    /// valid server cookie is exempt from response-rate limiting.
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    dns_cookies: bool,
     /// Serve the HTTP reverse proxy (HTTP/1.1 and HTTP/2) on this address (repeatable).
     #[arg(long = "proxy", value_name = "ADDR")]
     proxy: Vec<SocketAddr>,
@@ -262,7 +267,7 @@ impl Args {
                     ttl: Duration::from_secs(self.api_preview_ttl_secs.max(1)),
                 },
             },
-            dns: self.dns_settings(dnstap, nsid),
+            dns: self.dns_settings(dnstap, nsid, self.dns_cookies()?),
             proxy: self.proxy_settings()?,
             advertise_proxy: self.advertise_proxy.clone(),
             l4: self.l4_settings()?,
@@ -276,10 +281,12 @@ impl Args {
         &self,
         dnstap: Option<lb_dns::Dnstap>,
         nsid: Option<std::sync::Arc<[u8]>>,
+        cookies: Option<lb_dns::Cookies>,
     ) -> Option<DnsSettings> {
         (!self.dns.is_empty()).then(|| DnsSettings {
             dnstap,
             nsid,
+            cookies,
             addrs: self.dns.clone(),
             sockets: self.dns_sockets.unwrap_or_else(|| {
                 std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)
@@ -297,6 +304,19 @@ impl Args {
             },
             prepared_places: self.dns_prepared_places,
         })
+    }
+
+    /// The server cookies' secrets: from the cluster key, and from the previous one while it
+    /// rotates (`docs/operations.md#rotating-the-cluster-key`).
+    fn dns_cookies(&self) -> anyhow::Result<Option<lb_dns::Cookies>> {
+        if !self.dns_cookies {
+            return Ok(None);
+        }
+        let (current, previous) = self.mesh.key_texts()?;
+        Ok(Some(lb_dns::Cookies {
+            current: lb_dns::CookieSecret::derive(current.as_bytes()),
+            previous: previous.map(|p| lb_dns::CookieSecret::derive(p.as_bytes())),
+        }))
     }
 
     fn proxy_settings(&self) -> anyhow::Result<Option<ProxyListeners>> {

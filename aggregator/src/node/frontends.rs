@@ -48,6 +48,8 @@ pub(super) struct DnsFrontend {
     prepared_places: usize,
     /// `--dns-nsid`.
     nsid: Option<Arc<[u8]>>,
+    /// Server cookies' secrets, from the cluster key (`--dns-cookies`).
+    cookies: Option<lb_dns::Cookies>,
 }
 
 impl DnsFrontend {
@@ -58,7 +60,7 @@ impl DnsFrontend {
         key: lb_core::affinity::AffinityKey,
         pop: PopInfo,
         pops: Arc<lb_edge::Pops>,
-        (prepared_places, nsid): (usize, Option<Arc<[u8]>>),
+        (prepared_places, nsid, cookies): (usize, Option<Arc<[u8]>>, Option<lb_dns::Cookies>),
     ) -> Result<DnsFrontend, lb_dns::DnsConfigError> {
         let serial = next_serial(0);
         let first = lb_dns::Responder::new(
@@ -70,7 +72,8 @@ impl DnsFrontend {
             serial,
         )?
         .with_prepared_places(prepared_places)
-        .with_nsid(nsid.clone());
+        .with_nsid(nsid.clone())
+        .with_cookies(cookies);
         Ok(DnsFrontend {
             serving: Arc::new(Serving::new(first)),
             regions,
@@ -80,6 +83,7 @@ impl DnsFrontend {
             serial,
             prepared_places,
             nsid,
+            cookies,
         })
     }
 
@@ -98,7 +102,8 @@ impl DnsFrontend {
             serial,
         )?
         .with_prepared_places(self.prepared_places)
-        .with_nsid(self.nsid.clone());
+        .with_nsid(self.nsid.clone())
+        .with_cookies(self.cookies);
         Ok((r, serial))
     }
 }
@@ -142,7 +147,7 @@ impl Frontends {
                     settings.affinity_key.clone(),
                     pop(),
                     Arc::clone(&shared.pops),
-                    (d.prepared_places, d.nsid.clone()),
+                    (d.prepared_places, d.nsid.clone(), d.cookies),
                 )
                 .map_err(|e| StartError::frontend("DNS")(format!("{file}: {e}")))?;
                 let server = lb_dns::DnsServer::start(

@@ -64,6 +64,9 @@ pub struct DnsSettings {
     pub prepared_places: usize,
     /// The name server identifier answered to NSID queries (RFC 5001, `--dns-nsid`).
     pub nsid: Option<Arc<[u8]>>,
+    /// Server cookies (RFC 7873, RFC 9018), their secrets derived from the cluster key (and
+    /// the previous one while it rotates); `None`: off (`--dns-cookies false`).
+    pub cookies: Option<lb_dns::Cookies>,
     /// Where dnstap messages go (`--dnstap`, `--dnstap-socket`).
     pub dnstap: Option<lb_dns::Dnstap>,
 }

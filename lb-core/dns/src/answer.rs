@@ -19,6 +19,7 @@ use lb_core::health::HealthSnapshot;
 use lb_core::request::RequestContext;
 use lb_core::steering::{locate, DnsAnswerPlan, PlanScope};
 
+use super::cookie::{self, Presented};
 use super::fast;
 use super::metrics::{qtype_index, rcode_index};
 use super::prepared::{LocatedKey, Prepared, PreparedAnswers};
@@ -189,8 +190,27 @@ impl Responder {
         if req.message_type() != MessageType::Query {
             return false;
         }
-        let mut reply = self.reply(&req, src.ip());
-        // A query with an NSID option takes this path (the fast parser takes ECS alone).
+        // A query with a COOKIE or NSID option takes this path (the fast parser takes ECS
+        // alone).
+        let mut reply = match self.cookie_in(&req, src.ip()) {
+            Some(Presented::Malformed) => {
+                let mut r = Reply::new(ResponseCode::FormErr);
+                r.qtype = super::metrics::qtype_index(
+                    req.queries()
+                        .first()
+                        .map_or(RecordType::Unknown(0), |q| q.query_type()),
+                );
+                r
+            }
+            Some(Presented::Client { client, .. }) => {
+                let mut r = self.reply(&req, src.ip());
+                r.cookie = self
+                    .cookies
+                    .map(|c| c.make(client, src.ip(), cookie::now()));
+                r
+            }
+            None => self.reply(&req, src.ip()),
+        };
         if req
             .edns()
             .is_some_and(|e| e.option(EdnsCode::NSID).is_some())
@@ -246,6 +266,60 @@ fn emit(req: &MessageRequest, reply: &Reply<'_>, max: usize, out: &mut Vec<u8>) 
 }
 
 impl Responder {
+    /// What the COOKIE option of `req` from `ip` shows, when it has one and this responder
+    /// makes cookies.
+    fn cookie_in(&self, req: &MessageRequest, ip: std::net::IpAddr) -> Option<Presented> {
+        let cookies = self.cookies?;
+        match req.edns()?.option(EdnsCode::Cookie)? {
+            hickory_proto::rr::rdata::opt::EdnsOption::Unknown(_, data) => {
+                Some(cookies.check(data, ip, cookie::now()))
+            }
+            _ => Some(Presented::Malformed),
+        }
+    }
+
+    /// What the COOKIE option of the datagram `bytes` from `ip` shows (for the rate limiter):
+    /// `None` without cookies here, without the option, or for bytes that do not parse. A
+    /// query in the fast shape carries no COOKIE option and is not parsed again.
+    pub(crate) fn cookie_of(&self, bytes: &[u8], ip: std::net::IpAddr) -> Option<Presented> {
+        self.cookies?;
+        if fast::parse(bytes).is_some() {
+            return None;
+        }
+        let req = MessageRequest::read(&mut BinDecoder::new(bytes)).ok()?;
+        self.cookie_in(&req, ip)
+    }
+
+    /// BADCOOKIE with a fresh server cookie for `client` (RFC 7873 section 5.2.3): what a
+    /// query over the rate limit that carries a client cookie gets where others slip, so the
+    /// client retries with the cookie, which then passes. `false` when it is not a query
+    /// that parses.
+    pub fn badcookie_datagram(
+        &self,
+        bytes: &[u8],
+        ip: std::net::IpAddr,
+        client: [u8; 8],
+        out: &mut Vec<u8>,
+    ) -> bool {
+        out.clear();
+        let (Some(cookies), Ok(req)) = (
+            self.cookies,
+            MessageRequest::read(&mut BinDecoder::new(bytes)),
+        ) else {
+            return false;
+        };
+        if req.message_type() != MessageType::Query {
+            return false;
+        }
+        let mut reply = Reply::new(ResponseCode::BADCOOKIE);
+        reply.cookie = Some(cookies.make(client, ip, cookie::now()));
+        let mut encoder = BinEncoder::new(out);
+        encoder.set_max_size(512);
+        Responder::build(&req, &reply)
+            .destructive_emit(&mut encoder)
+            .is_ok()
+    }
+
     /// The empty truncated answer (TC=1) to a query over the rate limit (`rrl.rs`); `false`
     /// when it is not a query that parses.
     pub fn slip_datagram(&self, bytes: &[u8], out: &mut Vec<u8>) -> bool {

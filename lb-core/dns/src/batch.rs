@@ -16,6 +16,7 @@ use nix::sys::socket::{
 };
 
 use super::answer::Steered;
+use super::cookie::Presented;
 use super::dnstap::Dnstap;
 use super::responder::Responder;
 use super::rrl::{Limit, Rrl};
@@ -40,6 +41,28 @@ fn to_std(a: &SockaddrStorage) -> Option<SocketAddr> {
             v6.scope_id(),
         ))
     })
+}
+
+/// What the rate limiter says of `query` from `ip`, and the client cookie it carries
+/// without a valid server cookie (for BADCOOKIE in place of a slip). A query whose server
+/// cookie checks out has proved its address and is not limited (`cookie.rs`).
+fn limited(
+    rrl: Option<&Rrl>,
+    responder: &Responder,
+    query: &[u8],
+    ip: std::net::IpAddr,
+) -> (Limit, Option<[u8; 8]>) {
+    let Some(rrl) = rrl else {
+        return (Limit::Send, None);
+    };
+    match responder.cookie_of(query, ip) {
+        Some(Presented::Client { proven: true, .. }) => {
+            metrics::counter!("meshlb_dns_rrl_total", "action" => "cookie_exempt").increment(1);
+            (Limit::Send, None)
+        }
+        Some(Presented::Client { client, .. }) => (rrl.check_now(ip), Some(client)),
+        _ => (rrl.check_now(ip), None),
+    }
 }
 
 /// Serves `socket` (blocking, with a read timeout of `STOP_POLL`) until `stop` is set; with
@@ -97,15 +120,18 @@ pub(crate) fn serve(
             }
             let slot = to.len();
             let query = &queries[i][..(*len).min(MAX_QUERY)];
-            let limit = rrl.as_ref().map_or(Limit::Send, |r| r.check_now(src.ip()));
+            let (limit, cookie) = limited(rrl.as_deref(), &responder, query, src.ip());
             let received_at = dnstap.as_ref().map(|_| SystemTime::now());
             let mut steered = Steered::default();
-            let answered = match limit {
-                Limit::Send => {
+            let answered = match (limit, cookie) {
+                (Limit::Send, _) => {
                     responder.answer_datagram_steered(query, src, &mut answers[slot], &mut steered)
                 }
-                Limit::Slip => responder.slip_datagram(query, &mut answers[slot]),
-                Limit::Drop => false,
+                (Limit::Slip, Some(client)) => {
+                    responder.badcookie_datagram(query, src.ip(), client, &mut answers[slot])
+                }
+                (Limit::Slip, None) => responder.slip_datagram(query, &mut answers[slot]),
+                (Limit::Drop, _) => false,
             };
             if let (Some(tap), Some(at), Some(local)) = (&dnstap, received_at, local) {
                 let response = answered.then(|| &answers[slot][..]);

@@ -9,6 +9,7 @@ mod fast;
 mod metrics;
 pub use metrics::describe_metrics;
 mod answer;
+mod cookie;
 mod dnstap;
 mod prepared;
 mod reply;
@@ -19,6 +20,7 @@ mod tcp;
 mod zones;
 
 pub use answer::Steered;
+pub use cookie::{CookieSecret, Cookies};
 pub use dnstap::{Dnstap, DnstapRecord, CONTENT_TYPE as DNSTAP_CONTENT_TYPE};
 pub use reply::EDNS_PAYLOAD;
 pub use responder::{Responder, DEFAULT_PREPARED_PLACES};
@@ -31,5 +33,7 @@ pub use zones::DnsConfigError;
 mod test_responder;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cookie;
 #[cfg(test)]
 mod tests_fast;

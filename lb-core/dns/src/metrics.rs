@@ -115,7 +115,7 @@ pub fn describe_metrics() {
 
     describe_counter!(
         "meshlb_dns_rrl_total",
-        "UDP DNS answers over the response-rate limit, by action: slipped (sent truncated) or dropped."
+        "UDP DNS answers and the response-rate limit, by action: slipped (sent truncated, or BADCOOKIE to a client cookie), dropped, or cookie_exempt (a valid server cookie: not limited)."
     );
 
     describe_counter!(

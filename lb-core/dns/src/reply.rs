@@ -30,6 +30,8 @@ pub(crate) struct Reply<'a> {
     pub truncated: bool,
     /// The NSID to answer with, when the query asked for it (RFC 5001).
     pub nsid: Option<&'a [u8]>,
+    /// The COOKIE option to answer with: the client's cookie and a fresh server cookie.
+    pub cookie: Option<[u8; 24]>,
 }
 
 impl<'a> Reply<'a> {
@@ -46,6 +48,7 @@ impl<'a> Reply<'a> {
             qtype: qtype_index(RecordType::Unknown(0)),
             truncated: false,
             nsid: None,
+            cookie: None,
         }
     }
 }
@@ -74,6 +77,7 @@ impl Reply<'_> {
             qtype: full.qtype,
             truncated: true,
             nsid: None,
+            cookie: full.cookie,
         }
     }
 }

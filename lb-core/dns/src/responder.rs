@@ -67,6 +67,8 @@ pub struct Responder {
     pub(crate) prepared_places: usize,
     /// The name server identifier a query asking for it gets (RFC 5001, `--dns-nsid`).
     pub(crate) nsid: Option<Arc<[u8]>>,
+    /// Server cookies (RFC 7873, `cookie.rs`); `None`: a COOKIE option is ignored.
+    pub(crate) cookies: Option<super::cookie::Cookies>,
     geo: Geolocator,
     pub(crate) metrics: DnsMetrics,
 }
@@ -170,6 +172,7 @@ impl Responder {
             plan_scopes,
             prepared_places: DEFAULT_PREPARED_PLACES,
             nsid: None,
+            cookies: None,
             geo,
             metrics,
         })
@@ -391,6 +394,12 @@ impl Responder {
         self
     }
 
+    /// Answers DNS cookies with server cookies made and checked with `cookies` (`cookie.rs`).
+    pub fn with_cookies(mut self, cookies: Option<super::cookie::Cookies>) -> Responder {
+        self.cookies = cookies;
+        self
+    }
+
     pub fn with_prepared_places(mut self, places: usize) -> Responder {
         self.prepared_places = places;
         self.prepared =
@@ -513,6 +522,12 @@ impl Responder {
             if let Some(nsid) = reply.nsid {
                 edns.options_mut()
                     .insert(EdnsOption::Unknown(NSID_OPTION, nsid.to_vec()));
+            }
+            if let Some(cookie) = reply.cookie {
+                edns.options_mut().insert(EdnsOption::Unknown(
+                    super::cookie::COOKIE_OPTION,
+                    cookie.to_vec(),
+                ));
             }
             builder.edns(edns);
         }
