@@ -21,6 +21,7 @@ mod proxy {
     pub mod failover;
     pub mod messages;
     pub mod metrics;
+    pub mod origin_pulls;
     pub mod origin_tls;
     pub mod state_dir;
     pub mod steering;
@@ -105,6 +106,7 @@ pub fn raw_status(proxy: SocketAddr, host: &str, path: &str) -> u16 {
 static WORLD: Shared<world::World> = Shared::new(world::World::start);
 static DRAINS: Shared<drain::DrainWorld> = Shared::new(drain::DrainWorld::start);
 static TLS: Shared<origin_tls::OriginTlsWorld> = Shared::new(origin_tls::OriginTlsWorld::start);
+static PULLS: Shared<origin_pulls::PullsWorld> = Shared::new(origin_pulls::PullsWorld::start);
 
 fn main() {
     let steady = trials![
@@ -164,11 +166,17 @@ fn main() {
         origin_tls::strict_origin_tls_without_the_origins_ca_answers_526,
         origin_tls::full_origin_tls_to_an_origin_without_tls_answers_525,
     ];
+    let pulls = trials![
+        PULLS =>
+        origin_pulls::a_probe_zone_monitor_judges_a_client_certificate_origin_healthy,
+        origin_pulls::an_origin_requiring_a_client_certificate_is_served_through_the_proxy,
+        origin_pulls::the_origin_refuses_a_client_without_the_certificate,
+    ];
     let others = trials![
         state_dir::drains_survive_a_restart_with_a_state_dir,
         state_dir::a_damaged_state_file_stops_the_start_naming_it,
     ];
-    let all = [steady, drained, tls, others]
+    let all = [steady, drained, tls, pulls, others]
         .into_iter()
         .flatten()
         .collect();

@@ -60,7 +60,7 @@ fn role(config: &Config, t: &ProbeTarget) -> Option<MemberRole> {
 pub async fn probe_once(config: &Config, targets: &[ProbeTarget]) -> Vec<Probed> {
     let icmp = IcmpClients::new();
     let probes = targets.iter().map(|t| {
-        let check = check_for(&t.monitor.kind, &icmp);
+        let check = check_for(&t.monitor, &icmp);
         async move {
             match check {
                 Ok(c) => probe(c.as_ref(), t).await,

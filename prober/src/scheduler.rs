@@ -216,7 +216,7 @@ impl Core {
             }
             let check = checks
                 .entry(Arc::as_ptr(&target.monitor))
-                .or_insert_with(|| match check_for(&target.monitor.kind, &self.icmp) {
+                .or_insert_with(|| match check_for(&target.monitor, &self.icmp) {
                     Ok(c) => c,
                     Err(e) => Arc::new(Broken(Failure::Setup(e.to_string()))),
                 })

@@ -78,7 +78,18 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
                 continue;
             };
             let member = config.check_label(pool, check).map(str::to_string);
-            let monitor_host = monitor_host_header(monitor);
+            // A probe_zone monitor sends what proxied requests carry: the load balancer's name.
+            let zone_host = monitor
+                .probe_zone
+                .as_deref()
+                .filter(|_| monitor.zone_tls.is_some())
+                .and_then(|z| {
+                    config
+                        .pool_by_name(&pool.name)
+                        .and_then(|id| config.probe_zone_host(z, id))
+                })
+                .map(str::to_string);
+            let monitor_host = zone_host.or_else(|| monitor_host_header(monitor));
             for e in pool.endpoints.iter().filter(|e| e.enabled) {
                 let host = e
                     .host_header

@@ -64,7 +64,7 @@ async fn concurrent_pings_keep_their_own_replies() {
     };
     let targets = support::targets(&toml);
     let icmp = prober::monitors::IcmpClients::new();
-    let check = prober::monitors::check_for(&targets[0].monitor.kind, &icmp).expect("check");
+    let check = prober::monitors::check_for(&targets[0].monitor, &icmp).expect("check");
     let results = futures::future::join_all(
         targets
             .iter()

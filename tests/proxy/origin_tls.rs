@@ -12,7 +12,19 @@ use crate::curl;
 /// A TLS origin on `ip` (any port) answering `tls` to every request, with a certificate for
 /// `names` (DNS names and IPs) signed by a fresh CA whose PEM is written to `ca`.
 fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
-    let config = test_support::pki::server_signed_by_test_ca(names, ca);
+    tls_origin_with(
+        ip,
+        test_support::pki::server_signed_by_test_ca(names, ca),
+        "tls\n",
+    )
+}
+
+/// A TLS origin on `ip` (any port) with `config`, answering `body` to every request.
+pub fn tls_origin_with(
+    ip: &str,
+    config: std::sync::Arc<rustls::ServerConfig>,
+    body: &'static str,
+) -> u16 {
     let listener = std::net::TcpListener::bind((ip, 0)).expect("bind");
     listener.set_nonblocking(true).expect("nonblocking");
     let port = listener.local_addr().expect("addr").port();
@@ -30,9 +42,9 @@ fn tls_origin(ip: &str, names: &[&str], ca: &std::path::Path) -> u16 {
                     let Ok(tls) = acceptor.accept(tcp).await else {
                         return;
                     };
-                    let service = hyper::service::service_fn(|_req| async {
+                    let service = hyper::service::service_fn(move |_req| async move {
                         Ok::<_, std::convert::Infallible>(hyper::Response::new(
-                            http_body_util::Full::new(bytes::Bytes::from_static(b"tls\n")),
+                            http_body_util::Full::new(bytes::Bytes::from_static(body.as_bytes())),
                         ))
                     });
                     let _ = hyper::server::conn::http1::Builder::new()

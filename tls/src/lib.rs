@@ -72,14 +72,23 @@ pub fn client_config(
     allow_insecure: bool,
     ca_file: Option<&Path>,
 ) -> Result<Arc<ClientConfig>, TlsError> {
+    client_config_with(allow_insecure, ca_file, None)
+}
+
+/// `client_config`, presenting `identity` (a certificate chain and its key, PEM files) to
+/// servers that ask for a client certificate: the proxy's authenticated origin pulls.
+pub fn client_config_with(
+    allow_insecure: bool,
+    ca_file: Option<&Path>,
+    identity: Option<(&Path, &Path)>,
+) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()?;
-    let config = if allow_insecure {
+    let builder = if allow_insecure {
         builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-            .with_no_client_auth()
     } else {
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -93,9 +102,23 @@ pub fn client_config(
                     })?;
             }
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        builder.with_root_certificates(roots)
+    };
+    let config = match identity {
+        Some((cert, key)) => with_identity(builder, cert, key)?,
+        None => builder.with_no_client_auth(),
     };
     Ok(Arc::new(config))
+}
+
+fn with_identity(
+    builder: rustls::ConfigBuilder<ClientConfig, rustls::client::WantsClientCert>,
+    cert: &Path,
+    key: &Path,
+) -> Result<ClientConfig, TlsError> {
+    builder
+        .with_client_auth_cert(pem::certificates(cert)?, pem::private_key(key)?)
+        .map_err(|e| TlsError::unusable(key, format!("not the key of {}: {e}", cert.display())))
 }
 
 /// Whom a control-path client (the CLI, a follower fetching the config) trusts and what it
@@ -129,11 +152,7 @@ impl ClientTrust {
             builder.with_root_certificates(roots)
         };
         let config = match &self.identity {
-            Some((cert, key)) => builder
-                .with_client_auth_cert(pem::certificates(cert)?, pem::private_key(key)?)
-                .map_err(|e| {
-                    TlsError::unusable(key, format!("not the key of {}: {e}", cert.display()))
-                })?,
+            Some((cert, key)) => with_identity(builder, cert, key)?,
             None => builder.with_no_client_auth(),
         };
         Ok(Arc::new(config))

@@ -27,12 +27,61 @@ pub struct LoadBalancer {
     pub origin_tls: OriginTls,
     /// Extra trust anchors for `OriginTls::Strict`.
     pub origin_ca_file: Option<std::path::PathBuf>,
+    /// The client certificate presented to origins (authenticated origin pulls).
+    pub origin_client_cert: Option<ClientCertFiles>,
     /// `Some` for a layer-4 (TCP or UDP) load balancer, which is always `proxied`; `None`
     /// for HTTP.
     pub layer4: Option<crate::config::Layer4>,
 }
 
+/// A client certificate chain and its private key, as PEM files.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ClientCertFiles {
+    pub cert: std::path::PathBuf,
+    pub key: std::path::PathBuf,
+}
+
+/// How a connection to an origin is made over TLS: the proxy's for a load balancer, and a
+/// `probe_zone` monitor's, which probes as the zone's proxied traffic connects.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct OriginTlsSettings {
+    pub mode: OriginTls,
+    /// Extra trust anchors for `OriginTls::Strict`.
+    pub ca_file: Option<std::path::PathBuf>,
+    pub client_cert: Option<ClientCertFiles>,
+}
+
+impl OriginTlsSettings {
+    /// `full`: any certificate is accepted (the handshake's signatures are still checked).
+    pub fn accepts_any_certificate(&self) -> bool {
+        self.mode == OriginTls::Full
+    }
+
+    /// Trust anchors added to the public roots (`strict` only).
+    pub fn trust_anchors(&self) -> Option<&std::path::Path> {
+        (self.mode == OriginTls::Strict)
+            .then_some(self.ca_file.as_deref())
+            .flatten()
+    }
+
+    /// The client certificate and key files presented to origins.
+    pub fn identity(&self) -> Option<(&std::path::Path, &std::path::Path)> {
+        self.client_cert
+            .as_ref()
+            .map(|c| (c.cert.as_path(), c.key.as_path()))
+    }
+}
+
 impl LoadBalancer {
+    /// How the proxy connects to this load balancer's origins.
+    pub fn origin_tls_settings(&self) -> OriginTlsSettings {
+        OriginTlsSettings {
+            mode: self.origin_tls,
+            ca_file: self.origin_ca_file.clone(),
+            client_cert: self.origin_client_cert.clone(),
+        }
+    }
+
     /// Whether the HTTP proxy serves this load balancer (proxied, and not layer 4).
     pub fn proxied_http(&self) -> bool {
         self.proxied && self.layer4.is_none()

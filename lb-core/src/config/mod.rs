@@ -10,6 +10,8 @@ mod monitor;
 mod monitor_group;
 mod notifications;
 mod pool;
+#[cfg(test)]
+mod probe_zone_tests;
 mod raw;
 pub mod references;
 mod renumbering;
@@ -20,9 +22,10 @@ use std::collections::HashMap;
 
 pub use layer4::{Layer4, PortMap, ProxyProtocol, Transport, MAX_LAYER4_PORTS};
 pub use load_balancer::{
-    AdaptiveRouting, AffinityKind, FixedResponse, LbId, LoadBalancer, LocationMode,
-    LocationStrategy, OriginTls, Overrides, PreferEcs, RandomSteering, Rule, RuleAction, SameSite,
-    Secure, SessionAffinity, SteeringPolicy, SteeringSettings, ZeroDowntimeFailover,
+    AdaptiveRouting, AffinityKind, ClientCertFiles, FixedResponse, LbId, LoadBalancer,
+    LocationMode, LocationStrategy, OriginTls, OriginTlsSettings, Overrides, PreferEcs,
+    RandomSteering, Rule, RuleAction, SameSite, Secure, SessionAffinity, SteeringPolicy,
+    SteeringSettings, ZeroDowntimeFailover,
 };
 pub use monitor::{
     CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretError,
@@ -167,6 +170,21 @@ impl Config {
             .iter()
             .enumerate()
             .map(|(i, lb)| (LbId(i), lb))
+    }
+
+    /// The Host a `probe_zone` monitor sends for `pool` (`validate/probe_zone.rs`): the name
+    /// of the zone's first proxied HTTP load balancer that can send traffic to the pool, else
+    /// of the zone's first proxied HTTP load balancer.
+    pub fn probe_zone_host(&self, zone: &str, pool: PoolId) -> Option<&str> {
+        let zone = zone.trim_end_matches('.').to_ascii_lowercase();
+        let zone = self.zones.iter().find(|z| z.name == zone)?;
+        let mut proxied = self
+            .load_balancers
+            .iter()
+            .filter(|lb| lb.proxied_http() && zone.contains(&lb.name));
+        let first = proxied.clone().next()?;
+        let serving = proxied.find(|lb| lb.settings.uses_pool(pool));
+        Some(serving.unwrap_or(first).name.as_str())
     }
 
     pub fn endpoint_count(&self) -> usize {

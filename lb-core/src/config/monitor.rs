@@ -18,7 +18,10 @@ pub struct Monitor {
     pub consecutive_up: u32,
     /// Failing probes in a row to turn unhealthy (`consecutive_down`; 0 means 1).
     pub consecutive_down: u32,
+    /// Cloudflare's "simulate zone": probe as the zone's proxied traffic reaches origins.
     pub probe_zone: Option<String>,
+    /// What `probe_zone` resolves to: the TLS the proxy uses towards the zone's origins.
+    pub zone_tls: Option<crate::config::OriginTlsSettings>,
     /// The anti-flap rule that turns raw probe results into a debounced state.
     pub threshold: Threshold,
 }

@@ -355,6 +355,10 @@ pub struct RawLoadBalancer {
     pub origin_tls: Option<String>,
     /// meshlb: extra trust anchors (PEM) for `origin_tls = "strict"`.
     pub origin_ca_file: Option<String>,
+    /// meshlb (Cloudflare's authenticated origin pulls): a client certificate chain (PEM)
+    /// the proxy presents to origins, and its key.
+    pub origin_client_cert: Option<String>,
+    pub origin_client_key: Option<String>,
     /// meshlb (Spectrum's protocols): "http" (default), "tcp" or "udp".
     pub protocol: Option<String>,
     /// Layer 4: the ports listened on, numbers or "first-last" ranges.

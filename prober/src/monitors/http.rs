@@ -15,7 +15,7 @@ use http::{HeaderName, HeaderValue, Method, Request};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use lb_core::config::{Address, HttpCheck, HttpMethod};
+use lb_core::config::{Address, HttpCheck, HttpMethod, OriginTls, OriginTlsSettings};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -42,8 +42,22 @@ pub(super) struct HttpMonitor {
 }
 
 impl HttpMonitor {
-    pub(super) fn new(check: &HttpCheck, https: bool) -> Result<Self, SetupError> {
-        let config = tls::client_config(check.allow_insecure, check.ca_file.as_deref())?;
+    /// With `zone` (a `probe_zone` monitor), TLS as the proxy reaches the zone's origins
+    /// (`lb-core/src/config/validate/probe_zone.rs`): its mode, trust anchors and client
+    /// certificate take the place of the monitor's `allow_insecure` and CA.
+    pub(super) fn new(
+        check: &HttpCheck,
+        https: bool,
+        zone: Option<&OriginTlsSettings>,
+    ) -> Result<Self, SetupError> {
+        let config = match zone.filter(|z| z.mode != OriginTls::Off) {
+            Some(z) => lb_tls::client_config_with(
+                z.accepts_any_certificate(),
+                z.trust_anchors(),
+                z.identity(),
+            )?,
+            None => tls::client_config(check.allow_insecure, check.ca_file.as_deref())?,
+        };
         let connector = TlsConnector::from(config);
         let mut extra_headers = Vec::new();
         for (name, values) in &check.headers {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
-use lb_core::config::{Address, MonitorKind};
+use lb_core::config::{Address, Monitor, MonitorKind};
 
 pub use icmp::IcmpClients;
 
@@ -28,10 +28,11 @@ pub trait Check: Send + Sync {
 
 /// Builds the check for a target's monitor. Checks hold what is costly to build (TLS configs,
 /// ICMP sockets) and are shared by every target of the monitor.
-pub fn check_for(kind: &MonitorKind, icmp: &IcmpClients) -> Result<Arc<dyn Check>, SetupError> {
-    Ok(match kind {
-        MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false)?),
-        MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true)?),
+pub fn check_for(monitor: &Monitor, icmp: &IcmpClients) -> Result<Arc<dyn Check>, SetupError> {
+    let zone = monitor.zone_tls.as_ref();
+    Ok(match &monitor.kind {
+        MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false, zone)?),
+        MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true, zone)?),
         MonitorKind::Tcp { .. } => Arc::new(tcp::TcpMonitor),
         MonitorKind::IcmpPing => Arc::new(icmp::IcmpMonitor::new(icmp.clone())),
         MonitorKind::UdpIcmp { .. } => Arc::new(udp_icmp::UdpIcmpMonitor::new(icmp.clone())),

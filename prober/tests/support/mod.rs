@@ -35,7 +35,7 @@ pub async fn probe_once(monitor: &str, endpoint: &str) -> ProbeResult {
         "[[monitors]]\nname = \"m\"\n{monitor}\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [{endpoint}]\n"
     );
     let t = targets(&toml).pop().expect("one target");
-    let check = check_for(&t.monitor.kind, &IcmpClients::new()).expect("check builds");
+    let check = check_for(&t.monitor, &IcmpClients::new()).expect("check builds");
     probe(check.as_ref(), &t).await
 }
 

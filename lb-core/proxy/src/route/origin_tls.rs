@@ -4,19 +4,19 @@
 //! (`origin/pool.rs`), so they stay in use across a reload instead of being replaced by fresh
 //! handshakes while the old ones sit idle.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
-use lb_core::config::{Config, OriginTls};
+use lb_core::config::{Config, OriginTls, OriginTlsSettings};
 
 use super::proxy::ProxyConfigError;
 
 /// One load balancer's TLS towards its origins, with what it was built from.
 pub(crate) struct OriginTlsConfig {
-    mode: OriginTls,
-    ca_file: Option<PathBuf>,
+    settings: OriginTlsSettings,
     /// The CA file's bytes when it was read.
     ca_pem: Option<Vec<u8>>,
+    /// The client certificate's and key's bytes when they were read.
+    client_pem: Option<(Vec<u8>, Vec<u8>)>,
     pub(crate) client: Arc<rustls::ClientConfig>,
 }
 
@@ -32,37 +32,42 @@ pub(super) fn for_load_balancers(
             out.push(None);
             continue;
         }
+        let settings = lb.origin_tls_settings();
         let ca_pem = match &lb.origin_ca_file {
             Some(path) => std::fs::read(path).ok(),
             None => None,
         };
+        let client_pem = settings
+            .client_cert
+            .as_ref()
+            .and_then(|c| Some((std::fs::read(&c.cert).ok()?, std::fs::read(&c.key).ok()?)));
         let previous = before.and_then(|(old, settings)| {
             let id = old.load_balancer_id(&lb.name)?;
             settings.get(id.0)?.as_ref()
         });
         let same = |p: &&OriginTlsConfig| {
-            p.mode == lb.origin_tls
-                && p.ca_file == lb.origin_ca_file
+            p.settings == settings
                 && p.ca_pem == ca_pem
+                && p.client_pem == client_pem
                 && (lb.origin_ca_file.is_none() || ca_pem.is_some())
+                && (settings.client_cert.is_none() || client_pem.is_some())
         };
-        let client =
-            match previous.filter(same) {
-                Some(p) => Arc::clone(&p.client),
-                None => match lb.origin_tls {
-                    OriginTls::Full => lb_tls::client_config(true, None)?,
-                    _ => lb_tls::client_config(false, lb.origin_ca_file.as_deref()).map_err(
-                        |error| ProxyConfigError::OriginCa {
-                            load_balancer: lb.name.clone(),
-                            error,
-                        },
-                    )?,
-                },
-            };
+        let client = match previous.filter(same) {
+            Some(p) => Arc::clone(&p.client),
+            None => lb_tls::client_config_with(
+                settings.accepts_any_certificate(),
+                settings.trust_anchors(),
+                settings.identity(),
+            )
+            .map_err(|error| ProxyConfigError::OriginCa {
+                load_balancer: lb.name.clone(),
+                error,
+            })?,
+        };
         out.push(Some(OriginTlsConfig {
-            mode: lb.origin_tls,
-            ca_file: lb.origin_ca_file.clone(),
+            settings,
             ca_pem,
+            client_pem,
             client,
         }));
     }

@@ -37,7 +37,7 @@ pub enum ProxyConfigError {
     Geolocation(#[from] lb_core::geolocation::GeolocationError),
     #[error(transparent)]
     Tls(#[from] lb_tls::TlsError),
-    #[error("load balancer {load_balancer}: origin_ca_file: {error}")]
+    #[error("load balancer {load_balancer}: its origin TLS (origin_ca_file, origin_client_cert): {error}")]
     OriginCa {
         load_balancer: String,
         error: lb_tls::TlsError,

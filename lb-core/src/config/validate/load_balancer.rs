@@ -121,6 +121,7 @@ impl Validator<'_> {
                 "trust anchors are only used with origin_tls = \"strict\"",
             );
         }
+        let origin_client_cert = self.origin_client_cert(&path, lb, origin_tls);
         Some(LoadBalancer {
             name,
             description: lb.description.clone(),
@@ -130,8 +131,47 @@ impl Validator<'_> {
             settings,
             origin_tls,
             origin_ca_file: lb.origin_ca_file.as_ref().map(Into::into),
+            origin_client_cert,
             layer4,
         })
+    }
+
+    /// `origin_client_cert` and `origin_client_key`: both or neither, over TLS to origins.
+    fn origin_client_cert(
+        &mut self,
+        path: &str,
+        lb: &RawLoadBalancer,
+        origin_tls: OriginTls,
+    ) -> Option<ClientCertFiles> {
+        match (&lb.origin_client_cert, &lb.origin_client_key) {
+            (None, None) => None,
+            (Some(_), None) => {
+                self.sink.push(
+                    format!("{path}.origin_client_key"),
+                    "origin_client_cert needs its key: set origin_client_key",
+                );
+                None
+            }
+            (None, Some(_)) => {
+                self.sink.push(
+                    format!("{path}.origin_client_cert"),
+                    "origin_client_key needs its certificate: set origin_client_cert",
+                );
+                None
+            }
+            (Some(cert), Some(key)) => {
+                if origin_tls == OriginTls::Off {
+                    self.sink.push(
+                        format!("{path}.origin_client_cert"),
+                        "a client certificate is presented over TLS: set origin_tls to full or strict",
+                    );
+                }
+                Some(ClientCertFiles {
+                    cert: cert.into(),
+                    key: key.into(),
+                })
+            }
+        }
     }
 
     pub(super) fn ttl(&mut self, path: &str, ttl: u32) -> u32 {

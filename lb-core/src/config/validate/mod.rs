@@ -10,6 +10,7 @@ mod load_balancer;
 mod monitor_group;
 mod notifications;
 mod pool;
+mod probe_zone;
 mod zone;
 
 use super::load_balancer::*;
@@ -39,7 +40,7 @@ pub(super) fn validate(
         pool_located: Vec::new(),
         pool_index: HashMap::new(),
     };
-    let monitors: Vec<Monitor> = raw
+    let mut monitors: Vec<Monitor> = raw
         .monitors
         .iter()
         .enumerate()
@@ -91,6 +92,7 @@ pub(super) fn validate(
         raw_index.iter().copied().zip(&load_balancers).collect();
     v.layer4_ports(&numbered);
     let zones = v.zones(&raw.zones, &load_balancers);
+    v.probe_zones(&mut monitors, &load_balancers, &zones);
     let geolocation = v.geolocation(&raw.geolocation);
     let notifications = v.notifications(&raw.notifications);
     v.pool_emails_have_a_channel(&pools, &notifications);
@@ -241,6 +243,7 @@ impl Validator<'_> {
             consecutive_up: m.consecutive_up.max(1),
             consecutive_down: m.consecutive_down.max(1),
             probe_zone: m.probe_zone.clone(),
+            zone_tls: None,
             threshold,
         })
     }
