@@ -307,7 +307,7 @@ impl Args {
     }
 
     /// The server cookies' secrets: from the cluster key, and from the previous one while it
-    /// rotates (`docs/operations.md#rotating-the-cluster-key`).
+    /// rotates (`docs/operations.md#running-a-mesh`).
     fn dns_cookies(&self) -> anyhow::Result<Option<lb_dns::Cookies>> {
         if !self.dns_cookies {
             return Ok(None);

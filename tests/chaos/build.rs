@@ -91,7 +91,15 @@ pub fn build() -> Mesh {
     let origins = start_origins(&world, &addr, &latency);
     let config = world.dir.join("meshlb.toml");
     std::fs::write(&config, self::config(&addr, Variant::Original)).expect("config");
-    let args = Args::new(&world, &config);
+    let args = Args::new(&world, &config, agg);
+    world.admin_tls = Some(
+        lb_tls::ClientTrust {
+            ca_file: Some(args.ca.clone()),
+            ..lb_tls::ClientTrust::default()
+        }
+        .config()
+        .expect("the admin client's TLS"),
+    );
     start_aggregators(&mut world, &args, agg);
     let probers = start_probers(&mut world, &args, &regions, &region_addr, agg);
     Mesh {
@@ -179,24 +187,42 @@ fn start_origins(
 /// What every node's arguments share. agg1 is the config primary (its file is the mesh's
 /// config); agg2 and every prober follow it from an empty start
 /// (docs/api.md#one-config-for-the-mesh).
+///
+/// Every control path runs over TLS, as across the internet: both admin APIs serve a
+/// certificate of the suite's CA (for both aggregators' addresses), and the followers fetch
+/// the config over https, verifying it against that CA (docs/security.md).
 struct Args {
     config: PathBuf,
     token: PathBuf,
     key: PathBuf,
     dir: PathBuf,
+    /// The suite's CA, and the aggregators' admin certificate.
+    ca: PathBuf,
+    admin_cert: test_support::pki::Issued,
 }
 
 impl Args {
-    fn new(world: &World, config: &Path) -> Args {
+    fn new(world: &World, config: &Path, agg: [Ipv4Addr; 2]) -> Args {
         let key = world.dir.join("cluster.key");
         std::fs::write(&key, "the meshlb chaos suite cluster key").expect("key");
         let token = world.dir.join("admin.token");
         std::fs::write(&token, world::TOKEN).expect("token");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let ca = world.dir.join("ca.pem");
+        let names = [agg[0].to_string(), agg[1].to_string()];
+        let admin_cert = test_support::pki::TestCa::new("meshlb chaos CA", &ca).server(
+            &[&names[0], &names[1]],
+            &world.dir,
+            "admin",
+        );
         Args {
             config: config.to_path_buf(),
             token,
             key,
             dir: world.dir.clone(),
+            ca,
+            admin_cert,
         }
     }
 
@@ -215,6 +241,8 @@ impl Args {
                 "--config".to_string(),
                 self.dir.join(format!("{name}.toml")).display().to_string(),
                 "--config-from-mesh".into(),
+                "--config-ca".into(),
+                self.ca.display().to_string(),
             ]
         };
         v.extend([
@@ -261,6 +289,12 @@ fn start_aggregators(world: &mut World, args: &Args, agg: [Ipv4Addr; 2]) {
         .iter()
         .map(|s| s.to_string())
         .collect();
+        v.extend([
+            "--admin-tls-cert".into(),
+            args.admin_cert.cert.display().to_string(),
+            "--admin-tls-key".into(),
+            args.admin_cert.key.display().to_string(),
+        ]);
         v.extend(args.common(&name, format!("{a}:7946"), &[agg[1 - i]]));
         world.run(&name, &name, v);
     }

@@ -84,9 +84,7 @@ impl Mesh {
 
     /// The aggregator's gossip transport counters, as its metrics give them.
     pub fn gossip_counters(&self, agg: usize) -> String {
-        let (_, text) = self
-            .world
-            .http("client", self.admin(agg), "/metrics", "admin");
+        let (_, text) = self.world.admin_get("client", self.admin(agg), "/metrics");
         text.lines()
             .filter(|l| l.starts_with("meshlb_gossip_"))
             .map(|l| l.trim_start_matches("meshlb_gossip_"))

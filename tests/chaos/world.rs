@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Runs `ip` with `args`; panics with its stderr on failure (setup errors are test errors).
@@ -97,6 +98,8 @@ pub struct World {
     pub nodes: Vec<Node>,
     pub dir: PathBuf,
     next: u8,
+    /// How the admin APIs are reached: over TLS, trusting the suite's CA (`build.rs`).
+    pub admin_tls: Option<Arc<rustls::ClientConfig>>,
 }
 
 impl World {
@@ -120,6 +123,7 @@ impl World {
             nodes: Vec::new(),
             dir,
             next: 1,
+            admin_tls: None,
         };
         ip(&["-n", &hub, "link", "add", "br0", "type", "bridge"]);
         ip(&["-n", &hub, "link", "set", "br0", "up"]);
@@ -216,35 +220,19 @@ impl World {
     /// nothing answered. In-process, from a thread that joins the site's namespace — much
     /// cheaper than a curl process, so polls measure the mesh rather than process starts.
     pub fn http(&self, site: &str, addr: SocketAddr, path: &str, host: &str) -> (u16, String) {
-        let (path, host) = (path.to_string(), host.to_string());
-        in_netns(self.netns(site), move || {
-            use std::io::{Read, Write};
-            let get = || -> std::io::Result<String> {
-                let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-                s.set_read_timeout(Some(Duration::from_secs(3)))?;
-                // The token: the primary's admin API wants it; the others ignore it.
-                write!(
-                    s,
-                    "GET {path} HTTP/1.0\r\nHost: {host}\r\nAuthorization: Bearer {TOKEN}\r\n\r\n"
-                )?;
-                let mut text = String::new();
-                s.read_to_string(&mut text)?;
-                Ok(text)
-            };
-            let Ok(text) = get() else {
-                return (0, String::new());
-            };
-            let code = text
-                .split_whitespace()
-                .nth(1)
-                .and_then(|c| c.parse().ok())
-                .unwrap_or(0);
-            let body = text
-                .split_once("\r\n\r\n")
-                .map_or("", |(_, b)| b)
-                .to_string();
-            (code, body)
-        })
+        let request = format!("GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n");
+        let (code, _, body) = self.exchange(site, addr, request, None, Duration::from_secs(3));
+        (code, body)
+    }
+
+    /// `GET path` on the admin API at `addr` (over TLS, with the token) from inside `site`.
+    pub fn admin_get(&self, site: &str, addr: SocketAddr, path: &str) -> (u16, String) {
+        // The token: the primary's admin API wants it; the others ignore it.
+        let request =
+            format!("GET {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\n\r\n");
+        let tls = self.admin_tls.clone();
+        let (code, _, body) = self.exchange(site, addr, request, tls, Duration::from_secs(3));
+        (code, body)
     }
 
     /// One API call from inside `site` with the admin token: (status, ETag, body).
@@ -256,23 +244,28 @@ impl World {
         path: &str,
         body: &str,
     ) -> (u16, String, String) {
-        let (method, path, body) = (method.to_string(), path.to_string(), body.to_string());
+        let request = format!(
+            "{method} {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let tls = self.admin_tls.clone();
+        self.exchange(site, addr, request, tls, Duration::from_secs(30))
+    }
+
+    /// Sends `request` to `addr` from inside `site` (over TLS with `tls`) and reads the
+    /// answer to its end: (status, ETag, body); (0, "", "") when nothing answered.
+    fn exchange(
+        &self,
+        site: &str,
+        addr: SocketAddr,
+        request: String,
+        tls: Option<Arc<rustls::ClientConfig>>,
+        wait: Duration,
+    ) -> (u16, String, String) {
         in_netns(self.netns(site), move || {
-            use std::io::{Read, Write};
-            let call = || -> std::io::Result<String> {
-                let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-                s.set_read_timeout(Some(Duration::from_secs(30)))?;
-                write!(
-                    s,
-                    "{method} {path} HTTP/1.0\r\nHost: admin\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                )?;
-                let mut text = String::new();
-                s.read_to_string(&mut text)?;
-                Ok(text)
-            };
-            let Ok(text) = call() else {
-                return (0, String::new(), String::new());
+            let text = match send(addr, &request, tls, wait) {
+                Ok(text) => text,
+                Err(_) => return (0, String::new(), String::new()),
             };
             let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
             let code = head
@@ -295,7 +288,7 @@ impl World {
 
     /// JSON from an admin API.
     pub fn json(&self, site: &str, addr: SocketAddr, path: &str) -> Option<serde_json::Value> {
-        let (code, body) = self.http(site, addr, path, "admin");
+        let (code, body) = self.admin_get(site, addr, path);
         (code == 200)
             .then(|| serde_json::from_str(&body).ok())
             .flatten()
@@ -305,6 +298,42 @@ impl World {
 /// Runs `f` on a thread inside namespace `netns` (sockets it makes stay there).
 /// The config primary's admin token (`World::call` sends it).
 pub const TOKEN: &str = "the chaos suite admin token";
+
+/// Writes `request` to `addr`, over TLS when `tls` is given (the server's name is its IP), and
+/// reads until the server closes.
+fn send(
+    addr: SocketAddr,
+    request: &str,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    wait: Duration,
+) -> std::io::Result<String> {
+    use std::io::{Read, Write};
+    let tcp = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    tcp.set_read_timeout(Some(wait))?;
+    let mut bytes = Vec::new();
+    match tls {
+        None => {
+            let mut s = tcp;
+            s.write_all(request.as_bytes())?;
+            s.read_to_end(&mut bytes)?;
+        }
+        Some(config) => {
+            let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+            let conn =
+                rustls::ClientConnection::new(config, name).map_err(std::io::Error::other)?;
+            let mut s = rustls::StreamOwned::new(conn, tcp);
+            s.write_all(request.as_bytes())?;
+            // A server that closes without close_notify has still sent its whole answer
+            // (HTTP/1.0: the close ends it).
+            match s.read_to_end(&mut bytes) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof && !bytes.is_empty() => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
 
 pub fn in_netns<T: Send + 'static>(netns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     let path = format!("/run/netns/{netns}");

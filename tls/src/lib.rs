@@ -19,9 +19,8 @@ pub use server::{ReloadableServer, ServerFiles};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::{ClientConfig, RootCertStore};
 
 /// Why TLS client settings could not be made. Each message is whole (it names the error it
 /// comes from), so none is also given as a `source`: a chain printed with `{:#}` says it once.
@@ -88,7 +87,10 @@ pub fn client_config_with(
     let builder = if allow_insecure {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
+            .with_custom_certificate_verifier(Arc::new(pin::KeyCheck {
+                pin: None,
+                provider,
+            }))
     } else {
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
@@ -143,7 +145,10 @@ impl ClientTrust {
         let builder = if let Some(pin) = self.pin {
             builder
                 .dangerous()
-                .with_custom_certificate_verifier(Arc::new(pin::PinnedKey { pin, provider }))
+                .with_custom_certificate_verifier(Arc::new(pin::KeyCheck {
+                    pin: Some(pin),
+                    provider,
+                }))
         } else if let Some(ca) = &self.ca_file {
             builder.with_root_certificates(pem::roots(ca)?)
         } else {
@@ -189,55 +194,5 @@ pub fn host_without_port(host: &str) -> &str {
     match host.rsplit_once(':') {
         Some((h, p)) if !h.contains(':') && p.parse::<u16>().is_ok() => h,
         _ => host,
-    }
-}
-
-/// `allow_insecure`: accept any certificate, but still check handshake signatures so the
-/// connection is a real TLS one.
-#[derive(Debug)]
-struct AcceptAny(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
     }
 }

@@ -50,15 +50,17 @@ impl SpkiPin {
     }
 }
 
-/// Accepts exactly the certificate whose key is pinned; the handshake's signatures are still
-/// checked, so the peer holds the pinned key's private half.
+/// A verifier of the key alone: with a pin, exactly the certificate whose key is pinned; without
+/// one (`allow_insecure`, `origin_tls = "full"`), any certificate. Either way the handshake's
+/// signatures are checked, so the peer holds the private half of the key it showed and the
+/// connection is a real TLS one.
 #[derive(Debug)]
-pub(crate) struct PinnedKey {
-    pub(crate) pin: SpkiPin,
+pub(crate) struct KeyCheck {
+    pub(crate) pin: Option<SpkiPin>,
     pub(crate) provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for PinnedKey {
+impl ServerCertVerifier for KeyCheck {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -67,8 +69,11 @@ impl ServerCertVerifier for PinnedKey {
         _: &[u8],
         _: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(pinned) = self.pin else {
+            return Ok(ServerCertVerified::assertion());
+        };
         match SpkiPin::of_certificate(end_entity) {
-            Some(pin) if pin == self.pin => Ok(ServerCertVerified::assertion()),
+            Some(pin) if pin == pinned => Ok(ServerCertVerified::assertion()),
             Some(_) => Err(rustls::Error::General(
                 "the server's key is not the pinned one".into(),
             )),

@@ -37,7 +37,7 @@ pub fn a_restarted_aggregator_is_ready_and_answers_from_the_primary_pool(m: &mut
     m.world.node("agg1").kill();
     m.world.node("agg1").start();
     let ready = test_support::wait_for("agg1 ready", Duration::from_secs(30), || {
-        m.world.http("client", m.admin(0), "/readyz", "admin").0 == 200
+        m.world.admin_get("client", m.admin(0), "/readyz").0 == 200
     });
     let answer = m.dig(0, "fo.chaos.test").1;
     let eu_ips = ip_of(m, &["eu-1", "eu-2"]);
