@@ -13,7 +13,8 @@ cd "$(dirname "$0")/.."
 # tests/sdk.rs drives the API with Cloudflare's TypeScript SDK on Node.js; tests/console.rs
 # drives the console in headless Chromium through ChromeDriver; tests/records.rs reads dnstap
 # back with BIND's dnstap-read and collects it with fstrm_capture; tests/dns.rs checks DNS
-# cookies and NSID with Knot's kdig too.
+# cookies and NSID with Knot's kdig too; tests/store.rs keeps the config in a real
+# three-member etcd cluster.
 declare -A NEEDED=(
   [/usr/sbin/slapd]=slapd
   [/usr/sbin/slapadd]=slapd
@@ -22,7 +23,9 @@ declare -A NEEDED=(
   [/usr/bin/dnstap-read]=bind9-dnsutils
   [/usr/bin/fstrm_capture]=fstrm-bin
   [/usr/bin/kdig]=knot-dnsutils
+  [/usr/bin/etcd]=etcd-server
   [/usr/bin/curl]=curl
+  [/usr/bin/openssl]=openssl
   [/usr/bin/promtool]=prometheus
   [/usr/bin/prometheus]=prometheus
   [/usr/sbin/ip]=iproute2

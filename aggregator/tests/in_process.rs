@@ -62,6 +62,7 @@ fn node(
             max_document_bytes: 1 << 20,
             fetch_timeout: Duration::from_secs(10),
             fetch_trust: lb_tls::ClientTrust::default(),
+            store: None,
         },
         reloads: meshlb_node::reload::ReloadSettings {
             on_hangup: false,

@@ -67,6 +67,8 @@ pub struct Args {
     config_advertise_url: Option<String>,
     #[command(flatten)]
     control: super::control_args::ControlArgs,
+    #[command(flatten)]
+    store: super::store_args::StoreArgs,
     /// Connections the admin listener keeps open at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
@@ -215,6 +217,8 @@ impl Args {
     fn settings(&self, regions: &RegionsTable) -> anyhow::Result<Settings> {
         let role = if self.config_primary {
             ConfigRole::Primary
+        } else if self.store.config_store.is_some() {
+            ConfigRole::Store
         } else if self.control.config_from_mesh {
             ConfigRole::Follower
         } else {
@@ -233,7 +237,8 @@ impl Args {
             dc: &self.dc,
             config_role: role,
         };
-        let node = node_settings(&self.file, place, &self.control, &self.mesh, regions)?;
+        let mut node = node_settings(&self.file, place, &self.control, &self.mesh, regions)?;
+        node.control.store = self.store.settings();
         let serves = (
             !self.proxy.is_empty() || !self.proxy_tls.is_empty(),
             !self.l4.is_empty(),

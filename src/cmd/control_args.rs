@@ -54,6 +54,7 @@ impl ControlArgs {
                     .clone()
                     .zip(self.config_client_key.clone()),
             },
+            store: None,
         })
     }
 }

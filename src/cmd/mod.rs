@@ -17,6 +17,7 @@ pub mod regions;
 mod serve;
 pub mod simulate;
 pub mod status;
+mod store_args;
 
 use std::path::Path;
 

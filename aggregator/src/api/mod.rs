@@ -32,7 +32,7 @@ use serde_json::{json, Value};
 use crate::shared::Shared;
 use envelope::{code, Reply};
 use meshlb_node::control::writes::{self, FieldError, Refusal, Written};
-use meshlb_node::control::{ConfigRole, ControlPlane};
+use meshlb_node::control::ControlPlane;
 use meshlb_node::guard;
 pub use path::{is_api_path, route, Route};
 
@@ -190,7 +190,7 @@ async fn write<T>(
     based_on: Option<u64>,
     edit: impl Fn(&mut Document) -> Result<(T, Option<(Kind, String)>), Refusal>,
 ) -> Result<(T, Written, Document), Refusal> {
-    if plane.role != ConfigRole::Primary {
+    if !plane.role.takes_writes() {
         return Err(not_primary(plane));
     }
     let Some(writes) = plane.writes.as_ref() else {
@@ -740,7 +740,7 @@ pub fn mesh_document(plane: &ControlPlane, headers: &HeaderMap) -> Reply {
             generation,
         );
     }
-    if plane.role != ConfigRole::Primary {
+    if !plane.role.takes_writes() {
         return envelope::refused(&not_primary(plane), generation);
     }
     let current = plane.document.load_full();

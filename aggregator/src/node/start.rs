@@ -80,6 +80,17 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let protocol = protocol
         .announcing(settings.announce_url(admin_addr))
         .with_credentials(Arc::clone(&settings.admin.credentials));
+    let store_link = match &settings.node.control.store {
+        Some(store) => Some(Arc::new(
+            meshlb_node::control::etcd::StoreLink::new(store)
+                .map_err(|e| StartError::Settings(format!("--config-store: {e}")))?,
+        )),
+        None => None,
+    };
+    let protocol = match &store_link {
+        Some(link) => protocol.with_store(Arc::clone(link)),
+        None => protocol,
+    };
     let plain = match settings.admin.plain {
         Some(addr) => Some(crate::admin::bind(addr).await?),
         None => None,
@@ -188,6 +199,15 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         &protocol.plane,
     );
     vital.task("config follower", follower);
+    let fetched = match store_link {
+        Some(link) => {
+            let (task, from_store) =
+                meshlb_node::control::etcd::sync::spawn(link, Arc::clone(&protocol.plane));
+            vital.task("config store watch", task);
+            from_store
+        }
+        None => fetched,
+    };
     let dns = dns_server
         .as_ref()
         .map(|d| d.addrs.clone())

@@ -5,6 +5,8 @@
 //! secondaries, with gossip as the NOTIFY and an authenticated HTTP fetch as the transfer.
 //!
 //! - [`announce`]: the primary's gossip announcement, and which primary a node follows.
+//! - [`etcd`]: the config kept in etcd instead (`--config-store`): any connected aggregator
+//!   takes writes, each an etcd transaction; every connected aggregator watches.
 //! - [`signing`]: fetches and documents authenticated with the cluster key.
 //! - [`store`]: a node's copy on disk with its generation, written atomically.
 //! - [`follower`]: the task that watches gossip and fetches new generations.
@@ -14,11 +16,13 @@
 //! - [`gossip`]: what a node says of its generation in gossip.
 
 pub mod announce;
+pub mod etcd;
 pub mod follower;
 pub mod gossip;
 pub mod protocol;
 pub mod signing;
 pub mod store;
+pub mod writer_key;
 pub mod writes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,6 +45,9 @@ pub enum ConfigRole {
     Follower,
     /// Neither: runs its own file (and refuses the API's writes).
     Standalone,
+    /// `--config-store`: the config lives in etcd; this node takes the API's writes as etcd
+    /// transactions, watches the store and serves the document to the mesh (`etcd/`).
+    Store,
 }
 
 impl ConfigRole {
@@ -49,7 +56,19 @@ impl ConfigRole {
             ConfigRole::Primary => "primary",
             ConfigRole::Follower => "follower",
             ConfigRole::Standalone => "standalone",
+            ConfigRole::Store => "store",
         }
+    }
+
+    /// Whether this node takes the API's writes (and serves the document to the mesh).
+    pub fn takes_writes(self) -> bool {
+        matches!(self, ConfigRole::Primary | ConfigRole::Store)
+    }
+
+    /// Whether the node's file is the mesh's document, kept by the control plane (not edited
+    /// by hand).
+    pub fn file_is_kept(self) -> bool {
+        matches!(self, ConfigRole::Follower | ConfigRole::Store)
     }
 }
 
@@ -66,6 +85,8 @@ pub struct ControlSettings {
     /// Whom a fetch over https trusts and what it presents (`--config-ca`, `--config-pin`,
     /// `--config-client-cert`); the default is the public web PKI.
     pub fetch_trust: lb_tls::ClientTrust,
+    /// The config store (`--config-store`, role `Store`).
+    pub store: Option<etcd::StoreSettings>,
 }
 
 /// Largest config document fetched or written (`--config-max-bytes`).
@@ -110,12 +131,11 @@ impl ControlPlane {
     ) {
         let generation = AtomicU64::new(document.generation);
         record_generation(document.generation);
-        let (writes, written) = match role {
-            ConfigRole::Primary => {
-                let (tx, rx) = tokio::sync::mpsc::channel(16);
-                (Some(tx), Some(rx))
-            }
-            ConfigRole::Follower | ConfigRole::Standalone => (None, None),
+        let (writes, written) = if role.takes_writes() {
+            let (tx, rx) = tokio::sync::mpsc::channel(16);
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
         };
         let plane = ControlPlane {
             role,
@@ -180,6 +200,16 @@ pub fn describe_metrics() {
     describe_counter!(
         "meshlb_config_fetches_total",
         "Fetches of the config primary's document, by result."
+    );
+
+    describe_gauge!(
+        "meshlb_config_store_up",
+        "1 while the config store (--config-store) answered this node's last request, else 0."
+    );
+
+    describe_counter!(
+        "meshlb_config_store_writes_total",
+        "Writes to the config store, by result: success, conflict (a lost race or a stale If-Match) or failure (no member answered)."
     );
 
     describe_counter!(

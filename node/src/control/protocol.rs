@@ -21,7 +21,7 @@ use super::{
 use crate::reload::{self, Outcome};
 
 /// Why a node running the mesh's config refuses a reload of its file by hand.
-pub const FOLLOWER_REFUSES_FILE: &str = "this node runs the mesh's config (--config-from-mesh): change it through the config primary's API";
+pub const FOLLOWER_REFUSES_FILE: &str = "this node runs the mesh's config (--config-from-mesh or --config-store): change it through the API (the config primary's, or any store-connected aggregator's)";
 
 /// A node's own way of putting a config text in force: the aggregator rebuilds its
 /// frontends and has the tally adopt the generation, the prober replaces its probe targets.
@@ -58,6 +58,8 @@ pub struct ConfigProtocol {
     announce_url: Option<String>,
     /// The admin listener's tokens and TLS, re-read with every file reload.
     credentials: Option<Arc<crate::credentials::AdminCredentials>>,
+    /// The config store, where a store-connected node's writes go.
+    store_link: Option<Arc<super::etcd::StoreLink>>,
 }
 
 impl ConfigProtocol {
@@ -78,7 +80,7 @@ impl ConfigProtocol {
         let store = ConfigStore::new(path);
         let document = match role {
             ConfigRole::Primary => store.open(Side::Primary)?,
-            ConfigRole::Follower => store.open(Side::Follower)?,
+            ConfigRole::Follower | ConfigRole::Store => store.open(Side::Follower)?,
             ConfigRole::Standalone => {
                 let text = std::fs::read_to_string(path).map_err(|error| OpenError::Read {
                     path: path.display().to_string(),
@@ -97,6 +99,7 @@ impl ConfigProtocol {
             plane: Arc::new(plane),
             announce_url: None,
             credentials: None,
+            store_link: None,
         };
         Ok((protocol, writes))
     }
@@ -104,9 +107,17 @@ impl ConfigProtocol {
     /// Announces `url` for fetches of the document, on the primary (known once the admin
     /// listener is bound).
     pub fn announcing(self, url: String) -> ConfigProtocol {
-        let announce_url = (self.plane.role == ConfigRole::Primary).then_some(url);
+        let announce_url = self.plane.role.takes_writes().then_some(url);
         ConfigProtocol {
             announce_url,
+            ..self
+        }
+    }
+
+    /// Writes through `link` (a store-connected node's API writes).
+    pub fn with_store(self, link: Arc<super::etcd::StoreLink>) -> ConfigProtocol {
+        ConfigProtocol {
+            store_link: Some(link),
             ..self
         }
     }
@@ -162,7 +173,7 @@ impl ConfigProtocol {
                 return refuse(node, why, format!("{file}: cannot read the config: {e}"));
             }
         };
-        if plane.role == ConfigRole::Follower && *text != *plane.document.load().text {
+        if plane.role.file_is_kept() && *text != *plane.document.load().text {
             return refuse(node, why, FOLLOWER_REFUSES_FILE.to_string());
         }
         let outcome = node.reload_text(why, &text, || Ok(())).await;
@@ -175,7 +186,7 @@ impl ConfigProtocol {
                     }
                     next
                 }
-                ConfigRole::Follower | ConfigRole::Standalone => Versioned {
+                ConfigRole::Follower | ConfigRole::Standalone | ConfigRole::Store => Versioned {
                     generation: 0,
                     ..next
                 },
@@ -188,10 +199,80 @@ impl ConfigProtocol {
     /// An API write on the primary: the next generation, persisted, then served. Answers the
     /// writer.
     pub async fn write(&self, node: &mut impl Reload, write: WriteRequest) {
-        let result = self
-            .primary_write(node, &write.why, write.base, &write.text)
-            .await;
+        let result = match &self.store_link {
+            Some(link) => {
+                self.store_write(node, link, &write.why, write.base, &write.text)
+                    .await
+            }
+            None => {
+                self.primary_write(node, &write.why, write.base, &write.text)
+                    .await
+            }
+        };
         let _ = write.reply.send(result);
+    }
+
+    /// An API write on a store-connected node: an etcd transaction on the revision the write
+    /// was based on; once etcd took it, the generation is the mesh's, and this node applies it
+    /// (a node that cannot build it refuses it here, as a follower would, and says so).
+    async fn store_write(
+        &self,
+        node: &mut impl Reload,
+        link: &super::etcd::StoreLink,
+        why: &str,
+        base: u64,
+        text: &str,
+    ) -> Result<Written, Refusal> {
+        let plane = &self.plane;
+        let current = plane.document.load_full();
+        if base == current.generation
+            && super::signing::sha256_hex(text.as_bytes()) == current.sha256
+        {
+            return Ok(Written {
+                generation: current.generation,
+                changed: false,
+            });
+        }
+        let revision = match link.write(base, text).await {
+            Ok(super::etcd::Put::Done { revision }) => revision,
+            Ok(super::etcd::Put::Conflict { current }) => {
+                let now = current.map_or(0, |kv| kv.mod_revision);
+                return Err(Refusal::stale(base, now));
+            }
+            Err(e) => return Err(Refusal::new(
+                http::StatusCode::SERVICE_UNAVAILABLE,
+                code::UNAVAILABLE,
+                format!(
+                    "the write was not taken: {e}; nodes serve the generation they have, try again"
+                ),
+            )),
+        };
+        let next = Versioned::new(revision, text);
+        tracing::info!(
+            why,
+            generation = revision,
+            "config generation {revision} ({why}), in the config store"
+        );
+        if revision > plane.generation() {
+            let outcome = node
+                .reload_text(why, text, || {
+                    self.store.commit(&next, false).map_err(|e| e.to_string())
+                })
+                .await;
+            if outcome.reloaded || outcome.unchanged {
+                plane.applied(next);
+            } else {
+                plane.refuse(Refused {
+                    generation: revision,
+                    sha256: next.sha256.clone(),
+                    errors: outcome.errors,
+                });
+            }
+        }
+        Ok(Written {
+            generation: revision,
+            changed: true,
+        })
     }
 
     async fn primary_write(

@@ -19,6 +19,8 @@ pub mod config;
 #[cfg(feature = "harness")]
 pub mod dns;
 #[cfg(feature = "harness")]
+pub mod etcd;
+#[cfg(feature = "harness")]
 pub mod meshes;
 #[cfg(feature = "harness")]
 pub mod named;
