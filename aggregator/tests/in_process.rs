@@ -63,6 +63,10 @@ fn node(
             fetch_timeout: Duration::from_secs(10),
             fetch_trust: lb_tls::ClientTrust::default(),
             store: None,
+            documents: meshlb_node::control::DocumentSettings {
+                serve_max: 4,
+                ..Default::default()
+            },
         },
         reloads: meshlb_node::reload::ReloadSettings {
             on_hangup: false,

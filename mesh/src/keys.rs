@@ -22,6 +22,9 @@ pub const CONFIG_GENERATION: &str = "config_generation";
 /// Set by the config primary only: the generation it holds and where to fetch it
 /// (`aggregator::control::Announcement`).
 pub const CONFIG_PRIMARY: &str = "config_primary";
+/// Set by any other node that holds a signed generation and serves it (a relay): the same
+/// value as `config_primary`'s, with its own URL.
+pub const CONFIG_HOLDS: &str = "config_holds";
 /// A generation this node refused (it failed validation here): `generation sha256 reason`.
 pub const CONFIG_REFUSED: &str = "config_refused";
 /// Advances every probe round; its movement is the freshness of the prober's votes.

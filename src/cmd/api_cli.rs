@@ -73,6 +73,13 @@ enum ConfigVerb {
         #[arg(long, value_name = "GENERATION")]
         if_match: Option<u64>,
     },
+    /// Make an Ed25519 key pair for signing generations: DIR/signing.key (give it to
+    /// config-writing nodes with --config-signing-key, mode 0600) and DIR/signing.pub (give it
+    /// to every node with --config-verify-key).
+    Keygen {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
 }
 
 /// The API's answer as JSON, or its errors as one message.
@@ -235,6 +242,27 @@ pub fn run_config(args: &ConfigArgs) -> anyhow::Result<ExitCode> {
             }
             print!("{text}");
             Ok(ExitCode::from(1))
+        }
+        ConfigVerb::Keygen { out } => {
+            let (private, public) = meshlb_node::control::writer_key::generate()
+                .map_err(|e| anyhow::anyhow!("making a key pair: {e}"))?;
+            let key = out.join("signing.key");
+            let write_private = || -> std::io::Result<()> {
+                use std::io::Write;
+                use std::os::unix::fs::OpenOptionsExt;
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .open(&key)?;
+                f.write_all(private.as_bytes())
+            };
+            write_private().with_context(|| format!("cannot write {}", key.display()))?;
+            let public_file = out.join("signing.pub");
+            std::fs::write(&public_file, public)
+                .with_context(|| format!("cannot write {}", public_file.display()))?;
+            println!("{}\n{}", key.display(), public_file.display());
+            Ok(ExitCode::SUCCESS)
         }
         ConfigVerb::Push { file, if_match } => {
             let text =

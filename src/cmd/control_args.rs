@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings};
+use std::sync::Arc;
+
+use meshlb_node::control::writer_key::{SigningKey, VerifyKeys};
+use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings, DocumentSettings};
 
 use super::mesh_args::MeshArgs;
 
@@ -35,6 +38,19 @@ pub struct ControlArgs {
     /// The private key (PEM) of --config-client-cert.
     #[arg(long, value_name = "FILE", requires = "config_client_cert")]
     pub config_client_key: Option<PathBuf>,
+    /// The Ed25519 key (PEM PKCS#8) this config-writing node signs each generation with (the
+    /// primary, or an aggregator on --config-store); `meshlb config keygen` makes one.
+    #[arg(long, value_name = "FILE")]
+    pub config_signing_key: Option<PathBuf>,
+    /// A public key (PEM) generations must be signed with; repeat it during a rotation. With
+    /// one, a generation that no writer signed — announced by a node holding only the cluster
+    /// key, or altered by a relay — is refused.
+    #[arg(long, value_name = "FILE")]
+    pub config_verify_key: Vec<PathBuf>,
+    /// Fetches of this node's document served at once; more are answered 503 and the
+    /// follower tries another holder.
+    #[arg(long, value_name = "N", default_value_t = meshlb_node::control::DEFAULT_SERVE_MAX)]
+    pub config_serve_max: usize,
 }
 
 impl ControlArgs {
@@ -55,6 +71,28 @@ impl ControlArgs {
                     .zip(self.config_client_key.clone()),
             },
             store: None,
+            documents: self.documents()?,
+        })
+    }
+
+    /// The writer key and the keys generations are checked against.
+    fn documents(&self) -> anyhow::Result<DocumentSettings> {
+        let signing = match &self.config_signing_key {
+            Some(path) => Some(Arc::new(SigningKey::load(path)?)),
+            None => None,
+        };
+        let verify = VerifyKeys::load(&self.config_verify_key).map_err(|errors| {
+            let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
+            anyhow::anyhow!("{}", lines.join("\n"))
+        })?;
+        let verify = match &signing {
+            Some(key) => verify.with(key.public()),
+            None => verify,
+        };
+        Ok(DocumentSettings {
+            signing,
+            verify,
+            serve_max: self.config_serve_max,
         })
     }
 }

@@ -18,10 +18,14 @@ fn write_pool(mesh: &Mesh, name: &str) -> u64 {
     .expect("pool file");
     let (ok, out, err) = cli(mesh, &["pools", "apply", "-f", &file.display().to_string()]);
     assert!(ok, "{out}{err}");
-    mesh.generations()
-        .iter()
-        .find(|(id, _)| id == "primary")
-        .and_then(|(_, g)| *g)
+    // The primary's own word (gossip may not carry the new generation yet).
+    let (_, config) = curl(
+        &mesh.curl_mtls(),
+        &format!("https://{}/config", mesh.primary),
+    );
+    let config: serde_json::Value = serde_json::from_str(&config).unwrap_or_default();
+    config["result"]["generation"]
+        .as_u64()
         .expect("the primary's generation")
 }
 

@@ -41,6 +41,7 @@ use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use lb_tls::ReloadableServer;
+use meshlb_node::control::serve;
 use meshlb_node::credentials::AdminCredentials;
 use meshlb_node::guard;
 use tokio::net::TcpListener;
@@ -49,8 +50,8 @@ pub use crate::api::{Access, BodyLimits, Tokens};
 use crate::shared::Shared;
 use reply::{error, json, Reply};
 
-/// Where the primary serves its document to the mesh (`crate::api::mesh_document`).
-pub const MESH_DOCUMENT: &str = "/-/config/document";
+/// Where a holder serves its document to the mesh (`meshlb_node::control::serve`).
+pub const MESH_DOCUMENT: &str = serve::PATH;
 
 /// The refusal of a state-changing call, when it is refused (`guard::mutation_allowed`).
 fn mutation_refused(tokens: &Tokens, req: &Request<Incoming>) -> Option<Reply> {
@@ -167,13 +168,17 @@ pub async fn serve(
                 let tokens = Arc::clone(&tokens);
                 async move {
                     let path = req.uri().path();
+                    if path == MESH_DOCUMENT {
+                        let query = req.uri().query().unwrap_or("");
+                        let mut r = serve::respond(&shared.control, req.headers(), query);
+                        crate::console::assets::hardening(r.headers_mut());
+                        return Ok::<_, Infallible>(r);
+                    }
                     let mut response =
                         if let Some(page) = crate::console::assets::serve(path, req.headers()) {
                             page
                         } else if path == reload::PATH {
                             reload::reload(&shared, &tokens, &req).await
-                        } else if path == MESH_DOCUMENT {
-                            crate::api::mesh_document(&shared.control, req.headers())
                         } else if let Some(r) = crate::api::route(path) {
                             crate::api::handle(&shared, &tokens, r, req, body).await
                         } else if crate::api::is_api_path(path) {
@@ -182,7 +187,7 @@ pub async fn serve(
                             route(&shared, &tokens, &req)
                         };
                     crate::console::assets::hardening(response.headers_mut());
-                    Ok::<_, Infallible>(response)
+                    Ok::<_, Infallible>(response.map(serve::HeldBody::plain))
                 }
             });
             guard::serve_connection(stream, tls.as_deref(), head_timeout, service).await;

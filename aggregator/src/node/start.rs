@@ -22,12 +22,7 @@ use crate::tally::TallySettings;
 /// Starts an aggregator node with `settings`, on the current tokio runtime.
 pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     let file = settings.node.config.display().to_string();
-    let (protocol, writes) = ConfigProtocol::open(
-        &settings.node.config,
-        settings.node.control.role,
-        settings.node.control.key.clone(),
-        settings.node.control.max_document_bytes,
-    )?;
+    let (protocol, writes) = ConfigProtocol::open(&settings.node.config, &settings.node.control)?;
     let text = protocol.text();
     let config = Config::parse(&file, &text, &settings.node.regions).map_err(StartError::Config)?;
     settings.warn_of_unserved(&config)?;

@@ -1,6 +1,9 @@
-//! The config primary's announcement in gossip (`mesh::keys::CONFIG_PRIMARY`): the generation
-//! it holds, the document's SHA-256 and size, and the URL its admin listener serves the
-//! document at. Gossip is sealed with the cluster key, so an announcement is the primary's.
+//! What a node that holds a generation announces in gossip — the writer (the primary, or a
+//! store-connected aggregator) under `mesh::keys::CONFIG_PRIMARY`, any relay under
+//! `CONFIG_HOLDS`: the generation, the document's SHA-256 and size, the URL its listener
+//! serves the document at, and the writer's signature of the three (`writer_key.rs`), which
+//! a follower checks before it fetches anything. Gossip is sealed with the cluster key, so an
+//! announcement is a mesh node's; the signature says whether a writer made the generation.
 
 use std::fmt;
 
@@ -11,18 +14,24 @@ pub struct Announcement {
     /// Lowercase hex SHA-256 of the document's bytes.
     pub sha256: String,
     pub size: u64,
-    /// The primary's admin API base, `http://host:port`.
+    /// The holder's listener, `http://host:port` or `https://host:port`.
     pub url: String,
+    /// The writer's signature (base64), when the generation is signed.
+    pub signature: Option<String>,
 }
 
 impl fmt::Display for Announcement {
-    /// `generation sha256 size url`: what the gossip value holds.
+    /// `generation sha256 size url [signature]`: what the gossip value holds.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{} {} {} {}",
             self.generation, self.sha256, self.size, self.url
-        )
+        )?;
+        match &self.signature {
+            Some(s) => write!(f, " {s}"),
+            None => Ok(()),
+        }
     }
 }
 
@@ -37,6 +46,7 @@ impl Announcement {
         }
         let size = parts.next()?.parse().ok()?;
         let url = parts.next()?;
+        let signature = parts.next().map(str::to_string);
         if parts.next().is_some() || !url.starts_with("http://") && !url.starts_with("https://") {
             return None;
         }
@@ -45,6 +55,7 @@ impl Announcement {
             sha256: sha256.to_ascii_lowercase(),
             size,
             url: url.to_string(),
+            signature,
         })
     }
 }
@@ -92,6 +103,7 @@ mod tests {
             sha256: "ab".repeat(32),
             size: 10,
             url: "http://127.0.0.1:9090".into(),
+            signature: Some("c2ln".into()),
         }
         .to_string()
     }
@@ -105,7 +117,7 @@ mod tests {
             "7",
             "x abab 1 http://a",
             &format!("7 {} 1 ftp://a", "ab".repeat(32)),
-            &format!("7 {} 1 http://a extra", "ab".repeat(32)),
+            &format!("7 {} 1 http://a sig extra", "ab".repeat(32)),
             &format!("7 {} 1 http://a", "zz".repeat(32)),
             &format!("7 {} -1 http://a", "ab".repeat(32)),
         ] {

@@ -1,9 +1,16 @@
-//! A follower's side of the control plane (`--config-from-mesh`): every poll it reads which
-//! primary the live nodes announce; when that primary holds a newer generation than the one
-//! in force here (and not one this node refused already), it fetches the document over HTTP
-//! (`signing.rs`), checks signature, hash and size, and hands it to the node's config task,
-//! which validates, persists and reloads (or refuses). It never hands over an older
-//! generation than the one in force. Failed fetches back off (1 s doubling to 30 s).
+//! A follower's side of the control plane (`--config-from-mesh`): every poll it reads what the
+//! live nodes announce holding — the writer (primary or store-connected aggregators) and every
+//! relay, any follower that holds a signed generation (`announce.rs`). When the newest
+//! generation whose writer signature checks out (`writer_key.rs`) is newer than the one in
+//! force here (and not one this node refused already), it waits a random part of a poll (so
+//! that followers spread over the holders as they appear), then fetches the document from a
+//! holder picked at random, another one if that one fails or is busy (`serve.rs`): zstd, or a
+//! delta from the generation it runs. It checks hash, size and the writer's signature (or the
+//! cluster-key HMAC where no writer key is configured) and hands the document to the node's
+//! config task, which validates, persists and reloads (or refuses). An announcement or a
+//! document whose signature does not check out is refused and counted
+//! (`meshlb_config_documents_forged_total`). It never hands over an older generation than the
+//! one in force. Failed rounds back off (1 s doubling to 30 s).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,9 +18,16 @@ use std::time::Duration;
 use chitchat::Chitchat;
 use tokio::sync::{mpsc, oneshot, Mutex};
 
-use super::announce::{choose, Primary};
+use rand::seq::SliceRandom;
+use rand::Rng;
+
+use super::announce::{choose, Announcement, Primary};
+use super::serve::{DELTA_FROM_HEADER, SIZE_HEADER, WRITER_SIGNATURE_HEADER};
 use super::signing::{self, sha256_hex};
 use super::{ControlPlane, Versioned};
+
+/// Holders tried for one generation in one round.
+const TRIES_PER_ROUND: usize = 3;
 
 /// A document fetched from the primary, for the node's config task.
 pub struct Fetched {
@@ -51,6 +65,8 @@ pub enum FetchError {
     Forged,
     #[error("the document is not UTF-8")]
     NotText,
+    #[error("the document's compression is broken: {0}")]
+    Undecodable(String),
 }
 
 /// An error and its causes, `: `-separated: reqwest's own message ("error sending request")
@@ -77,7 +93,26 @@ pub fn primary_of(c: &Chitchat) -> Option<Primary> {
     }))
 }
 
-/// Fetches the document the primary holds now (it may be newer than its announcement).
+/// Every live node's announcement of what it holds: writers' (`config_primary`) and relays'
+/// (`config_holds`).
+pub fn holders_of(c: &Chitchat) -> Vec<(String, Announcement)> {
+    let live: std::collections::HashSet<_> = c.live_nodes().cloned().collect();
+    let mut out = Vec::new();
+    for (id, st) in c.node_states() {
+        if !live.contains(id) {
+            continue;
+        }
+        for key in [mesh::keys::CONFIG_PRIMARY, mesh::keys::CONFIG_HOLDS] {
+            if let Some(a) = st.get(key).and_then(Announcement::parse) {
+                out.push((id.node_id.to_string(), a));
+            }
+        }
+    }
+    out
+}
+
+/// Fetches the document a holder holds now (it may be newer than its announcement): a delta
+/// from the generation in force here when the holder has one, else the whole, zstd-compressed.
 pub async fn fetch(
     client: &reqwest::Client,
     plane: &ControlPlane,
@@ -85,7 +120,11 @@ pub async fn fetch(
     url: &str,
 ) -> Result<Versioned, FetchError> {
     let now = lb_core::clock::unix_secs();
-    let url = format!("{}/-/config/document", url.trim_end_matches('/'));
+    let current = plane.document.load_full();
+    let url = match current.generation {
+        0 => format!("{}/-/config/document", url.trim_end_matches('/')),
+        g => format!("{}/-/config/document?from={g}", url.trim_end_matches('/')),
+    };
     let unreachable = |error| FetchError::Unreachable {
         url: url.clone(),
         error,
@@ -98,6 +137,7 @@ pub async fn fetch(
             http::header::AUTHORIZATION,
             plane.key.sign_fetch(node_id, now),
         )
+        .header(http::header::ACCEPT_ENCODING, "zstd")
         .send()
         .await
         .map_err(unreachable)?;
@@ -112,15 +152,23 @@ pub async fn fetch(
             .unwrap_or("")
             .to_string()
     };
-    let (generation, sha256, signature) = (
+    let (generation, sha256, signature, writer) = (
         header(signing::GENERATION_HEADER),
         header(signing::SHA256_HEADER),
         header(signing::SIGNATURE_HEADER),
+        header(WRITER_SIGNATURE_HEADER),
     );
+    let writer = (!writer.is_empty()).then_some(writer);
     let generation: u64 = generation.parse().map_err(|_| FetchError::Forged)?;
     if !plane.key.verify_document(generation, &sha256, &signature) {
         return Err(FetchError::Forged);
     }
+    let size: u64 = header(SIZE_HEADER).parse().unwrap_or(0);
+    if !plane.writer_signed(generation, &sha256, size, writer.as_deref()) {
+        return Err(FetchError::Forged);
+    }
+    let encoded = header(http::header::CONTENT_ENCODING.as_str()) == "zstd";
+    let delta_from: Option<u64> = header(DELTA_FROM_HEADER).parse().ok();
     let max = plane.max_document_bytes;
     if response.content_length().is_some_and(|l| l > max as u64) {
         return Err(FetchError::TooLarge(max));
@@ -132,11 +180,45 @@ pub async fn fetch(
         }
         body.extend_from_slice(&chunk);
     }
-    if sha256_hex(&body) != sha256 {
+    let body = if encoded {
+        decode(&body, delta_from, &current, max)?
+    } else {
+        body
+    };
+    if sha256_hex(&body) != sha256 || body.len() as u64 != size && writer.is_some() {
         return Err(FetchError::Forged);
     }
     let text = String::from_utf8(body).map_err(|_| FetchError::NotText)?;
-    Ok(Versioned::new(generation, &text))
+    Ok(Versioned::new(generation, &text).signed(writer.map(Into::into)))
+}
+
+/// A zstd body, at most `max` bytes once decompressed: the whole document, or a delta made with
+/// generation `from` (the one in force here, `current`) as the dictionary.
+fn decode(
+    body: &[u8],
+    from: Option<u64>,
+    current: &Versioned,
+    max: usize,
+) -> Result<Vec<u8>, FetchError> {
+    let broken = |e: std::io::Error| {
+        if e.to_string().contains("Destination buffer is too small") {
+            FetchError::TooLarge(max)
+        } else {
+            FetchError::Undecodable(e.to_string())
+        }
+    };
+    match from {
+        None => zstd::bulk::decompress(body, max).map_err(broken),
+        Some(g) if g == current.generation => {
+            let mut d = zstd::bulk::Decompressor::with_dictionary(current.text.as_bytes())
+                .map_err(broken)?;
+            d.decompress(body, max).map_err(broken)
+        }
+        Some(g) => Err(FetchError::Undecodable(format!(
+            "a delta from generation {g}, and this node runs {}",
+            current.generation
+        ))),
+    }
 }
 
 fn count(result: &'static str) {
@@ -203,18 +285,23 @@ pub async fn run(
     let mut backoff = Duration::ZERO;
     let mut warned_missing = false;
     let mut missing_polls = 0u32;
+    let mut forged = Forged::default();
+    let mut jittered = 0u64;
     let mut tick = tokio::time::interval(settings.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let primary = primary_of(&*chitchat.lock().await);
+        let (primary, holders) = {
+            let c = chitchat.lock().await;
+            (primary_of(&c), holders_of(&c))
+        };
         metrics::gauge!("meshlb_config_primary_seen").set(if primary.is_some() {
             1.0
         } else {
             0.0
         });
         plane.primary.store(Arc::new(primary.clone()));
-        let Some(primary) = primary else {
+        if primary.is_none() && holders.is_empty() {
             missing_polls += 1;
             // A node that just started has not heard from the mesh yet: only a primary
             // missing for a while is worth a warning.
@@ -226,49 +313,104 @@ pub async fn run(
                 warned_missing = true;
             }
             continue;
-        };
+        }
         warned_missing = false;
         missing_polls = 0;
         if !settings.follow {
             continue;
         }
-        let a = &primary.announcement;
-        let refused = plane
-            .refused()
-            .is_some_and(|r| r.generation == a.generation && r.sha256 == a.sha256);
-        if a.generation <= plane.generation() || refused {
-            continue;
-        }
-        if a.size > plane.max_document_bytes as u64 {
-            count("failure");
-            tracing::warn!(
-                size = a.size,
-                "the primary's document is larger than --config-max-bytes"
-            );
-            continue;
-        }
-        match fetch(&client, &plane, &settings.node_id, &a.url).await {
-            Ok(document) if document.generation > plane.generation() => {
-                count("success");
-                backoff = Duration::ZERO;
-                let (done, wait) = oneshot::channel();
-                let fetched = Fetched {
-                    primary: primary.node_id.clone(),
-                    document,
-                    done,
-                };
-                if out.send(fetched).await.is_err() {
-                    return;
+        let mut candidates: Vec<(String, Announcement)> = holders
+            .into_iter()
+            .filter(|(node, a)| {
+                let signed =
+                    plane.writer_signed(a.generation, &a.sha256, a.size, a.signature.as_deref());
+                if !signed {
+                    forged.note(node, a.generation, "announcement");
                 }
-                let _ = wait.await;
+                signed
+            })
+            .collect();
+        let Some(newest) = candidates.iter().map(|(_, a)| a.generation).max() else {
+            continue;
+        };
+        let refused = plane.refused().is_some_and(|r| r.generation == newest);
+        if newest <= plane.generation() || refused {
+            continue;
+        }
+        candidates.retain(|(_, a)| a.generation == newest);
+        if candidates
+            .iter()
+            .all(|(_, a)| a.size > plane.max_document_bytes as u64)
+        {
+            count("failure");
+            tracing::warn!("the newest config generation is larger than --config-max-bytes");
+            continue;
+        }
+        candidates.shuffle(&mut rand::rng());
+        // The first nodes to hold a generation would take every fetch: wait a random part of
+        // a poll first, once per generation, while more holders appear.
+        if jittered != newest {
+            jittered = newest;
+            let wait = settings.poll.mul_f64(rand::rng().random::<f64>());
+            tokio::time::sleep(wait).await;
+        }
+        let mut got = None;
+        for (node, a) in candidates.iter().take(TRIES_PER_ROUND) {
+            match fetch(&client, &plane, &settings.node_id, &a.url).await {
+                Ok(document) => {
+                    count("success");
+                    got = Some((node.clone(), document));
+                    break;
+                }
+                Err(FetchError::Forged) => {
+                    count("failure");
+                    forged.note(node, a.generation, "document");
+                }
+                Err(e) => {
+                    count("failure");
+                    tracing::warn!(holder = %node, error = %e, "fetching the config generation {} failed", a.generation);
+                }
             }
-            Ok(_) => count("success"),
-            Err(e) => {
-                count("failure");
-                backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
-                tracing::warn!(primary = %primary.node_id, error = %e, retry_in = ?backoff, "fetching the config generation {} failed", a.generation);
-                tokio::time::sleep(backoff).await;
-            }
+        }
+        let Some((holder, document)) = got else {
+            backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+            tokio::time::sleep(backoff).await;
+            continue;
+        };
+        backoff = Duration::ZERO;
+        if document.generation <= plane.generation() {
+            continue;
+        }
+        let (done, wait) = oneshot::channel();
+        let fetched = Fetched {
+            primary: holder,
+            document,
+            done,
+        };
+        if out.send(fetched).await.is_err() {
+            return;
+        }
+        let _ = wait.await;
+    }
+}
+
+/// Forged announcements and documents seen: each (node, generation) counted and logged once.
+#[derive(Default)]
+struct Forged(std::collections::HashSet<(String, u64, &'static str)>);
+
+impl Forged {
+    fn note(&mut self, node: &str, generation: u64, what: &'static str) {
+        if self.0.len() > 4096 {
+            self.0.clear();
+        }
+        if self.0.insert((node.to_string(), generation, what)) {
+            metrics::counter!("meshlb_config_documents_forged_total", "what" => what).increment(1);
+            tracing::warn!(
+                node,
+                generation,
+                what,
+                "a config {what} whose writer signature does not check out: refused"
+            );
         }
     }
 }

@@ -17,8 +17,15 @@ pub async fn publish(
         .with_chitchat(|c| {
             let me = c.self_node_state();
             me.set(mesh::keys::CONFIG_GENERATION, &generation);
+            // A writer announces under `config_primary` (writes go there), a relay under
+            // `config_holds`.
+            let key = if plane.role.takes_writes() {
+                mesh::keys::CONFIG_PRIMARY
+            } else {
+                mesh::keys::CONFIG_HOLDS
+            };
             if let Some(a) = &announcement {
-                me.set(mesh::keys::CONFIG_PRIMARY, a);
+                me.set(key, a);
             }
             match &refused {
                 Some(r) => me.set(mesh::keys::CONFIG_REFUSED, r),

@@ -18,15 +18,18 @@
 pub mod announce;
 pub mod etcd;
 pub mod follower;
+#[cfg(test)]
+mod follower_tests;
 pub mod gossip;
 pub mod protocol;
+pub mod serve;
 pub mod signing;
 pub mod store;
 pub mod writer_key;
 pub mod writes;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 
@@ -87,7 +90,25 @@ pub struct ControlSettings {
     pub fetch_trust: lb_tls::ClientTrust,
     /// The config store (`--config-store`, role `Store`).
     pub store: Option<etcd::StoreSettings>,
+    /// Who may make a generation, and how documents travel (`writer_key.rs`, `serve.rs`).
+    pub documents: DocumentSettings,
 }
+
+/// How documents are signed, checked and served.
+#[derive(Clone, Default)]
+pub struct DocumentSettings {
+    /// The writer's key (`--config-signing-key`), on config-writing nodes.
+    pub signing: Option<Arc<writer_key::SigningKey>>,
+    /// The keys documents must be signed with (`--config-verify-key`, and the signing key's
+    /// own); none: documents are authenticated with the cluster key alone.
+    pub verify: writer_key::VerifyKeys,
+    /// Fetches of this node's document served at once (`--config-serve-max`); more are
+    /// answered 503 and the follower tries another holder.
+    pub serve_max: usize,
+}
+
+/// Fetches of a node's document served at once, by default.
+pub const DEFAULT_SERVE_MAX: usize = 8;
 
 /// Largest config document fetched or written (`--config-max-bytes`).
 pub const DEFAULT_MAX_DOCUMENT_BYTES: usize = 32 << 20;
@@ -114,6 +135,14 @@ pub struct ControlPlane {
     /// The cluster-derived key of fetches and documents.
     pub key: ControlKey,
     pub max_document_bytes: usize,
+    /// Signing, checking and serving documents.
+    pub documents: DocumentSettings,
+    /// The generation in force before this one (a follower one behind takes a delta from it).
+    pub previous: ArcSwap<Option<Versioned>>,
+    /// Fetches being served (`serve.rs`).
+    pub serving: Arc<tokio::sync::Semaphore>,
+    /// The compressed forms of the document in force, made once (`serve.rs`).
+    pub packed: Mutex<serve::Packed>,
     generation: AtomicU64,
 }
 
@@ -125,6 +154,7 @@ impl ControlPlane {
         document: Versioned,
         key: ControlKey,
         max_document_bytes: usize,
+        documents: DocumentSettings,
     ) -> (
         ControlPlane,
         Option<tokio::sync::mpsc::Receiver<writes::WriteRequest>>,
@@ -137,6 +167,7 @@ impl ControlPlane {
         } else {
             (None, None)
         };
+        let serving = Arc::new(tokio::sync::Semaphore::new(documents.serve_max));
         let plane = ControlPlane {
             role,
             document: ArcSwap::from_pointee(document),
@@ -145,6 +176,10 @@ impl ControlPlane {
             writes,
             key,
             max_document_bytes,
+            documents,
+            previous: ArcSwap::from_pointee(None),
+            serving,
+            packed: Mutex::new(serve::Packed::default()),
             generation,
         };
         (plane, written)
@@ -155,11 +190,40 @@ impl ControlPlane {
         self.generation.load(Ordering::Acquire)
     }
 
+    /// `document` signed with this node's writer key, when it has one.
+    pub fn sign(&self, document: Versioned) -> Versioned {
+        match &self.documents.signing {
+            Some(key) => {
+                let signature = key.sign(document.generation, &document.sha256, document.size());
+                document.signed(Some(signature.into()))
+            }
+            None => document,
+        }
+    }
+
+    /// Whether `signature` is a writer's over a document of `generation`, `sha256` and `size`;
+    /// with no writer key configured, any (documents are then authenticated by the cluster
+    /// key's HMAC alone).
+    pub fn writer_signed(
+        &self,
+        generation: u64,
+        sha256: &str,
+        size: u64,
+        signature: Option<&str>,
+    ) -> bool {
+        let keys = &self.documents.verify;
+        !keys.required() || signature.is_some_and(|s| keys.verify(generation, sha256, size, s))
+    }
+
     /// Puts `document` in force (after the node reloaded with it).
     pub fn applied(&self, document: Versioned) {
         self.generation
             .store(document.generation, Ordering::Release);
         record_generation(document.generation);
+        let before = self.document.load_full();
+        if before.generation != document.generation {
+            self.previous.store(Arc::new(Some((*before).clone())));
+        }
         self.document.store(std::sync::Arc::new(document));
         if let Ok(mut r) = self.refused.lock() {
             *r = None;
@@ -210,6 +274,21 @@ pub fn describe_metrics() {
     describe_counter!(
         "meshlb_config_store_writes_total",
         "Writes to the config store, by result: success, conflict (a lost race or a stale If-Match) or failure (no member answered)."
+    );
+
+    describe_counter!(
+        "meshlb_config_documents_forged_total",
+        "Announcements and fetched documents whose writer signature did not check out (a node holding only the cluster key, or a relay that altered the document), refused."
+    );
+
+    describe_counter!(
+        "meshlb_config_document_bytes_sent_total",
+        "Bytes of config documents this node served to followers (compressed as sent)."
+    );
+
+    describe_counter!(
+        "meshlb_config_fetches_served_total",
+        "Fetches of this node's document, by what was sent: full, delta, or busy (refused 503 over --config-serve-max)."
     );
 
     describe_counter!(

@@ -15,9 +15,7 @@ use std::sync::Arc;
 
 use super::follower::Fetched;
 use super::writes::{code, FieldError, Refusal, WriteRequest, Written};
-use super::{
-    Announcement, ConfigRole, ConfigStore, ControlKey, ControlPlane, Refused, Side, Versioned,
-};
+use super::{Announcement, ConfigRole, ConfigStore, ControlPlane, Refused, Side, Versioned};
 use crate::reload::{self, Outcome};
 
 /// Why a node running the mesh's config refuses a reload of its file by hand.
@@ -67,9 +65,7 @@ impl ConfigProtocol {
     /// primary the receiving end of the API's writes.
     pub fn open(
         path: &std::path::Path,
-        role: ConfigRole,
-        key: ControlKey,
-        max_document_bytes: usize,
+        settings: &super::ControlSettings,
     ) -> Result<
         (
             ConfigProtocol,
@@ -77,6 +73,7 @@ impl ConfigProtocol {
         ),
         OpenError,
     > {
+        let role = settings.role;
         let store = ConfigStore::new(path);
         let document = match role {
             ConfigRole::Primary => store.open(Side::Primary)?,
@@ -93,7 +90,13 @@ impl ConfigProtocol {
                 }
             }
         };
-        let (plane, writes) = ControlPlane::new(role, document, key, max_document_bytes.max(1));
+        let (plane, writes) = ControlPlane::new(
+            role,
+            document,
+            settings.key.clone(),
+            settings.max_document_bytes.max(1),
+            settings.documents.clone(),
+        );
         let protocol = ConfigProtocol {
             store,
             plane: Arc::new(plane),
@@ -104,10 +107,10 @@ impl ConfigProtocol {
         Ok((protocol, writes))
     }
 
-    /// Announces `url` for fetches of the document, on the primary (known once the admin
-    /// listener is bound).
+    /// Announces `url` for fetches of the document (known once the listener is bound): on a
+    /// writer, and on a follower, which relays what it holds.
     pub fn announcing(self, url: String) -> ConfigProtocol {
-        let announce_url = self.plane.role.takes_writes().then_some(url);
+        let announce_url = (self.plane.role != ConfigRole::Standalone).then_some(url);
         ConfigProtocol {
             announce_url,
             ..self
@@ -138,16 +141,25 @@ impl ConfigProtocol {
         self.plane.document.load().text.to_string()
     }
 
-    /// The primary's announcement of the generation in force (none on other roles).
+    /// This node's announcement of the generation in force, when it serves one: always on a
+    /// writer, on a follower once it holds a generation its writer signed.
     pub fn announcement(&self) -> Option<String> {
         let url = self.announce_url.as_ref()?;
         let d = self.plane.document.load();
+        let relay = !self.plane.role.takes_writes();
+        let signed =
+            self.plane
+                .writer_signed(d.generation, &d.sha256, d.size(), d.signature.as_deref());
+        if relay && (d.generation == 0 || !signed) {
+            return None;
+        }
         Some(
             Announcement {
                 generation: d.generation,
                 sha256: d.sha256.clone(),
-                size: d.text.len() as u64,
+                size: d.size(),
                 url: url.clone(),
+                signature: d.signature.as_deref().map(str::to_string),
             }
             .to_string(),
         )
@@ -181,7 +193,11 @@ impl ConfigProtocol {
             let next = Versioned::new(plane.generation() + 1, &text);
             let next = match plane.role {
                 ConfigRole::Primary => {
-                    if let Err(e) = self.store.record(next.generation, &next.sha256) {
+                    let next = plane.sign(next);
+                    if let Err(e) =
+                        self.store
+                            .record(next.generation, &next.sha256, next.signature.as_deref())
+                    {
                         tracing::error!(error = %e, "recording the config generation");
                     }
                     next
@@ -239,13 +255,15 @@ impl ConfigProtocol {
                 let now = current.map_or(0, |kv| kv.mod_revision);
                 return Err(Refusal::stale(base, now));
             }
-            Err(e) => return Err(Refusal::new(
-                http::StatusCode::SERVICE_UNAVAILABLE,
-                code::UNAVAILABLE,
-                format!(
+            Err(e) => {
+                return Err(Refusal::new(
+                    http::StatusCode::SERVICE_UNAVAILABLE,
+                    code::UNAVAILABLE,
+                    format!(
                     "the write was not taken: {e}; nodes serve the generation they have, try again"
                 ),
-            )),
+                ))
+            }
         };
         let next = Versioned::new(revision, text);
         tracing::info!(
@@ -287,7 +305,7 @@ impl ConfigProtocol {
         if base != current {
             return Err(Refusal::stale(base, current));
         }
-        let next = Versioned::new(current + 1, text);
+        let next = plane.sign(Versioned::new(current + 1, text));
         if next.sha256 == plane.document.load().sha256 {
             return Ok(Written {
                 generation: current,
@@ -333,7 +351,11 @@ impl ConfigProtocol {
     /// and the refusal kept for gossip. Tells the follower task once done.
     pub async fn follow(&self, node: &mut impl Reload, fetched: Fetched) {
         let plane = &self.plane;
-        let doc = fetched.document;
+        // From the store, a writer signs what it takes; a fetched document comes signed.
+        let doc = match fetched.document.signature {
+            Some(_) => fetched.document,
+            None => plane.sign(fetched.document),
+        };
         if doc.generation > plane.generation() {
             let why = format!("generation {} from {}", doc.generation, fetched.primary);
             let outcome = node

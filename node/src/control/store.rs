@@ -15,12 +15,15 @@ use serde::{Deserialize, Serialize};
 
 use super::signing::sha256_hex;
 
-/// A document and its generation.
+/// A document and its generation, with the writer's signature when it has one
+/// (`writer_key.rs`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Versioned {
     pub generation: u64,
     pub sha256: String,
     pub text: Arc<str>,
+    /// The Ed25519 signature (base64) over generation, hash and size.
+    pub signature: Option<Arc<str>>,
 }
 
 impl Versioned {
@@ -29,7 +32,16 @@ impl Versioned {
             generation,
             sha256: sha256_hex(text.as_bytes()),
             text: text.into(),
+            signature: None,
         }
+    }
+
+    pub fn signed(self, signature: Option<Arc<str>>) -> Versioned {
+        Versioned { signature, ..self }
+    }
+
+    pub fn size(&self) -> u64 {
+        self.text.len() as u64
     }
 }
 
@@ -59,6 +71,10 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> StoreError + '_ {
 struct Sidecar {
     generation: u64,
     sha256: String,
+    /// The writer's signature of this generation, so that the node can relay it after a
+    /// restart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
 }
 
 /// The config file of a node and its generation record.
@@ -131,23 +147,36 @@ impl ConfigStore {
         };
         let here = Versioned::new(0, &text);
         let recorded = self.sidecar();
-        let generation = match (&recorded, side) {
-            (Some(r), _) if r.sha256 == here.sha256 => r.generation,
+        let (generation, signature) = match (&recorded, side) {
+            (Some(r), _) if r.sha256 == here.sha256 => {
+                (r.generation, r.signature.as_deref().map(Arc::from))
+            }
             (r, Side::Primary) => {
                 let next = r.as_ref().map_or(1, |r| r.generation + 1);
-                self.record(next, &here.sha256)?;
-                next
+                self.record(next, &here.sha256, None)?;
+                (next, None)
             }
-            (_, Side::Follower) => 0,
+            (_, Side::Follower) => (0, None),
         };
-        Ok(Versioned { generation, ..here })
+        Ok(Versioned {
+            generation,
+            signature,
+            ..here
+        })
     }
 
-    /// Records that the file holds `generation` (its text already written).
-    pub fn record(&self, generation: u64, sha256: &str) -> Result<(), StoreError> {
+    /// Records that the file holds `generation` (its text already written), signed with
+    /// `signature` when it is.
+    pub fn record(
+        &self,
+        generation: u64,
+        sha256: &str,
+        signature: Option<&str>,
+    ) -> Result<(), StoreError> {
         let body = serde_json::to_vec(&Sidecar {
             generation,
             sha256: sha256.to_string(),
+            signature: signature.map(str::to_string),
         })
         .unwrap_or_default();
         write_atomic(&self.sidecar_path(), &body)
@@ -162,7 +191,7 @@ impl ConfigStore {
             }
         }
         write_atomic(&self.path, next.text.as_bytes())?;
-        self.record(next.generation, &next.sha256)
+        self.record(next.generation, &next.sha256, next.signature.as_deref())
     }
 }
 

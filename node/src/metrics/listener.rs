@@ -10,6 +10,7 @@ use http_body_util::Full;
 use hyper::service::service_fn;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::control::serve::HeldBody;
 use crate::credentials::{AdminCredentials, Tokens};
 use crate::guard;
 
@@ -22,10 +23,12 @@ pub struct ListenError {
     pub source: std::io::Error,
 }
 
-/// Where a prober's `POST /-/reload` goes: the reload task.
+/// Where a prober's `POST /-/reload` goes (the reload task), and the control plane whose
+/// document its `GET /-/config/document` relays to the mesh (`control/serve.rs`).
 #[derive(Clone)]
 pub struct ReloadEndpoint {
     pub requests: tokio::sync::mpsc::Sender<crate::reload::Request>,
+    pub plane: Option<Arc<crate::control::ControlPlane>>,
 }
 
 fn answer(status: hyper::StatusCode, body: String, json: bool) -> hyper::Response<Full<Bytes>> {
@@ -106,7 +109,15 @@ pub async fn serve(
                 let reloads = reloads.clone();
                 let tokens = Arc::clone(&tokens);
                 async move {
-                    let response = match (req.uri().path(), &reloads) {
+                    let path = req.uri().path();
+                    if let (crate::control::serve::PATH, Some(plane)) =
+                        (path, reloads.as_ref().and_then(|r| r.plane.as_ref()))
+                    {
+                        let query = req.uri().query().unwrap_or("");
+                        let r = crate::control::serve::respond(plane, req.headers(), query);
+                        return Ok::<_, Infallible>(r);
+                    }
+                    let response = match (path, &reloads) {
                         ("/metrics", _) => {
                             let mut r = answer(hyper::StatusCode::OK, handle.render(), false);
                             r.headers_mut().insert(
@@ -124,7 +135,7 @@ pub async fn serve(
                             false,
                         ),
                     };
-                    Ok::<_, Infallible>(response)
+                    Ok::<_, Infallible>(response.map(HeldBody::plain))
                 }
             });
             guard::serve_connection(stream, tls.map(|t| &**t), head_timeout, service).await;

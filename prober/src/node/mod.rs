@@ -69,14 +69,12 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         });
     }
     let control = &settings.node.control;
-    let (protocol, _) = ConfigProtocol::open(
-        &settings.node.config,
-        control.role,
-        control.key.clone(),
-        control.max_document_bytes,
-    )?;
+    let (protocol, _) = ConfigProtocol::open(&settings.node.config, control)?;
+    // A follower with a listener relays the generations it holds.
     let protocol = match &settings.metrics {
-        Some(listener) => protocol.with_credentials(Arc::clone(&listener.credentials)),
+        Some(listener) => protocol
+            .with_credentials(Arc::clone(&listener.credentials))
+            .announcing(listener.url(&settings.node.mesh)),
         None => protocol,
     };
     let text = protocol.text();
@@ -99,7 +97,13 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         async move { Ending::describe(ended.await) }
     });
     if let Some(listener) = &settings.metrics {
-        serve_metrics(&settings, listener, &reloads, &node, &mut vital);
+        serve_metrics(
+            &settings,
+            listener,
+            (&reloads, &protocol.plane),
+            &node,
+            &mut vital,
+        );
     }
     protocol.publish(&node.handle).await;
     let (follower, fetched) = meshlb_node::control::follower::spawn(
@@ -181,7 +185,10 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
 fn serve_metrics(
     settings: &Settings,
     listener: &MetricsListener,
-    reloads: &tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
+    (reloads, plane): (
+        &tokio::sync::mpsc::Sender<meshlb_node::reload::Request>,
+        &Arc<meshlb_node::control::ControlPlane>,
+    ),
     node: &mesh::MeshNode,
     vital: &mut Vital,
 ) {
@@ -197,6 +204,7 @@ fn serve_metrics(
     crate::metrics::describe_metrics();
     let endpoint = meshlb_node::metrics::ReloadEndpoint {
         requests: reloads.clone(),
+        plane: Some(Arc::clone(plane)),
     };
     vital.task(
         "metrics listener",

@@ -20,6 +20,23 @@ pub struct Settings {
     pub previews: crate::preview::PreviewSettings,
 }
 
+impl MetricsListener {
+    /// Where the mesh reaches this listener (its relayed documents): http or https as its
+    /// TLS says; an unspecified IP is replaced by the gossip address's.
+    pub fn url(&self, mesh: &mesh::MeshSettings) -> String {
+        let scheme = if self.credentials.tls().is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(mesh.advertise.unwrap_or(mesh.listen).ip());
+        }
+        format!("{scheme}://{addr}")
+    }
+}
+
 /// The prober's `/metrics` listener.
 pub struct MetricsListener {
     pub addr: SocketAddr,

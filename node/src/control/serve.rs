@@ -1,0 +1,256 @@
+//! Serving the document to the mesh (`GET /-/config/document`), on every node that holds a
+//! generation — the primary or a store-connected aggregator, and any follower with a listener,
+//! as a relay — so that followers spread their fetches over the holders instead of all taking
+//! it from one machine:
+//!
+//! - a fetch is signed with the cluster key (`signing.rs`), as before;
+//! - at most `--config-serve-max` fetches are served at once (each holds a slot until its body
+//!   is sent); beyond, 503 with `Retry-After: 1`, and the follower tries another holder;
+//! - the document travels compressed with zstd when the follower accepts it, compressed once
+//!   per generation; a follower one generation behind (`?from=GENERATION`) gets a delta: the
+//!   document compressed with the one before as zstd's dictionary, a few hundred bytes for a
+//!   small change;
+//! - the answer carries the writer's signature (`writer_key.rs`) and the cluster-key HMAC of
+//!   generation and hash, so a relay can pass a document on but never alter it.
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::Full;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::signing::{
+    GENERATION_HEADER, NODE_HEADER, SHA256_HEADER, SIGNATURE_HEADER, TIME_HEADER,
+};
+use super::{ControlPlane, Versioned};
+
+/// Where a holder serves the document.
+pub const PATH: &str = "/-/config/document";
+/// The writer's Ed25519 signature of the document (base64).
+pub const WRITER_SIGNATURE_HEADER: &str = "x-meshlb-writer-signature";
+/// Present on a delta: the generation it applies to.
+pub const DELTA_FROM_HEADER: &str = "x-meshlb-delta-from";
+/// The document's size before compression (what the writer's signature covers).
+pub const SIZE_HEADER: &str = "x-meshlb-size";
+/// zstd's level: fast to make, a tenth or less of a config's size.
+const LEVEL: i32 = 3;
+
+/// The compressed forms of the document in force, made on first demand.
+#[derive(Default)]
+pub struct Packed {
+    /// (generation, the document compressed).
+    full: Option<(u64, Bytes)>,
+    /// (from, to, the document compressed with generation `from` as the dictionary).
+    delta: Option<(u64, u64, Bytes)>,
+}
+
+/// A body that holds a serving slot until it has been sent (or dropped).
+pub struct HeldBody {
+    inner: Full<Bytes>,
+    _slot: Option<OwnedSemaphorePermit>,
+}
+
+impl HeldBody {
+    /// A body holding no slot (every other answer of a listener).
+    pub fn plain(inner: Full<Bytes>) -> HeldBody {
+        HeldBody { inner, _slot: None }
+    }
+}
+
+impl hyper::body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
+        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+fn answer(status: StatusCode, text: &str) -> Response<HeldBody> {
+    let mut r = Response::new(HeldBody::plain(Full::new(Bytes::from(format!(
+        "{{\"error\": \"{text}\"}}\n"
+    )))));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn served(kind: &'static str) {
+    metrics::counter!("meshlb_config_fetches_served_total", "sent" => kind).increment(1);
+}
+
+/// Whether the follower takes zstd (`Accept-Encoding`).
+fn takes_zstd(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|e| e.trim().split(';').next() == Some("zstd"))
+}
+
+/// `?from=N` of the query.
+fn delta_from(query: &str) -> Option<u64> {
+    query
+        .split('&')
+        .find_map(|p| p.strip_prefix("from="))
+        .and_then(|v| v.parse().ok())
+}
+
+impl ControlPlane {
+    /// The document compressed (made once per generation).
+    fn packed_full(&self, doc: &Versioned) -> Option<Bytes> {
+        let mut packed = self.packed.lock().ok()?;
+        if let Some((g, bytes)) = &packed.full {
+            if *g == doc.generation {
+                return Some(bytes.clone());
+            }
+        }
+        let bytes = Bytes::from(zstd::bulk::compress(doc.text.as_bytes(), LEVEL).ok()?);
+        packed.full = Some((doc.generation, bytes.clone()));
+        Some(bytes)
+    }
+
+    /// The document compressed against generation `from`, when that is the one before.
+    fn packed_delta(&self, doc: &Versioned, from: u64) -> Option<Bytes> {
+        let previous = self.previous.load_full();
+        let before = (*previous).as_ref().filter(|p| p.generation == from)?;
+        let mut packed = self.packed.lock().ok()?;
+        if let Some((f, t, bytes)) = &packed.delta {
+            if (*f, *t) == (from, doc.generation) {
+                return Some(bytes.clone());
+            }
+        }
+        let mut compressor =
+            zstd::bulk::Compressor::with_dictionary(LEVEL, before.text.as_bytes()).ok()?;
+        let bytes = Bytes::from(compressor.compress(doc.text.as_bytes()).ok()?);
+        packed.delta = Some((from, doc.generation, bytes.clone()));
+        Some(bytes)
+    }
+}
+
+/// The answer to `GET /-/config/document` with `headers` and `query`.
+pub fn respond(plane: &ControlPlane, headers: &HeaderMap, query: &str) -> Response<HeldBody> {
+    let get = |h: &str| headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if !plane.key.verify_fetch(
+        get(NODE_HEADER),
+        get(TIME_HEADER),
+        get(http::header::AUTHORIZATION.as_str()),
+        lb_core::clock::unix_secs(),
+    ) {
+        metrics::counter!("meshlb_config_fetches_refused_total").increment(1);
+        return answer(
+            StatusCode::UNAUTHORIZED,
+            "a config fetch is signed with the cluster key (and a clock within 300 s)",
+        );
+    }
+    let doc = plane.document.load_full();
+    let relayable = doc.generation > 0
+        && (plane.role.takes_writes() || plane.role.file_is_kept())
+        && plane.writer_signed(
+            doc.generation,
+            &doc.sha256,
+            doc.size(),
+            doc.signature.as_deref(),
+        );
+    if !relayable {
+        return answer(
+            StatusCode::NOT_FOUND,
+            "this node holds no generation of the mesh's config to serve",
+        );
+    }
+    let Ok(slot) = std::sync::Arc::clone(&plane.serving).try_acquire_owned() else {
+        served("busy");
+        let mut r = answer(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this node serves as many fetches as --config-serve-max allows: try another holder",
+        );
+        r.headers_mut()
+            .insert(http::header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
+    let zstd = takes_zstd(headers);
+    let delta = zstd
+        .then(|| delta_from(query))
+        .flatten()
+        .and_then(|from| Some((from, plane.packed_delta(&doc, from)?)));
+    let full = || zstd.then(|| plane.packed_full(&doc)).flatten();
+    let (body, encoded, from) = match delta {
+        Some((from, bytes)) => (bytes, true, Some(from)),
+        None => match full() {
+            Some(bytes) => (bytes, true, None),
+            None => (Bytes::from(doc.text.as_bytes().to_vec()), false, None),
+        },
+    };
+    served(if from.is_some() { "delta" } else { "full" });
+    metrics::counter!("meshlb_config_document_bytes_sent_total").increment(body.len() as u64);
+    let mut r = Response::new(HeldBody {
+        inner: Full::new(body),
+        _slot: Some(slot),
+    });
+    let h = r.headers_mut();
+    h.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/toml"),
+    );
+    if encoded {
+        h.insert(
+            http::header::CONTENT_ENCODING,
+            HeaderValue::from_static("zstd"),
+        );
+    }
+    let hmac = plane.key.sign_document(doc.generation, &doc.sha256);
+    let mut pairs = vec![
+        (GENERATION_HEADER, doc.generation.to_string()),
+        (SHA256_HEADER, doc.sha256.clone()),
+        (SIGNATURE_HEADER, hmac),
+        (SIZE_HEADER, doc.size().to_string()),
+    ];
+    if let Some(s) = &doc.signature {
+        pairs.push((WRITER_SIGNATURE_HEADER, s.to_string()));
+    }
+    if let Some(f) = from {
+        pairs.push((DELTA_FROM_HEADER, f.to_string()));
+    }
+    for (name, value) in pairs {
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            h.insert(name, v);
+        }
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zstd_is_taken_only_when_accepted_and_from_is_read() {
+        let mut h = HeaderMap::new();
+        assert!(!takes_zstd(&h));
+        h.insert(
+            http::header::ACCEPT_ENCODING,
+            HeaderValue::from_static("gzip, zstd;q=1"),
+        );
+        assert!(takes_zstd(&h));
+        assert_eq!(delta_from("a=1&from=7"), Some(7));
+        assert_eq!(delta_from("from=x"), None);
+    }
+}
