@@ -39,7 +39,7 @@ pub struct ControlArgs {
     #[arg(long, value_name = "FILE", requires = "config_client_cert")]
     pub config_client_key: Option<PathBuf>,
     /// The Ed25519 key (PEM PKCS#8) this config-writing node signs each generation with (the
-    /// primary, or an aggregator on --config-store); `meshlb config keygen` makes one.
+    /// primary, or each aggregator on the config store); `meshlb config keygen` makes one.
     #[arg(long, value_name = "FILE")]
     pub config_signing_key: Option<PathBuf>,
     /// A public key (PEM) generations must be signed with; repeat it during a rotation. With

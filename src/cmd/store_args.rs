@@ -21,7 +21,7 @@ pub struct StoreArgs {
     /// The private key (PEM) of --config-store-cert.
     #[arg(long, value_name = "FILE", requires = "config_store_cert")]
     pub config_store_key: Option<PathBuf>,
-    /// etcd's user, when its authentication is on (with --config-store-password-file).
+    /// etcd's user, when its authentication is on; its password is in --config-store-password-file.
     #[arg(long, value_name = "NAME", requires_all = ["config_store", "config_store_password_file"])]
     pub config_store_user: Option<String>,
     /// The file holding the password of --config-store-user.
