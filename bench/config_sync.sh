@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# Config propagation through the control plane (docs/api.md#one-config-for-the-mesh): a 41-node
-# mesh on loopback — the config primary, a follower aggregator and 39 follower probers (13
-# regions x 3 datacenters), all started with --config-from-mesh and no file — then WRITES API
-# writes on the primary (a pool's weight patched), each timed from the write's answer until
-# every node reports the new generation in gossip (`GET /members` of the primary, polled every
-# 20 ms), for a config of 10 and of 10,000 endpoints (pools without monitors, so nothing is
-# probed and only the config moves). Prints one JSON line per size: p50/p99/max, the document's
-# size, the bytes one generation moves (40 fetches of the document) and the fetch count from
-# the nodes' metrics. Loopback only.
+# Config propagation through the control plane (docs/api.md#one-config-for-the-mesh): a mesh
+# of NODES on loopback (default 41) — the config primary holding the writer key, a follower
+# aggregator and NODES-2 follower probers spread over the 13 regions' datacenters, all started
+# with --config-from-mesh, the writer's public key and no file, each relaying what it holds on
+# its listener — then WRITES API writes on the primary (a pool's weight patched), each timed
+# from the write's answer until every node reports the new generation in gossip (`GET /members`
+# of the primary, polled every 20 ms), for a config of 10 and of 10,000 endpoints (pools without
+# monitors, so nothing is probed and only the config moves). Prints one JSON line per size:
+# p50/p99/max, the document's size, the bytes the primary sent per generation (its
+# meshlb_config_document_bytes_sent_total over the writes) and what every node sent together.
+# Loopback only.
 #
 # Needs: curl, python3.
 #   WRITES=20 SIZES="10 10000" ./bench/config_sync.sh
+#   NODES=200 SIZES=10000 ./bench/config_sync.sh
 #   MESHLB=target/debug/meshlb ./bench/config_sync.sh   # skip the release build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WRITES=${WRITES:-20}
 SIZES=${SIZES:-"10 10000"}
 GOSSIP_MS=${GOSSIP_MS:-100}
+NODES=${NODES:-41}
 if [ -z "${MESHLB:-}" ]; then
   cargo build --release -q --bin meshlb
   MESHLB=target/release/meshlb
@@ -31,6 +35,7 @@ cleanup() {
 trap cleanup EXIT
 echo "the meshlb config sync benchmark cluster key" > "$W/key"
 echo "config-sync-token" > "$W/token"
+"$MESHLB" config keygen --out "$W" >/dev/null
 ADMIN=127.0.0.1:18890
 ADMIN2=127.0.0.1:18891
 SEED=127.0.0.1:18900
@@ -55,21 +60,26 @@ start() {
   local port=18901
   "$MESHLB" aggregator --config "$W/primary.toml" --config-primary --region WEU \
     --admin "$ADMIN" --admin-token-file "$W/token" --listen "$SEED" --seed "$SEED" \
+    --config-signing-key "$W/signing.key" \
     --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/primary.log" 2>&1 &
   PIDS+=($!)
   "$MESHLB" aggregator --config "$W/follower.toml" --config-from-mesh --region ENAM \
-    --admin "$ADMIN2" --listen 127.0.0.1:$port --seed "$SEED" \
+    --admin "$ADMIN2" --listen 127.0.0.1:$port --seed "$SEED" --config-verify-key "$W/signing.pub" \
     --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/follower.log" 2>&1 &
   PIDS+=($!)
-  while read -r region dcs; do
-    for dc in $dcs; do
-      port=$((port + 1))
-      "$MESHLB" prober --config "$W/prober-$port.toml" --config-from-mesh --region "$region" \
-        --dc "$dc" --listen 127.0.0.1:$port --seed "$SEED" --key-file "$W/key" \
-        --gossip-interval-ms "$GOSSIP_MS" >"$W/prober-$port.log" 2>&1 &
-      PIDS+=($!)
-    done
-  done < <("$MESHLB" regions | awk '{ printf "%s", $1; for (i = 2; i <= NF; i++) if ($i ~ /^[a-z][a-z][a-z]$/) printf " %s", $i; print "" }')
+  # Every (region, datacenter) of the roster in turn, as many times as NODES-2 probers need.
+  mapfile -t places < <("$MESHLB" regions | awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^[a-z][a-z][a-z]$/) print $1, $i }')
+  local n=0
+  while [ "$n" -lt $((NODES - 2)) ]; do
+    local place=${places[$((n % ${#places[@]}))]}
+    port=$((port + 1))
+    "$MESHLB" prober --config "$W/prober-$port.toml" --config-from-mesh --region "${place% *}" \
+      --dc "${place#* }" --node-id "prober-$port" --listen 127.0.0.1:$port --seed "$SEED" \
+      --metrics 127.0.0.1:$((port + 10000)) --config-verify-key "$W/signing.pub" \
+      --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/prober-$port.log" 2>&1 &
+    PIDS+=($!)
+    n=$((n + 1))
+  done
 }
 
 run() {
@@ -77,9 +87,9 @@ run() {
   rm -f "$W"/*.toml "$W"/*.generation "$W"/*.previous
   config "$size" > "$W/primary.toml"
   start
-  python3 - "$ADMIN" "$W/token" "$WRITES" "$size" <<'PY'
-import json, sys, time, urllib.request
-admin, token_file, writes, size = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+  python3 - "$ADMIN" "$W/token" "$WRITES" "$size" "$NODES" <<'PY'
+import json, re, sys, time, urllib.request
+admin, token_file, writes, size, nodes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 token = open(token_file).read().strip()
 def call(method, path, body=None, headers={}):
     req = urllib.request.Request(f"http://{admin}{path}", method=method,
@@ -98,11 +108,17 @@ def members():
 def at(generation):
     live = [m for m in members() if m["alive"]]
     return len(live), sum(1 for m in live if m.get("config_generation") == generation)
-deadline = time.time() + 120
-while time.time() < deadline and at(1) != (41, 41):
-    time.sleep(0.2)
-if at(1) != (41, 41):
+def sent():
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith("meshlb_config_document_bytes_sent_total"))
+deadline = time.time() + 300
+while time.time() < deadline and at(1) != (nodes, nodes):
+    time.sleep(0.5)
+if at(1) != (nodes, nodes):
     sys.exit(f"the mesh did not form: {at(1)}")
+sent_before = sent()
 times = []
 pool = "/client/v4/accounts/x/load_balancers/pools/pool-0"
 for w in range(writes):
@@ -114,7 +130,7 @@ for w in range(writes):
     if status != 200:
         sys.exit(f"write {w}: {status} {body[:300]}")
     generation = int(etag)
-    while at(generation) != (41, 41):
+    while at(generation) != (nodes, nodes):
         if time.time() - start > 60:
             sys.exit(f"write {w}: generation {generation} not everywhere after 60 s: {at(generation)}")
         time.sleep(0.02)
@@ -123,9 +139,11 @@ _, _, body = call("GET", "/config")
 doc = json.loads(body)["result"]
 times.sort()
 pct = lambda p: round(times[min(len(times) - 1, int(len(times) * p))], 1)
-print(json.dumps({"endpoints": size, "writes": writes, "nodes": 41,
+print(json.dumps({"endpoints": size, "writes": writes, "nodes": nodes,
     "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(times[-1], 1),
-    "document_bytes": doc["size"], "bytes_per_generation": doc["size"] * 40}))
+    "document_bytes": doc["size"],
+    "primary_bytes_per_generation": round((sent() - sent_before) / writes),
+    "uncompressed_from_one_primary": doc["size"] * (nodes - 1)}))
 PY
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use test_support::*;
 
-use super::world::{counter, gossip, node, RelayMesh};
+use super::world::{counter, node, RelayMesh};
 
 pub fn a_follower_that_cannot_reach_the_primary_takes_the_generation_from_a_relay(
     m: &mut RelayMesh,
@@ -61,7 +61,7 @@ pub fn a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused(
         .chain(["--admin", &free_tcp().to_string()])
         .map(String::from)
         .collect();
-    args.extend(gossip(free_udp(), m.seed, &m.key));
+    args.extend(gossip_args(free_udp(), m.seed, &m.key));
     let _rogue = Procs(vec![node(&args, "relay-rogue")]);
     wait_for(
         "the forged announcement refused",

@@ -33,21 +33,6 @@ pub struct RelayMesh {
     pub dir: tempfile::TempDir,
 }
 
-pub fn gossip(listen: SocketAddr, seed: SocketAddr, key: &std::path::Path) -> Vec<String> {
-    [
-        "--listen",
-        &listen.to_string(),
-        "--seed",
-        &seed.to_string(),
-        "--key-file",
-        &key.display().to_string(),
-        "--gossip-interval-ms",
-        "100",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 pub fn node(args: &[String], what: &str) -> Child {
     spawn_logged(Command::new(meshlb_bin()).args(args), what)
 }
@@ -105,7 +90,7 @@ impl RelayMesh {
         ]));
         args.extend(strings(&["--admin-client-ca", &ca.display().to_string()]));
         args.extend(admin_token_args(d));
-        args.extend(gossip(seed, seed, &key));
+        args.extend(gossip_args(seed, seed, &key));
         let mut procs = Procs(vec![node(&args, "relay-primary")]);
 
         let mut args = strings(&["aggregator", "--config", &file("relay"), "--region", "WEU"]);
@@ -127,7 +112,7 @@ impl RelayMesh {
             &client.key.display().to_string(),
         ]));
         args.extend(admin_token_args(d));
-        args.extend(gossip(free_udp(), seed, &key));
+        args.extend(gossip_args(free_udp(), seed, &key));
         procs.0.push(node(&args, "relay-aggregator"));
 
         let mut args = strings(&["prober", "--config", &file("prober"), "--region", "WEU"]);
@@ -136,7 +121,7 @@ impl RelayMesh {
         args.push(public_key.display().to_string());
         args.extend(strings(&["--config-ca", &ca.display().to_string()]));
         args.extend(strings(&["--metrics", &prober_metrics.to_string()]));
-        args.extend(gossip(free_udp(), seed, &key));
+        args.extend(gossip_args(free_udp(), seed, &key));
         procs.0.push(node(&args, "relay-prober"));
 
         let mesh = RelayMesh {
@@ -153,6 +138,15 @@ impl RelayMesh {
         wait_for("three live members", Duration::from_secs(30), || {
             mesh.generations().len() == 3
         });
+        // The primary's first generation (its file) is signed and followed like any other.
+        wait_for(
+            "every node at the first generation",
+            Duration::from_secs(30),
+            || {
+                let g = mesh.generations();
+                g.len() == 3 && g.iter().all(|(_, at)| *at >= 1)
+            },
+        );
         mesh
     }
 

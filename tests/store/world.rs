@@ -42,21 +42,6 @@ impl Drop for StoreMesh {
     }
 }
 
-fn gossip(listen: SocketAddr, seed: SocketAddr, key: &std::path::Path) -> Vec<String> {
-    [
-        "--listen",
-        &listen.to_string(),
-        "--seed",
-        &seed.to_string(),
-        "--key-file",
-        &key.display().to_string(),
-        "--gossip-interval-ms",
-        "100",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 impl StoreMesh {
     fn start() -> StoreMesh {
         let (dir, key) = scratch_dir_with_key("store");
@@ -93,7 +78,7 @@ impl StoreMesh {
             .to_vec();
             v.extend(admin_token_args(d));
             let listen = if i == 0 { seed } else { free_udp() };
-            v.extend(gossip(listen, seed, &key));
+            v.extend(gossip_args(listen, seed, &key));
             v
         });
         let aggregators = [0, 1].map(|i| Some(aggregator(&args[i], i)));
@@ -115,7 +100,7 @@ impl StoreMesh {
             ]
             .map(String::from)
             .to_vec();
-            v.extend(gossip(free_udp(), seed, &key));
+            v.extend(gossip_args(free_udp(), seed, &key));
             probers
                 .0
                 .push(spawn_logged(Command::new(meshlb_bin()).args(&v), "prober"));

@@ -39,21 +39,6 @@ pub struct Mesh {
 
 pub const READ_TOKEN: &str = "read-token";
 
-fn mesh_args(listen: SocketAddr, seed: SocketAddr, key: &Path) -> Vec<String> {
-    [
-        "--listen",
-        &listen.to_string(),
-        "--seed",
-        &seed.to_string(),
-        "--key-file",
-        &key.display().to_string(),
-        "--gossip-interval-ms",
-        "100",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
 fn node(args: &[String], what: &str) -> std::process::Child {
     spawn_logged(Command::new(meshlb_bin()).args(args), what)
 }
@@ -115,7 +100,7 @@ impl Mesh {
             .map(String::from)
             .collect();
         args.extend(tls_args(&primary_cert));
-        args.extend(mesh_args(seed, seed, &key));
+        args.extend(gossip_args(seed, seed, &key));
         let mut procs = Procs(vec![node(&args, "primary")]);
 
         let follower_token = secret_file(d, "follower-token", "first-token");
@@ -139,7 +124,7 @@ impl Mesh {
             &["--config-ca", &ca_file.display().to_string()],
             &client,
         ));
-        args.extend(mesh_args(free_udp(), seed, &key));
+        args.extend(gossip_args(free_udp(), seed, &key));
         procs.0.push(node(&args, "follower"));
 
         let prober = |name: &str, dc: &str| -> Vec<String> {
@@ -159,7 +144,7 @@ impl Mesh {
         };
         let mut args = prober("pinned", "ams");
         args.extend(fetch_args(&["--config-pin", &primary_cert.pin], &client));
-        args.extend(mesh_args(free_udp(), seed, &key));
+        args.extend(gossip_args(free_udp(), seed, &key));
         procs.0.push(node(&args, "pinned"));
 
         let mut args = prober("rogue", "fra");
@@ -169,7 +154,7 @@ impl Mesh {
         ));
         args.extend(["--metrics".into(), rogue_metrics.to_string()]);
         args.extend(tls_args(&rogue_cert));
-        args.extend(mesh_args(free_udp(), seed, &key));
+        args.extend(gossip_args(free_udp(), seed, &key));
         procs.0.push(node(&args, "rogue"));
 
         let mesh = Mesh {

@@ -286,6 +286,7 @@ pub async fn run(
     let mut warned_missing = false;
     let mut missing_polls = 0u32;
     let mut forged = Forged::default();
+    let mut verified = Verified::default();
     let mut jittered = 0u64;
     let mut tick = tokio::time::interval(settings.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -319,11 +320,14 @@ pub async fn run(
         if !settings.follow {
             continue;
         }
+        // Only what is newer than the generation in force is looked at, and a signature is
+        // checked once: every holder announces every poll.
+        let current = plane.generation();
         let mut candidates: Vec<(String, Announcement)> = holders
             .into_iter()
+            .filter(|(_, a)| a.generation > current)
             .filter(|(node, a)| {
-                let signed =
-                    plane.writer_signed(a.generation, &a.sha256, a.size, a.signature.as_deref());
+                let signed = verified.check(plane.as_ref(), a);
                 if !signed {
                     forged.note(node, a.generation, "announcement");
                 }
@@ -355,6 +359,7 @@ pub async fn run(
             tokio::time::sleep(wait).await;
         }
         let mut got = None;
+        let mut busy = 0;
         for (node, a) in candidates.iter().take(TRIES_PER_ROUND) {
             match fetch(&client, &plane, &settings.node_id, &a.url).await {
                 Ok(document) => {
@@ -366,6 +371,8 @@ pub async fn run(
                     count("failure");
                     forged.note(node, a.generation, "document");
                 }
+                // A holder serving its most at once: not a failure, try again next poll.
+                Err(FetchError::Status(503)) => busy += 1,
                 Err(e) => {
                     count("failure");
                     tracing::warn!(holder = %node, error = %e, "fetching the config generation {} failed", a.generation);
@@ -373,8 +380,15 @@ pub async fn run(
             }
         }
         let Some((holder, document)) = got else {
-            backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
-            tokio::time::sleep(backoff).await;
+            if busy < candidates.len().min(TRIES_PER_ROUND) {
+                backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+                tokio::time::sleep(backoff).await;
+            } else {
+                // Every holder tried was busy: again after a short random wait, not a poll.
+                let wait = (settings.poll / 4).mul_f64(rand::rng().random::<f64>());
+                tokio::time::sleep(wait).await;
+                tick.reset_immediately();
+            }
             continue;
         };
         backoff = Duration::ZERO;
@@ -391,6 +405,29 @@ pub async fn run(
             return;
         }
         let _ = wait.await;
+    }
+}
+
+/// Announcements whose writer signature was checked, and how it came out.
+#[derive(Default)]
+struct Verified(std::collections::HashMap<(u64, String, String), bool>);
+
+impl Verified {
+    fn check(&mut self, plane: &ControlPlane, a: &Announcement) -> bool {
+        let key = (
+            a.generation,
+            a.sha256.clone(),
+            a.signature.clone().unwrap_or_default(),
+        );
+        if let Some(&ok) = self.0.get(&key) {
+            return ok;
+        }
+        if self.0.len() > 1024 {
+            self.0.clear();
+        }
+        let ok = plane.writer_signed(a.generation, &a.sha256, a.size, a.signature.as_deref());
+        self.0.insert(key, ok);
+        ok
     }
 }
 

@@ -168,6 +168,14 @@ impl ControlPlane {
             (None, None)
         };
         let serving = Arc::new(tokio::sync::Semaphore::new(documents.serve_max));
+        // A writer's document at start (its file, as recorded) is signed like every other.
+        let document = match (&documents.signing, &document.signature) {
+            (Some(key), None) if document.generation > 0 => {
+                let signature = key.sign(document.generation, &document.sha256, document.size());
+                document.signed(Some(signature.into()))
+            }
+            _ => document,
+        };
         let plane = ControlPlane {
             role,
             document: ArcSwap::from_pointee(document),

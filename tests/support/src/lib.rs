@@ -44,7 +44,7 @@ pub use admin::{admin_token_args, get, scrape};
 #[cfg(feature = "harness")]
 pub use dns::{dig_short, unbound};
 #[cfg(feature = "harness")]
-pub use meshes::{start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
+pub use meshes::{gossip_args, start_aggregator, start_mesh, start_mesh_seeded, start_mesh_split};
 #[cfg(feature = "harness")]
 pub use named::named_origin;
 #[cfg(feature = "harness")]

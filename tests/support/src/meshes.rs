@@ -24,7 +24,9 @@ pub fn start_mesh_seeded(
 }
 
 /// The gossip arguments of a member listening on `listen`, seeded by `seed`.
-fn gossip_args(listen: SocketAddr, seed: SocketAddr, key: &Path) -> Vec<String> {
+/// The gossip arguments of a node listening on `listen`, seeded by `seed`, with the cluster key
+/// in `key` and a 100 ms gossip interval.
+pub fn gossip_args(listen: SocketAddr, seed: SocketAddr, key: &Path) -> Vec<String> {
     vec![
         "--listen".into(),
         listen.to_string(),
