@@ -240,6 +240,89 @@ pub fn respond(plane: &ControlPlane, headers: &HeaderMap, query: &str) -> Respon
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::{ConfigRole, ControlKey, DocumentSettings};
+    use http_body_util::BodyExt;
+
+    fn plane(serve_max: usize) -> ControlPlane {
+        let documents = DocumentSettings {
+            serve_max,
+            ..DocumentSettings::default()
+        };
+        let key = ControlKey::new("a cluster key, long enough", None);
+        let doc = Versioned::new(3, "a = 1\n");
+        ControlPlane::new(ConfigRole::Primary, doc, key, 1 << 20, documents).0
+    }
+
+    /// A follower's signed fetch, taking zstd when `zstd`.
+    fn fetch(plane: &ControlPlane, zstd: bool) -> HeaderMap {
+        let now = lb_core::clock::unix_secs();
+        let mut h = HeaderMap::new();
+        h.insert(NODE_HEADER, HeaderValue::from_static("f"));
+        h.insert(
+            TIME_HEADER,
+            HeaderValue::from_str(&now.to_string()).expect("time"),
+        );
+        let auth = plane.key.sign_fetch("f", now);
+        h.insert(
+            http::header::AUTHORIZATION,
+            HeaderValue::from_str(&auth).expect("auth"),
+        );
+        if zstd {
+            h.insert(
+                http::header::ACCEPT_ENCODING,
+                HeaderValue::from_static("zstd"),
+            );
+        }
+        h
+    }
+
+    async fn body(r: Response<HeldBody>) -> Vec<u8> {
+        r.into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes()
+            .to_vec()
+    }
+
+    #[tokio::test]
+    async fn fetches_beyond_serve_max_are_refused_until_a_body_is_sent() {
+        let plane = plane(1);
+        let first = respond(&plane, &fetch(&plane, false), "");
+        assert_eq!(first.status(), StatusCode::OK);
+        let second = respond(&plane, &fetch(&plane, false), "");
+        assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(second.headers().contains_key(http::header::RETRY_AFTER));
+        assert_eq!(body(first).await, b"a = 1\n");
+        assert_eq!(
+            respond(&plane, &fetch(&plane, false), "").status(),
+            StatusCode::OK
+        );
+    }
+
+    #[tokio::test]
+    async fn a_follower_one_behind_gets_a_delta_and_others_the_whole_compressed() {
+        let plane = plane(4);
+        plane.applied(Versioned::new(4, "a = 2\n"));
+        let delta = respond(&plane, &fetch(&plane, true), "from=3");
+        assert_eq!(delta.headers()[DELTA_FROM_HEADER], "3");
+        assert_eq!(delta.headers()[http::header::CONTENT_ENCODING], "zstd");
+        let bytes = body(delta).await;
+        let mut d = zstd::bulk::Decompressor::with_dictionary(b"a = 1\n").expect("dictionary");
+        assert_eq!(d.decompress(&bytes, 64).expect("delta"), b"a = 2\n");
+        let whole = respond(&plane, &fetch(&plane, true), "from=2");
+        assert!(
+            !whole.headers().contains_key(DELTA_FROM_HEADER),
+            "no delta from 2"
+        );
+        let bytes = body(whole).await;
+        assert_eq!(
+            zstd::bulk::decompress(&bytes, 64).expect("whole"),
+            b"a = 2\n"
+        );
+        let unsigned = respond(&plane, &HeaderMap::new(), "");
+        assert_eq!(unsigned.status(), StatusCode::UNAUTHORIZED);
+    }
 
     #[test]
     fn zstd_is_taken_only_when_accepted_and_from_is_read() {
