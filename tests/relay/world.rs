@@ -185,18 +185,7 @@ impl RelayMesh {
         if code != 200 {
             return Vec::new();
         }
-        let v: Value = serde_json::from_str(&body).unwrap_or_default();
-        v.as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["alive"] == json!(true))
-            .map(|m| {
-                (
-                    m["node_id"].as_str().unwrap_or_default().to_string(),
-                    m["config_generation"].as_u64().unwrap_or(0),
-                )
-            })
-            .collect()
+        live_generations(&serde_json::from_str(&body).unwrap_or_default())
     }
 
     pub fn generation_of(&self, node: &str) -> u64 {

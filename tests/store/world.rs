@@ -139,21 +139,7 @@ impl StoreMesh {
 
     /// Each live member's config generation, as aggregator `i` sees them.
     pub fn generations(&self, i: usize) -> Vec<(String, u64)> {
-        let Some(members) = get(self.admin[i], "/members") else {
-            return Vec::new();
-        };
-        members
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|m| m["alive"] == json!(true))
-            .map(|m| {
-                (
-                    m["node_id"].as_str().unwrap_or_default().to_string(),
-                    m["config_generation"].as_u64().unwrap_or(0),
-                )
-            })
-            .collect()
+        get(self.admin[i], "/members").map_or_else(Vec::new, |m| live_generations(&m))
     }
 
     /// Aggregator `i`'s generation in force.

@@ -50,6 +50,9 @@ pub fn two_writers_racing_with_one_if_match_land_exactly_once(m: &mut StoreMesh)
 pub fn killing_the_etcd_leader_loses_no_acknowledged_write(m: &mut StoreMesh) {
     let leader = m.etcd.leader().expect("a leader");
     let admins = m.admin;
+    // How many writes were acknowledged so far: the leader is killed once five were.
+    let acked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = std::sync::Arc::clone(&acked);
     let writer = std::thread::spawn(move || {
         let mut acknowledged = Vec::new();
         let mut last_ack = Instant::now();
@@ -61,21 +64,20 @@ pub fn killing_the_etcd_leader_loses_no_acknowledged_write(m: &mut StoreMesh) {
                 longest_gap = longest_gap.max(last_ack.elapsed());
                 last_ack = Instant::now();
                 acknowledged.push(name);
+                count.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            std::thread::sleep(Duration::from_millis(100));
         }
         (acknowledged, longest_gap)
     });
-    std::thread::sleep(Duration::from_millis(600));
-    let killed_at = Instant::now();
+    wait_for("five acknowledged writes", Duration::from_secs(30), || {
+        acked.load(std::sync::atomic::Ordering::Relaxed) >= 5
+    });
     m.etcd.kill(leader);
     let (acknowledged, longest_gap) = writer.join().expect("writer");
     eprintln!(
-        "etcd leader e{leader} killed {:?} into the stream: {} of 40 writes acknowledged, the longest wait between two acknowledged writes {longest_gap:?}",
-        Duration::from_millis(600),
+        "etcd leader e{leader} killed after five acknowledged writes: {} of 40 writes acknowledged, the longest wait between two acknowledged writes {longest_gap:?}",
         acknowledged.len()
     );
-    let _ = killed_at;
     assert!(
         acknowledged.len() >= 20,
         "{} acknowledged",

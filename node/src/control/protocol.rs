@@ -252,7 +252,17 @@ impl ConfigProtocol {
         let revision = match link.write(base, text).await {
             Ok(super::etcd::Put::Done { revision }) => revision,
             Ok(super::etcd::Put::Conflict { current }) => {
-                let now = current.map_or(0, |kv| kv.mod_revision);
+                let now = current.as_ref().map_or(0, |kv| kv.mod_revision);
+                // Another aggregator wrote first and this one's watch has not brought it yet:
+                // take it now, so that the API's retry (a write without If-Match) edits it.
+                if let Some(kv) = current.filter(|kv| kv.mod_revision > plane.generation()) {
+                    if let Ok(text) = String::from_utf8(kv.value) {
+                        let why =
+                            format!("generation {now} from {}", super::etcd::sync::STORE_SOURCE);
+                        self.apply_stored(node, &why, Versioned::new(now, &text))
+                            .await;
+                    }
+                }
                 return Err(Refusal::stale(base, now));
             }
             Err(e) => {
@@ -265,32 +275,42 @@ impl ConfigProtocol {
                 ))
             }
         };
-        let next = Versioned::new(revision, text);
         tracing::info!(
             why,
             generation = revision,
             "config generation {revision} ({why}), in the config store"
         );
-        if revision > plane.generation() {
-            let outcome = node
-                .reload_text(why, text, || {
-                    self.store.commit(&next, false).map_err(|e| e.to_string())
-                })
-                .await;
-            if outcome.reloaded || outcome.unchanged {
-                plane.applied(next);
-            } else {
-                plane.refuse(Refused {
-                    generation: revision,
-                    sha256: next.sha256.clone(),
-                    errors: outcome.errors,
-                });
-            }
-        }
+        self.apply_stored(node, why, Versioned::new(revision, text))
+            .await;
         Ok(Written {
             generation: revision,
             changed: true,
         })
+    }
+
+    /// Puts a generation the store holds in force here, signed with this writer's key and kept
+    /// on disk, unless a newer one is in force; a node that cannot build it refuses it, as a
+    /// follower would.
+    async fn apply_stored(&self, node: &mut impl Reload, why: &str, next: Versioned) {
+        let plane = &self.plane;
+        if next.generation <= plane.generation() {
+            return;
+        }
+        let next = plane.sign(next);
+        let outcome = node
+            .reload_text(why, &next.text, || {
+                self.store.commit(&next, false).map_err(|e| e.to_string())
+            })
+            .await;
+        if outcome.reloaded || outcome.unchanged {
+            plane.applied(next);
+        } else {
+            plane.refuse(Refused {
+                generation: next.generation,
+                sha256: next.sha256.clone(),
+                errors: outcome.errors,
+            });
+        }
     }
 
     async fn primary_write(

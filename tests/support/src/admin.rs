@@ -48,3 +48,19 @@ pub fn admin_token_args(dir: &std::path::Path) -> Vec<String> {
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     vec!["--admin-token-file".into(), file.display().to_string()]
 }
+
+/// Each live member's config generation in a `GET /members` answer, by node id.
+pub fn live_generations(members: &Value) -> Vec<(String, u64)> {
+    members
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["alive"] == serde_json::json!(true))
+        .map(|m| {
+            (
+                m["node_id"].as_str().unwrap_or_default().to_string(),
+                m["config_generation"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}

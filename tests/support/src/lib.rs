@@ -40,7 +40,7 @@ pub mod trials;
 pub mod waits;
 
 #[cfg(feature = "harness")]
-pub use admin::{admin_token_args, get, scrape};
+pub use admin::{admin_token_args, get, live_generations, scrape};
 #[cfg(feature = "harness")]
 pub use dns::{dig_short, unbound};
 #[cfg(feature = "harness")]
