@@ -31,6 +31,9 @@ pub struct Setup {
     pub settings: TallySettings,
     /// When this aggregator started (its warm-up counts from here).
     pub started: Instant,
+    /// Parses the documents the API checks before a write, reusing the resources of the one
+    /// checked before (`lb_core::config::IncrementalParser`).
+    pub parser: lb_core::config::IncrementalParser,
 }
 
 /// The configuration in force and everything tallied for it, indexed like it. Replaced whole

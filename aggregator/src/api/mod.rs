@@ -26,7 +26,6 @@ use http::{HeaderMap, Method, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
 use lb_core::config::document::{Document, DocumentError, Kind};
-use lb_core::config::Config;
 use serde_json::{json, Value};
 
 use crate::shared::Shared;
@@ -169,7 +168,10 @@ fn field_errors(errors: &lb_core::ConfigErrors, within: Option<(Kind, usize)>) -
 
 /// Checks a document's text as `meshlb check` checks a file.
 pub fn check(shared: &Shared, text: &str, within: Option<(Kind, usize)>) -> Result<(), Refusal> {
-    Config::parse(DOCUMENT_NAME, text, &shared.setup.regions)
+    shared
+        .setup
+        .parser
+        .parse(DOCUMENT_NAME, text, &shared.setup.regions)
         .map(|_| ())
         .map_err(|errors| Refusal {
             errors: field_errors(&errors, within),

@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lb_core::config::Config;
+use lb_core::config::IncrementalParser;
 use lb_core::RegionsTable;
 use lb_edge::{Generation, PopInfo, Serving};
 use mesh::node::config_hash;
@@ -33,6 +33,8 @@ pub(super) struct Frontends {
     pub proxy: Option<Arc<Serving<lb_proxy::Proxy>>>,
     /// The layer-4 listeners (`--l4`): a reload binds new ports before anything changes.
     pub l4: Option<lb_l4::Listeners>,
+    /// Parses each generation, reusing the resources the one before held.
+    pub parser: IncrementalParser,
 }
 
 /// The DNS server's responder and what building the next one takes.
@@ -233,6 +235,7 @@ impl Frontends {
             dns,
             proxy,
             l4,
+            parser: IncrementalParser::new(),
         };
         Ok(Started {
             frontends,
@@ -317,7 +320,9 @@ impl Frontends {
         if hash == before.config_hash {
             return Ok(None);
         }
-        let config = Config::parse(&file, text, &self.regions)
+        let config = self
+            .parser
+            .parse(&file, text, &self.regions)
             .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
         let config = Arc::new(config);
         let id = before.generation.id() + 1;

@@ -100,6 +100,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         regions: Arc::new(settings.node.regions.clone()),
         settings: tally,
         started: std::time::Instant::now(),
+        parser: lb_core::config::IncrementalParser::new(),
     };
     let shared = Shared::new(
         in_force,

@@ -2,6 +2,7 @@
 //! dangling reference or an out-of-range value. See `validate.rs` for every rule.
 
 pub mod document;
+mod incremental;
 mod layer4;
 #[cfg(test)]
 mod layer4_tests;
@@ -15,11 +16,13 @@ mod probe_zone_tests;
 mod raw;
 pub mod references;
 mod renumbering;
+mod sections;
 mod validate;
 mod zone;
 
 use std::collections::HashMap;
 
+pub use incremental::IncrementalParser;
 pub use layer4::{Layer4, PortMap, ProxyProtocol, Transport, MAX_LAYER4_PORTS};
 pub use load_balancer::{
     AdaptiveRouting, AffinityKind, ClientCertFiles, FixedResponse, LbId, LoadBalancer,
@@ -105,6 +108,15 @@ fn fallback_only(pools: usize, load_balancers: &[LoadBalancer]) -> Vec<bool> {
 impl Config {
     /// Parses and validates configuration text; `file` names it in errors.
     pub fn parse(file: &str, text: &str, regions: &RegionsTable) -> Result<Config, ConfigErrors> {
+        let whole = Self::parse_whole(file, text, regions);
+        // Every config text a test of this crate parses also checks that the section-wise
+        // parse (`incremental.rs`) comes to the same config or the same errors.
+        #[cfg(test)]
+        incremental::assert_same_as_whole(file, text, regions, &whole);
+        whole
+    }
+
+    fn parse_whole(file: &str, text: &str, regions: &RegionsTable) -> Result<Config, ConfigErrors> {
         let (raw, sink): (raw::RawConfig, _) = parse_toml_strict(file, text)?;
         validate::validate(sink, raw, regions)
     }

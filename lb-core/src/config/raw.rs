@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 /// `meshlb.toml`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawConfig {
     #[serde(default)]
     pub monitors: Vec<RawMonitor>,
@@ -26,7 +26,7 @@ pub struct RawConfig {
 }
 
 /// `[[monitor_groups]]` (Cloudflare's monitor group: `description`, `members`).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawMonitorGroup {
     pub name: String,
     #[serde(default)]
@@ -36,7 +36,7 @@ pub struct RawMonitorGroup {
 }
 
 /// A member: Cloudflare's `monitor_id` is accepted as the monitor's name.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawGroupMember {
     #[serde(alias = "monitor_id")]
     pub monitor: String,
@@ -49,7 +49,7 @@ pub struct RawGroupMember {
 }
 
 /// `[notifications]`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawNotifications {
     pub batch_seconds: Option<u32>,
     pub max_attempts: Option<u32>,
@@ -59,7 +59,7 @@ pub struct RawNotifications {
     pub webhooks: Vec<RawWebhook>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawEmail {
     pub name: String,
     pub from: String,
@@ -75,7 +75,7 @@ pub struct RawEmail {
     pub pools: Vec<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawWebhook {
     pub name: String,
     pub url: String,
@@ -86,13 +86,13 @@ pub struct RawWebhook {
 }
 
 /// A pool's `notification_filter` (Cloudflare).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawNotificationFilter {
     pub origin: Option<RawKindFilter>,
     pub pool: Option<RawKindFilter>,
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawKindFilter {
     #[serde(default)]
     pub disable: bool,
@@ -100,7 +100,7 @@ pub struct RawKindFilter {
 }
 
 /// `[[zones]]`: a DNS zone served authoritatively (SOA and NS at its apex).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawZone {
     pub name: String,
     #[serde(default)]
@@ -122,7 +122,7 @@ fn default_negative_ttl() -> u64 {
 }
 
 /// `[geolocation]`: where client and resolver addresses are.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawGeolocation {
     pub database: Option<String>,
     #[serde(default)]
@@ -130,7 +130,7 @@ pub struct RawGeolocation {
 }
 
 /// `[[geolocation.networks]]`: a CIDR placed in a country or a region.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawGeoNetwork {
     pub cidr: String,
     pub country: Option<String>,
@@ -155,7 +155,7 @@ impl HeaderValues {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawMonitor {
     pub name: String,
     #[serde(default)]
@@ -195,7 +195,7 @@ pub struct RawMonitor {
     pub ca_file: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawThreshold {
     pub mode: String,
     pub sample_size: Option<u32>,
@@ -205,7 +205,7 @@ pub struct RawThreshold {
     pub up_thresh: Option<u32>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawLdap {
     #[serde(default = "default_ldap_scheme")]
     pub scheme: String,
@@ -250,7 +250,7 @@ fn default_ttl() -> u32 {
     30
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawPool {
     pub name: String,
     #[serde(default)]
@@ -274,7 +274,7 @@ pub struct RawPool {
     pub notification_email: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawEndpoint {
     pub name: String,
     pub address: String,
@@ -290,7 +290,7 @@ pub struct RawEndpoint {
     pub header: BTreeMap<String, HeaderValues>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawLoadShedding {
     #[serde(default)]
     pub default_percent: f64,
@@ -309,7 +309,7 @@ fn default_session_shed_policy() -> String {
     "hash".into()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawOriginSteering {
     #[serde(default = "default_origin_policy")]
     pub policy: String,
@@ -321,7 +321,7 @@ fn default_origin_policy() -> String {
     "random".into()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawLoadBalancer {
     pub name: String,
     #[serde(default)]
@@ -433,7 +433,7 @@ fn default_location_mode() -> String {
     "pop".into()
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawRule {
     pub name: String,
     pub condition: String,
@@ -448,7 +448,7 @@ pub struct RawRule {
     pub overrides: RawOverrides,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 pub struct RawFixedResponse {
     #[serde(default = "default_fixed_status")]
     pub status_code: u16,
@@ -466,7 +466,7 @@ fn default_content_type() -> String {
     "text/plain".into()
 }
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct RawOverrides {
     pub default_pools: Option<Vec<String>>,
     pub fallback_pool: Option<String>,

@@ -157,6 +157,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         gossip: node.handle.chitchat(),
         hash,
         loads: 1,
+        parser: lb_core::config::IncrementalParser::new(),
     };
     let control = Arc::clone(&protocol.plane);
     let task = ConfigTask {

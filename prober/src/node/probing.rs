@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lb_core::config::Config;
+use lb_core::config::IncrementalParser;
 use lb_core::{Region, RegionsTable};
 use mesh::node::config_hash;
 use meshlb_node::reload::{self, Outcome};
@@ -27,6 +27,8 @@ pub(super) struct Probing {
     pub hash: String,
     /// How many loads it took to get there (1: the start).
     pub loads: u64,
+    /// Parses each generation, reusing the resources the one before held.
+    pub parser: IncrementalParser,
 }
 
 /// Each target's gossip key and endpoint: what the publisher keeps.
@@ -55,7 +57,9 @@ impl Probing {
         persist: impl FnOnce() -> Result<(), String>,
     ) -> Outcome {
         let file = self.path.display().to_string();
-        let parsed = Config::parse(&file, text, &self.regions)
+        let parsed = self
+            .parser
+            .parse(&file, text, &self.regions)
             .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())
             .and_then(|config| persist().map(|()| config).map_err(|e| vec![e]));
         let config = match parsed {

@@ -68,10 +68,12 @@ impl Validator<'_> {
             .iter()
             .enumerate()
             .map(|(j, e)| {
-                let epath = format!("{path}.origins[{j}]");
+                // Formatted only for an error: a follower validates every generation, and a
+                // pool may hold thousands of endpoints.
+                let epath = || format!("{path}.origins[{j}]");
                 if !names.insert(e.name.as_str()) {
                     self.sink.push(
-                        format!("{epath}.name"),
+                        format!("{}.name", epath()),
                         format!("duplicate endpoint name `{}` in pool `{}`", e.name, p.name),
                     );
                 }
@@ -209,9 +211,9 @@ impl Validator<'_> {
         }
     }
 
-    pub(super) fn endpoint(&mut self, path: &str, e: &RawEndpoint) -> Endpoint {
+    pub(super) fn endpoint(&mut self, path: &dyn Fn() -> String, e: &RawEndpoint) -> Endpoint {
         if let Some(problem) = name_problem(&e.name) {
-            self.sink.push(format!("{path}.name"), problem);
+            self.sink.push(format!("{}.name", path()), problem);
         }
         let address = match e.address.parse::<IpAddr>() {
             Ok(ip) => Address::Ip(ip),
@@ -220,26 +222,32 @@ impl Validator<'_> {
             }
             Err(_) => {
                 self.sink.push(
-                    format!("{path}.address"),
+                    format!("{}.address", path()),
                     format!("`{}` is neither an IP address nor a hostname", e.address),
                 );
                 Address::Hostname(String::new())
             }
         };
-        let port = self.port(&format!("{path}.port"), e.port);
+        let port = match u16::try_from(e.port) {
+            Ok(port) => port,
+            Err(_) => self.port(&format!("{}.port", path()), e.port),
+        };
         if !(0.0..=1.0).contains(&e.weight) {
             self.sink.push(
-                format!("{path}.weight"),
+                format!("{}.weight", path()),
                 format!("must be between 0 and 1 (got {})", e.weight),
             );
         }
         if !(1..=5).contains(&e.priority) {
             self.sink.push(
-                format!("{path}.priority"),
+                format!("{}.priority", path()),
                 format!("must be 1..=5 (got {})", e.priority),
             );
         }
-        let headers = self.headers(&format!("{path}.header"), &e.header, true);
+        let headers = match e.header.is_empty() {
+            true => Vec::new(),
+            false => self.headers(&format!("{}.header", path()), &e.header, true),
+        };
         let host_header = headers.into_iter().next().and_then(|(_, mut v)| v.pop());
         Endpoint {
             name: e.name.clone(),
