@@ -3,12 +3,19 @@
 # of NODES on loopback (default 41) — the config primary holding the writer key, a follower
 # aggregator and NODES-2 follower probers spread over the 13 regions' datacenters, all started
 # with --config-from-mesh, the writer's public key and no file, each relaying what it holds on
-# its listener — then WRITES API writes on the primary (a pool's weight patched), each timed
-# from the write's answer until every node reports the new generation in gossip (`GET /members`
-# of the primary, polled every 20 ms), for a config of 10 and of 10,000 endpoints (pools without
-# monitors, so nothing is probed and only the config moves). Prints one JSON line per size:
-# p50/p99/max, the document's size, the bytes the primary sent per generation (its
-# meshlb_config_document_bytes_sent_total over the writes) and what every node sent together.
+# its listener — then, once every node holds the first generation and SETTLE_S seconds (5) have
+# passed, one untimed write (the API's form of the hand-written file), then WRITES API writes
+# on the primary (a pool's weight patched), for a config of 10 and of 10,000 endpoints (pools
+# without monitors, so nothing is probed and only the config moves). Each write is timed from
+# its answer two ways:
+#   applied    until the last follower put the generation in force (its log's "config
+#              reloaded (generation G from …)" line; every process shares this machine's clock);
+#   confirmed  until the primary's gossip view shows every node at the generation (`GET
+#              /members`, polled every 20 ms): applied, plus the gossip back to the primary.
+# Prints one JSON line per size: p50/p99/max of both, the document's size, the bytes the
+# primary sent per generation (its meshlb_config_document_bytes_sent_total over the writes), the
+# fetches that failed and those a holder refused as busy (--config-serve-max) on every node, and
+# the five slowest confirmations.
 # Loopback only.
 #
 # Needs: curl, python3.
@@ -21,6 +28,7 @@ WRITES=${WRITES:-20}
 SIZES=${SIZES:-"10 10000"}
 GOSSIP_MS=${GOSSIP_MS:-100}
 NODES=${NODES:-41}
+SETTLE_S=${SETTLE_S:-5}
 if [ -z "${MESHLB:-}" ]; then
   cargo build --release -q --bin meshlb
   MESHLB=target/release/meshlb
@@ -87,9 +95,9 @@ run() {
   rm -f "$W"/*.toml "$W"/*.generation "$W"/*.previous
   config "$size" > "$W/primary.toml"
   start
-  python3 - "$ADMIN" "$W/token" "$WRITES" "$size" "$NODES" <<'PY'
-import json, re, sys, time, urllib.request
-admin, token_file, writes, size, nodes = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+  python3 - "$ADMIN" "$W/token" "$WRITES" "$size" "$NODES" "$SETTLE_S" "$W" <<'PY'
+import datetime, glob, json, re, sys, time, urllib.request
+admin, token_file, writes, size, nodes, settle, logs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]), sys.argv[7]
 token = open(token_file).read().strip()
 def call(method, path, body=None, headers={}):
     req = urllib.request.Request(f"http://{admin}{path}", method=method,
@@ -108,41 +116,83 @@ def members():
 def at(generation):
     live = [m for m in members() if m["alive"]]
     return len(live), sum(1 for m in live if m.get("config_generation") == generation)
+def metric(address, prefix):
+    try:
+        with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
+            text = r.read().decode()
+    except OSError:
+        return 0.0
+    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines() if l.startswith(prefix))
 def sent():
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=10) as r:
-        text = r.read().decode()
-    return sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
-               if l.startswith("meshlb_config_document_bytes_sent_total"))
+    return metric(admin, "meshlb_config_document_bytes_sent_total")
+# Every node's metrics listener: the two aggregators' admin, each prober's --metrics.
+listeners = [admin, "127.0.0.1:18891"] + [f"127.0.0.1:{p + 10000}" for p in range(18902, 18902 + nodes - 2)]
+def everywhere(prefix):
+    return sum(metric(a, prefix) for a in listeners)
 deadline = time.time() + 300
 while time.time() < deadline and at(1) != (nodes, nodes):
     time.sleep(0.5)
 if at(1) != (nodes, nodes):
     sys.exit(f"the mesh did not form: {at(1)}")
-sent_before = sent()
-times = []
-pool = "/client/v4/accounts/x/load_balancers/pools/pool-0"
-for w in range(writes):
+# Steady state: the nodes that just started are still exchanging every node's state.
+time.sleep(settle)
+# A first, untimed write: the API writes the document in its own form, so a hand-written
+# file's every resource changes text once (and every follower parses it all).
+def patch(weight):
     status, _, body = call("GET", pool)
     origins = json.loads(body)["result"]["origins"]
-    origins[0]["weight"] = 0.5 + (w % 2) * 0.25
+    origins[0]["weight"] = weight
     start = time.time()
     status, etag, body = call("PATCH", pool, {"origins": origins})
     if status != 200:
-        sys.exit(f"write {w}: {status} {body[:300]}")
-    generation = int(etag)
+        sys.exit(f"write: {status} {body[:300]}")
+    return start, int(etag)
+pool = "/client/v4/accounts/x/load_balancers/pools/pool-0"
+_, generation = patch(0.9)
+while at(generation) != (nodes, nodes) and time.time() < deadline:
+    time.sleep(0.1)
+sent_before = sent()
+failed_before = everywhere('meshlb_config_fetches_total{result="failure"}')
+busy_before = everywhere('meshlb_config_fetches_served_total{sent="busy"}')
+times = []
+started = {}
+for w in range(writes):
+    start, generation = patch(0.5 + (w % 2) * 0.25)
     while at(generation) != (nodes, nodes):
         if time.time() - start > 60:
             sys.exit(f"write {w}: generation {generation} not everywhere after 60 s: {at(generation)}")
         time.sleep(0.02)
     times.append((time.time() - start) * 1000)
+    started[generation] = start
+# When each follower put each generation in force, from its own log (one clock on loopback).
+applied = {}
+line = re.compile(r"^(\S+) +INFO config reloaded \(generation (\d+) from ")
+for path in glob.glob(f"{logs}/*.log"):
+    if path.endswith("/primary.log"):
+        continue
+    for l in open(path, errors="replace"):
+        m = line.match(l)
+        if m and int(m.group(2)) in started:
+            at_s = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp()
+            applied.setdefault(int(m.group(2)), []).append(at_s)
+everywhere_ms = sorted((max(applied[g]) - s) * 1000 for g, s in started.items()
+                       if len(applied.get(g, [])) == nodes - 1)
+if len(everywhere_ms) != writes:
+    sys.exit(f"only {len(everywhere_ms)} of {writes} generations logged by every follower")
 _, _, body = call("GET", "/config")
 doc = json.loads(body)["result"]
 times.sort()
-pct = lambda p: round(times[min(len(times) - 1, int(len(times) * p))], 1)
+pct = lambda ts, p: round(ts[min(len(ts) - 1, int(len(ts) * p))], 1)
 print(json.dumps({"endpoints": size, "writes": writes, "nodes": nodes,
-    "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(times[-1], 1),
+    "applied_p50_ms": pct(everywhere_ms, 0.5), "applied_p99_ms": pct(everywhere_ms, 0.99),
+    "applied_max_ms": round(everywhere_ms[-1], 1),
+    "confirmed_p50_ms": pct(times, 0.5), "confirmed_p99_ms": pct(times, 0.99),
+    "confirmed_max_ms": round(times[-1], 1),
     "document_bytes": doc["size"],
     "primary_bytes_per_generation": round((sent() - sent_before) / writes),
+    "fetch_failures": everywhere('meshlb_config_fetches_total{result="failure"}') - failed_before,
+    "busy_refusals": everywhere('meshlb_config_fetches_served_total{sent="busy"}') - busy_before,
+    "slowest_confirmed_ms": [round(t) for t in times[-5:]],
     "uncompressed_from_one_primary": doc["size"] * (nodes - 1)}))
 PY
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done

@@ -1,6 +1,8 @@
 //! A mesh whose config lives in a real three-member etcd cluster: two aggregators on the
 //! store (`--config-store`), each serving DNS and the proxy, and two probers following the
-//! config through gossip. The store starts empty; the world writes a pool and two load
+//! config through gossip. Generations are signed with a writer key the aggregators hold; the
+//! probers hold its public key alone, so they take only what a writer signed. The store starts
+//! empty; the world writes a pool and two load
 //! balancers through the first aggregator.
 
 use std::io::{Read, Write};
@@ -46,6 +48,21 @@ impl StoreMesh {
     fn start() -> StoreMesh {
         let (dir, key) = scratch_dir_with_key("store");
         let d = dir.path();
+        // Generations signed with a writer key: each store aggregator signs what it writes and
+        // what it reads from the store; the probers hold the public key alone.
+        let out = Command::new(meshlb_bin())
+            .args(["config", "keygen", "--out", &d.display().to_string()])
+            .output()
+            .expect("meshlb config keygen");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (signing, public_key) = (
+            d.join("signing.key").display().to_string(),
+            d.join("signing.pub").display().to_string(),
+        );
         let etcd = EtcdCluster::start(d, 3);
         let origin = named_origin(ORIGIN, "origin", Duration::ZERO);
         let seed = free_udp();
@@ -73,6 +90,10 @@ impl StoreMesh {
                 &proxy[i].to_string(),
                 "--config-store",
                 &etcd.url("meshlb-tests"),
+                "--config-signing-key",
+                &signing,
+                "--config-verify-key",
+                &public_key,
             ]
             .map(String::from)
             .to_vec();
@@ -97,6 +118,8 @@ impl StoreMesh {
                 "--node-id",
                 &format!("prober-{dc}"),
                 "--config-from-mesh",
+                "--config-verify-key",
+                &public_key,
             ]
             .map(String::from)
             .to_vec();

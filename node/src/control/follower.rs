@@ -1,6 +1,7 @@
-//! A follower's side of the control plane (`--config-from-mesh`): every poll it reads what the
-//! live nodes announce holding — the writer (primary or store-connected aggregators) and every
-//! relay, any follower that holds a signed generation (`announce.rs`). When the newest
+//! A follower's side of the control plane (`--config-from-mesh`): every poll, and as soon as a
+//! writer's announcement arrives in gossip, it reads what the live nodes announce holding — the
+//! writer (primary or store-connected aggregators) and every relay, any follower that holds a
+//! signed generation (`announce.rs`). When the newest
 //! generation whose writer signature checks out (`writer_key.rs`) is newer than the one in
 //! force here (and not one this node refused already), it waits a random part of a poll (so
 //! that followers spread over the holders as they appear), then fetches the document from a
@@ -10,7 +11,9 @@
 //! config task, which validates, persists and reloads (or refuses). An announcement or a
 //! document whose signature does not check out is refused and counted
 //! (`meshlb_config_documents_forged_total`). It never hands over an older generation than the
-//! one in force. Failed rounds back off (1 s doubling to 30 s).
+//! one in force. Once a generation is in force, the node gossips with the writer at once
+//! (`ConfigProtocol::publish`), so the writer sees it within a round trip. Failed rounds back
+//! off (1 s doubling to 30 s).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +36,9 @@ const TRIES_PER_ROUND: usize = 3;
 pub struct Fetched {
     pub primary: String,
     pub document: Versioned,
+    /// The gossip address of the writer announcing the generation, told at once when it is
+    /// in force here (`ConfigProtocol::publish`).
+    pub tell: Option<std::net::SocketAddr>,
     /// Answered once the task has applied or refused it.
     pub done: oneshot::Sender<()>,
 }
@@ -288,13 +294,32 @@ pub async fn run(
     let mut forged = Forged::default();
     let mut verified = Verified::default();
     let mut jittered = 0u64;
+    let announced = Arc::new(tokio::sync::Notify::new());
+    let _listener = {
+        let announced = Arc::clone(&announced);
+        chitchat
+            .lock()
+            .await
+            .subscribe_event(mesh::keys::CONFIG_PRIMARY, move |_| announced.notify_one())
+    };
     let mut tick = tokio::time::interval(settings.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tick.tick().await;
-        let (primary, holders) = {
+        // Every poll, and at once when a writer announces (chitchat calls the listener as the
+        // announcement arrives in gossip).
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = announced.notified() => {}
+        }
+        let (primary, holders, writer) = {
             let c = chitchat.lock().await;
-            (primary_of(&c), holders_of(&c))
+            let primary = primary_of(&c);
+            let writer = primary.as_ref().and_then(|p| {
+                c.live_nodes()
+                    .find(|id| *id.node_id == *p.node_id)
+                    .map(|id| id.gossip_advertise_addr)
+            });
+            (primary, holders_of(&c), writer)
         };
         metrics::gauge!("meshlb_config_primary_seen").set(if primary.is_some() {
             1.0
@@ -399,6 +424,7 @@ pub async fn run(
         let fetched = Fetched {
             primary: holder,
             document,
+            tell: writer,
             done,
         };
         if out.send(fetched).await.is_err() {

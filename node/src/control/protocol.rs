@@ -58,6 +58,9 @@ pub struct ConfigProtocol {
     credentials: Option<Arc<crate::credentials::AdminCredentials>>,
     /// The config store, where a store-connected node's writes go.
     store_link: Option<Arc<super::etcd::StoreLink>>,
+    /// The writer to tell at once, in the next publish, that this node runs a generation it
+    /// fetched (`Fetched::tell`).
+    tell: std::sync::Mutex<Option<std::net::SocketAddr>>,
 }
 
 impl ConfigProtocol {
@@ -103,6 +106,7 @@ impl ConfigProtocol {
             announce_url: None,
             credentials: None,
             store_link: None,
+            tell: std::sync::Mutex::new(None),
         };
         Ok((protocol, writes))
     }
@@ -168,6 +172,15 @@ impl ConfigProtocol {
     /// Says in gossip which generation this node runs (and, on the primary, announces it).
     pub async fn publish(&self, handle: &chitchat::ChitchatHandle) {
         super::gossip::publish(handle, &self.plane, self.announcement()).await;
+        // A gossip round with the writer now, rather than the epidemic's few rounds: the
+        // writer (its API's `/members`, the console) sees the generation in force here within
+        // a round trip.
+        let tell = self.tell.lock().ok().and_then(|mut t| t.take());
+        if let Some(writer) = tell {
+            if let Err(e) = handle.gossip(writer) {
+                tracing::debug!(error = %e, "telling the config writer");
+            }
+        }
     }
 
     /// A reload of the file: on the primary, a changed file is the next generation; a
@@ -391,6 +404,9 @@ impl ConfigProtocol {
                     sha256: doc.sha256.clone(),
                     errors: outcome.errors,
                 });
+            }
+            if let Ok(mut tell) = self.tell.lock() {
+                *tell = fetched.tell;
             }
         }
         let _ = fetched.done.send(());

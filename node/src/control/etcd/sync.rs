@@ -120,6 +120,7 @@ async fn hand_over(
     let fetched = Fetched {
         primary: STORE_SOURCE.to_string(),
         document: Versioned::new(revision, &text),
+        tell: None,
         done,
     };
     if out.send(fetched).await.is_err() {
