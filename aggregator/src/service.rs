@@ -75,6 +75,14 @@ pub async fn run(
         let now = Instant::now();
         let hash = me.shared.in_force.load().config_hash.clone();
         let changed = me.refresh(now, &hash).await;
+        // The members (`GET /members`, the console) as of this tick, not the last tally's: a
+        // config generation reaching a node shows within a tick.
+        if **me.shared.latest.members.load() != *me.view.members() {
+            me.shared
+                .latest
+                .members
+                .store(Arc::new(me.view.members().to_vec()));
+        }
         if !changed && last.is_some_and(|l| now.duration_since(l) < RETALLY_EVERY) {
             continue;
         }
