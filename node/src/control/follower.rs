@@ -77,7 +77,7 @@ pub enum FetchError {
 
 /// An error and its causes, `: `-separated: reqwest's own message ("error sending request")
 /// leaves out why (refused, a certificate that does not verify).
-fn causes(error: &reqwest::Error) -> String {
+pub(crate) fn causes(error: &reqwest::Error) -> String {
     let mut text = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(s) = source {

@@ -65,18 +65,35 @@ impl TestCa {
     /// A server certificate for `names` (DNS names or IP addresses), written to
     /// `<dir>/<stem>.pem` and `<dir>/<stem>.key` (the key 0600).
     pub fn server(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
-        self.issue(names, rcgen::ExtendedKeyUsagePurpose::ServerAuth, dir, stem)
+        use rcgen::ExtendedKeyUsagePurpose::ServerAuth;
+        self.issue(names, &[ServerAuth], Some(stem), dir, stem)
     }
 
     /// A client certificate named `stem`, written as `server` writes one.
     pub fn client(&self, dir: &Path, stem: &str) -> Issued {
-        self.issue(&[], rcgen::ExtendedKeyUsagePurpose::ClientAuth, dir, stem)
+        use rcgen::ExtendedKeyUsagePurpose::ClientAuth;
+        self.issue(&[], &[ClientAuth], Some(stem), dir, stem)
+    }
+
+    /// A client certificate whose subject has no CommonName (etcd's gateway refuses one that
+    /// has, once its authentication is on), written to `<dir>/<stem>.pem` and `.key`.
+    pub fn client_without_common_name(&self, dir: &Path, stem: &str) -> Issued {
+        use rcgen::ExtendedKeyUsagePurpose::ClientAuth;
+        self.issue(&[], &[ClientAuth], None, dir, stem)
+    }
+
+    /// A certificate for a server that is its own client too, as an etcd member is: its gateway
+    /// calls its gRPC service with it (`--client-cert-auth` then asks for client use).
+    pub fn server_and_client(&self, names: &[&str], dir: &Path, stem: &str) -> Issued {
+        use rcgen::ExtendedKeyUsagePurpose::{ClientAuth, ServerAuth};
+        self.issue(names, &[ServerAuth, ClientAuth], Some(stem), dir, stem)
     }
 
     fn issue(
         &self,
         names: &[&str],
-        usage: rcgen::ExtendedKeyUsagePurpose,
+        usages: &[rcgen::ExtendedKeyUsagePurpose],
+        common_name: Option<&str>,
         dir: &Path,
         stem: &str,
     ) -> Issued {
@@ -84,8 +101,14 @@ impl TestCa {
         let key = KeyPair::generate().expect("key");
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
         let mut params = CertificateParams::new(names).expect("params");
-        params.distinguished_name.push(DnType::CommonName, stem);
-        params.extended_key_usages = vec![usage];
+        params.distinguished_name = rcgen::DistinguishedName::new();
+        match common_name {
+            Some(cn) => params.distinguished_name.push(DnType::CommonName, cn),
+            None => params
+                .distinguished_name
+                .push(DnType::OrganizationName, "meshlb tests"),
+        }
+        params.extended_key_usages = usages.to_vec();
         let cert = params.signed_by(&key, &self.issuer).expect("cert");
         let issued = Issued {
             cert: dir.join(format!("{stem}.pem")),

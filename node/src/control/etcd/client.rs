@@ -16,6 +16,7 @@ use base64::Engine;
 use serde_json::{json, Value};
 
 use super::settings::StoreSettings;
+use crate::control::follower::causes;
 
 /// Why the store did not answer.
 #[derive(Debug, thiserror::Error)]
@@ -143,25 +144,35 @@ impl EtcdClient {
         })
     }
 
-    /// etcd's token for `user`, asked for once and again when refused.
-    async fn token(&self, endpoint: &str, fresh: bool) -> Result<Option<String>, reqwest::Error> {
+    /// etcd's token for `user`, asked for once and again when refused: `Ok(Err(answer))`
+    /// when etcd refused the user or password (its answer, which says why).
+    async fn token(
+        &self,
+        endpoint: &str,
+        fresh: bool,
+    ) -> Result<Result<Option<String>, Value>, reqwest::Error> {
         let Some((name, password)) = &self.user else {
-            return Ok(None);
+            return Ok(Ok(None));
         };
         let mut token = self.token.lock().await;
         if token.is_none() || fresh {
-            let answer: Value = self
+            let response = self
                 .http
                 .post(format!("{endpoint}/v3/auth/authenticate"))
                 .timeout(self.timeout)
                 .json(&json!({ "name": name, "password": password }))
                 .send()
-                .await?
-                .json()
                 .await?;
-            *token = answer["token"].as_str().map(str::to_string);
+            let answer = answer_of(response).await?;
+            match answer["token"].as_str() {
+                Some(t) => *token = Some(t.to_string()),
+                None => {
+                    *token = None;
+                    return Ok(Err(answer));
+                }
+            }
         }
-        Ok(token.clone())
+        Ok(Ok(token.clone()))
     }
 
     /// POSTs `body` to `path` on the members in turn; the first answer that is not a
@@ -176,7 +187,7 @@ impl EtcdClient {
                 }
                 Ok(Err(answer)) if retryable(&answer) => why.push(format!("{endpoint}: {answer}")),
                 Ok(Err(answer)) => return Err(EtcdError::Refused(answer.to_string())),
-                Err(e) => why.push(format!("{endpoint}: {e}")),
+                Err(e) => why.push(format!("{endpoint}: {}", causes(&e))),
             }
         }
         Err(EtcdError::Unreachable(why.join("; ")))
@@ -195,12 +206,14 @@ impl EtcdClient {
                 .post(format!("{endpoint}{path}"))
                 .timeout(self.timeout)
                 .json(body);
-            if let Some(token) = self.token(endpoint, attempt > 0).await? {
-                request = request.header(http::header::AUTHORIZATION, token);
+            match self.token(endpoint, attempt > 0).await? {
+                Ok(Some(token)) => request = request.header(http::header::AUTHORIZATION, token),
+                Ok(None) => {}
+                Err(refused) => return Ok(Err(refused)),
             }
             let response = request.send().await?;
             let status = response.status();
-            let answer: Value = response.json().await?;
+            let answer = answer_of(response).await?;
             if status.is_success() && answer.get("error").is_none() {
                 return Ok(Ok(answer));
             }
@@ -270,10 +283,14 @@ impl EtcdClient {
         for (at, endpoint) in self.order() {
             let mut request = self.http.post(format!("{endpoint}/v3/watch")).json(&body);
             match self.token(endpoint, false).await {
-                Ok(Some(token)) => request = request.header(http::header::AUTHORIZATION, token),
-                Ok(None) => {}
+                Ok(Ok(Some(token))) => request = request.header(http::header::AUTHORIZATION, token),
+                Ok(Ok(None)) => {}
+                Ok(Err(refused)) => {
+                    why.push(format!("{endpoint}: {refused}"));
+                    continue;
+                }
                 Err(e) => {
-                    why.push(format!("{endpoint}: {e}"));
+                    why.push(format!("{endpoint}: {}", causes(&e)));
                     continue;
                 }
             }
@@ -286,11 +303,42 @@ impl EtcdClient {
                     });
                 }
                 Ok(Ok(r)) => why.push(format!("{endpoint}: {}", r.status())),
-                Ok(Err(e)) => why.push(format!("{endpoint}: {e}")),
+                Ok(Err(e)) => why.push(format!("{endpoint}: {}", causes(&e))),
                 Err(_) => why.push(format!("{endpoint}: no answer within {:?}", self.timeout)),
             }
         }
         Err(EtcdError::Unreachable(why.join("; ")))
+    }
+}
+
+/// The largest answer read from a member: a document of `--config-max-bytes` (32 MiB by
+/// default), base64-encoded, with room to spare.
+const MAX_ANSWER: usize = 64 << 20;
+
+/// A member's answer as a JSON object: etcd's own, or, for a body that is not one (a proxy's
+/// error page; etcd 3.4's gateway refusing a client certificate that has a CommonName), an
+/// `error` that says what came instead. Read up to `MAX_ANSWER`.
+async fn answer_of(mut response: reqwest::Response) -> Result<Value, reqwest::Error> {
+    let status = response.status();
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        if body.len() + chunk.len() > MAX_ANSWER {
+            return Ok(
+                json!({ "error": format!("HTTP {status}: an answer beyond {} MiB", MAX_ANSWER >> 20) }),
+            );
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(answer_from(status, &body))
+}
+
+fn answer_from(status: http::StatusCode, body: &[u8]) -> Value {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(answer) if answer.is_object() => answer,
+        _ => {
+            let shown = String::from_utf8_lossy(&body[..body.len().min(300)]);
+            json!({ "error": format!("HTTP {status}: {}", shown.trim()) })
+        }
     }
 }
 
@@ -381,12 +429,31 @@ mod tests {
         );
         let created = br#"{"result":{"header":{"revision":"9"},"created":true}}"#;
         assert_eq!(parse_watch_line(created).expect("parses"), []);
-        let compacted = br#"{"result":{"header":{},"compact_revision":"40","canceled":true}}"#;
+        // etcd 3.4.23's answer to a watch from a revision compacted away.
+        let compacted = br#"{"result":{"header":{"cluster_id":"8140765981764738059","member_id":"185828541645115251","raft_term":"2"},"canceled":true,"compact_revision":"4"}}"#;
         assert_eq!(
             parse_watch_line(compacted).expect("parses"),
             [WatchEvent::Lost]
         );
         assert!(parse_watch_line(br#"{"error":{"grpc_code":14}}"#).is_err());
         assert!(parse_watch_line(b"not json").is_err());
+    }
+
+    #[test]
+    fn an_answer_that_is_not_etcds_json_is_an_error_that_shows_it() {
+        let refused = b"CommonName of client sending a request against gateway will be ignored and not used as expected\n";
+        let answer = answer_from(http::StatusCode::BAD_REQUEST, refused);
+        let error = answer["error"].as_str().expect("an error");
+        assert!(
+            error.starts_with("HTTP 400 Bad Request: CommonName"),
+            "{error}"
+        );
+        assert!(!retryable(&answer), "another member refuses it too");
+        assert!(answer_from(http::StatusCode::OK, b"[1]")["error"].is_string());
+        let range = br#"{"header":{"revision":"3"}}"#;
+        assert_eq!(
+            answer_from(http::StatusCode::OK, range)["header"]["revision"],
+            "3"
+        );
     }
 }
