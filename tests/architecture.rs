@@ -1,4 +1,4 @@
-//! The crate boundaries the README's crate map promises, read from `cargo metadata`: the pure
+//! The crate boundaries docs/design.md#the-crates promises, read from `cargo metadata`: the pure
 //! core reaches no async runtime, socket, TLS or server crate, not even through another
 //! dependency, and dependencies between meshlb's own crates flow one way.
 
@@ -128,7 +128,7 @@ fn the_core_reaches_no_runtime_socket_tls_or_server_crate() {
 #[test]
 fn dependencies_between_meshlb_crates_flow_one_way() {
     let deps = normal_dependencies();
-    // Each crate and the meshlb crates it may depend on (docs: README.md's crate map).
+    // Each crate and the meshlb crates it may depend on (docs/design.md#the-crates).
     let allowed: &[(&str, &[&str])] = &[
         ("lb-core", &[]),
         ("lb-tls", &[]),
