@@ -18,6 +18,7 @@ fn main() {
     let mut all = trials![world::MESH =>
         writes::writes_through_either_aggregator_reach_both_and_the_probers,
         writes::two_writers_racing_with_one_if_match_land_exactly_once,
+        writes::an_if_match_from_the_other_aggregator_is_taken_before_its_watch_brings_it,
         writes::killing_the_etcd_leader_loses_no_acknowledged_write,
         writes::with_etcd_gone_nodes_serve_and_writes_answer_503_until_it_returns,
     ];

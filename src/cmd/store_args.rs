@@ -27,7 +27,8 @@ pub struct StoreArgs {
     /// The file holding the password of --config-store-user.
     #[arg(long, value_name = "FILE", requires = "config_store_user")]
     pub config_store_password_file: Option<PathBuf>,
-    /// The longest one request to an etcd member may take before the next member is tried.
+    /// The longest one request to an etcd member may take before the next member is tried, and
+    /// the longest a write waits for a newer generation its If-Match names to arrive.
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     pub config_store_timeout_ms: u64,
 }

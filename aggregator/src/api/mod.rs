@@ -202,6 +202,12 @@ async fn write<T>(
             "the primary's config task is not running",
         ));
     };
+    // An If-Match may carry another store-connected aggregator's ETag, written a moment ago
+    // and not yet brought here by the watch: wait for it (a bounded while) rather than call
+    // the client stale.
+    if let Some(g) = based_on {
+        plane.caught_up(g).await;
+    }
     for _ in 0..3 {
         let current = plane.document.load_full();
         if let Some(g) = based_on.filter(|&g| g != current.generation) {

@@ -143,7 +143,13 @@ pub struct ControlPlane {
     pub serving: Arc<tokio::sync::Semaphore>,
     /// The compressed forms of the document in force, made once (`serve.rs`).
     pub packed: Mutex<serve::Packed>,
+    /// How long a write whose `If-Match` names a newer generation than this node's waits for
+    /// it to arrive: on a store-connected node, `--config-store-timeout-ms` (another
+    /// aggregator wrote it, and this one's watch brings it); elsewhere none.
+    pub catch_up: std::time::Duration,
     generation: AtomicU64,
+    /// Each generation put in force, for `caught_up`.
+    applied_generations: tokio::sync::watch::Sender<u64>,
 }
 
 impl ControlPlane {
@@ -188,6 +194,10 @@ impl ControlPlane {
             previous: ArcSwap::from_pointee(None),
             serving,
             packed: Mutex::new(serve::Packed::default()),
+            catch_up: std::time::Duration::ZERO,
+            applied_generations: tokio::sync::watch::Sender::new(
+                generation.load(Ordering::Relaxed),
+            ),
             generation,
         };
         (plane, written)
@@ -196,6 +206,21 @@ impl ControlPlane {
     /// The generation in force.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Whether generation `at_least` (or a newer one) is in force, waiting up to `catch_up`
+    /// for it.
+    pub async fn caught_up(&self, at_least: u64) -> bool {
+        let mut applied = self.applied_generations.subscribe();
+        if self.generation() >= at_least {
+            return true;
+        }
+        if self.catch_up.is_zero() {
+            return false;
+        }
+        let arrived =
+            tokio::time::timeout(self.catch_up, applied.wait_for(|&g| g >= at_least)).await;
+        matches!(arrived, Ok(Ok(_)))
     }
 
     /// `document` signed with this node's writer key, when it has one.
@@ -227,6 +252,7 @@ impl ControlPlane {
     pub fn applied(&self, document: Versioned) {
         self.generation
             .store(document.generation, Ordering::Release);
+        self.applied_generations.send_replace(document.generation);
         record_generation(document.generation);
         let before = self.document.load_full();
         if before.generation != document.generation {

@@ -93,13 +93,16 @@ impl ConfigProtocol {
                 }
             }
         };
-        let (plane, writes) = ControlPlane::new(
+        let (mut plane, writes) = ControlPlane::new(
             role,
             document,
             settings.key.clone(),
             settings.max_document_bytes.max(1),
             settings.documents.clone(),
         );
+        if let Some(store) = &settings.store {
+            plane.catch_up = store.request_timeout;
+        }
         let protocol = ConfigProtocol {
             store,
             plane: Arc::new(plane),
