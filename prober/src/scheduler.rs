@@ -9,7 +9,8 @@
 //!   waits for a probe, so a hanging endpoint delays nobody. A target whose previous probe is
 //!   still running skips that round (counted as an overrun) rather than piling up.
 //! - `replace_targets` applies a config reload: unchanged targets keep their schedule and
-//!   debounce state, new ones are scheduled, removed ones stop.
+//!   debounce state, new ones are scheduled, removed ones stop. A target whose monitor's TLS
+//!   files changed bytes counts as new: its check is built again from them.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -204,6 +205,7 @@ impl Core {
         for (i, target) in targets.into_iter().enumerate() {
             if let Some(mut old) = self.entries.remove(&target.key) {
                 if *old.target.monitor == *target.monitor
+                    && old.target.tls_files == target.tls_files
                     && old.target.address == target.address
                     && old.target.port == target.port
                     && old.target.host == target.host

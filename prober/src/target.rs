@@ -39,6 +39,10 @@ pub struct ProbeTarget {
     pub group: Option<String>,
     /// The region of the prober that probes it (`None` for `meshlb probe`).
     pub region: Option<Region>,
+    /// The bytes of the monitor's TLS files (`Monitor::tls_files`) when the targets were made,
+    /// `None` for one that could not be read; shared by the monitor's targets. A reload that
+    /// changes them builds the check again.
+    pub tls_files: Arc<Vec<Option<Vec<u8>>>>,
 }
 
 impl ProbeTarget {
@@ -64,6 +68,13 @@ impl ProbeTarget {
 /// The targets of a prober in `region` (`None`: every target, as `meshlb probe` does).
 pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
     let monitors: Vec<Arc<Monitor>> = config.monitors.iter().cloned().map(Arc::new).collect();
+    let tls_files: Vec<Arc<Vec<Option<Vec<u8>>>>> = monitors
+        .iter()
+        .map(|m| {
+            let read = m.tls_files().into_iter().map(|f| std::fs::read(f).ok());
+            Arc::new(read.collect())
+        })
+        .collect();
     let mut out = Vec::new();
     for pool in &config.pools {
         if !pool.enabled || region.is_some_and(|r| !pool.check_regions.contains(&r)) {
@@ -74,7 +85,9 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
             .and_then(|g| config.monitor_groups.get(g))
             .map(|g| g.name.clone());
         for check in &pool.checks {
-            let Some(monitor) = monitors.get(check.monitor) else {
+            let (Some(monitor), Some(files)) =
+                (monitors.get(check.monitor), tls_files.get(check.monitor))
+            else {
                 continue;
             };
             let member = config.check_label(pool, check).map(str::to_string);
@@ -106,6 +119,7 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
                     port: monitor.kind.resolve_port(e.port),
                     host,
                     monitor: Arc::clone(monitor),
+                    tls_files: Arc::clone(files),
                     group: group.clone(),
                     region,
                 });

@@ -269,3 +269,47 @@ async fn json_lines_sink_writes_one_object_per_probe() {
     }
     s.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_reload_after_the_ca_file_changed_probes_with_the_new_ca() {
+    let ours = support::temp_dir("ca-ours");
+    let theirs = support::temp_dir("ca-theirs");
+    let (pki, other) = (
+        support::pki::Pki::new(ours.path()),
+        support::pki::Pki::new(theirs.path()),
+    );
+    let origin = support::origin::spawn(Some(pki.valid.server_config()))
+        .await
+        .port();
+    // The monitor's CA file starts as another CA's: the origin's certificate does not verify.
+    let ca_file = ours.path().join("monitor-ca.pem");
+    std::fs::copy(&other.ca_file, &ca_file).expect("copy");
+    let config = format!(
+        "[[monitors]]\nname = \"m\"\ntype = \"https\"\npath = \"/ok\"\ninterval = 1\ntimeout = 1\nretries = 0\nca_file = \"{}\"\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [{{ name = \"e\", address = \"127.0.0.1\", port = {origin} }}]\n",
+        ca_file.display()
+    );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let s = Scheduler::start(
+        support::targets(&config),
+        SchedulerSettings::default(),
+        Arc::new(ChannelSink(tx)),
+    );
+    let got = collect(&mut rx, Duration::from_secs(5), |g| !g.is_empty()).await;
+    assert!(
+        got.iter().all(|(_, r)| !r.result.attempt.passed),
+        "another CA: the probe fails"
+    );
+    // The CA renewed in place (the same path, the same config text), then a reload.
+    std::fs::copy(&pki.ca_file, &ca_file).expect("copy");
+    s.replace_targets(support::targets(&config));
+    let got = collect(&mut rx, Duration::from_secs(5), |g| {
+        g.iter().any(|(_, r)| r.result.attempt.passed)
+    })
+    .await;
+    assert!(
+        got.iter().any(|(_, r)| r.result.attempt.passed),
+        "the reload built the check from the new CA: {:?}",
+        got.last().map(|(_, r)| &r.result.attempt.reason)
+    );
+    s.shutdown().await;
+}

@@ -26,6 +26,34 @@ pub struct Monitor {
     pub threshold: Threshold,
 }
 
+impl Monitor {
+    /// The files a prober reads as it builds this monitor's check: the CA of an HTTPS or LDAP
+    /// monitor, or with `probe_zone` the zone's CA and client certificate and key. A prober
+    /// builds the check again on a reload that changed their bytes, as the proxy does for its
+    /// origins' TLS (`lb-core/proxy/src/route/origin_tls.rs`). Secrets are not among them: they
+    /// are read at every probe.
+    pub fn tls_files(&self) -> Vec<&std::path::Path> {
+        let mut files = Vec::new();
+        match &self.zone_tls {
+            Some(zone) => {
+                files.extend(zone.ca_file.as_deref());
+                if let Some(c) = &zone.client_cert {
+                    files.extend([c.cert.as_path(), c.key.as_path()]);
+                }
+            }
+            None => match &self.kind {
+                MonitorKind::Http(h) | MonitorKind::Https(h) => files.extend(h.ca_file.as_deref()),
+                MonitorKind::Ldap(l) => files.extend(l.ca_file.as_deref()),
+                MonitorKind::Tcp { .. }
+                | MonitorKind::UdpIcmp { .. }
+                | MonitorKind::IcmpPing
+                | MonitorKind::Smtp { .. } => {}
+            },
+        }
+        files
+    }
+}
+
 /// Anti-flap rules. Cloudflare's consecutive counts are the default; Azure Front Door's window
 /// and gdnsd's counter are offered because each damps a different kind of flapping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
