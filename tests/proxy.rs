@@ -165,6 +165,7 @@ fn main() {
         origin_tls::strict_origin_tls_with_the_origins_ca_is_served,
         origin_tls::strict_origin_tls_without_the_origins_ca_answers_526,
         origin_tls::full_origin_tls_to_an_origin_without_tls_answers_525,
+        origin_tls::a_renewed_origin_ca_file_is_taken_by_a_reload_of_the_same_config,
     ];
     let pulls = trials![
         PULLS =>

@@ -1,5 +1,6 @@
 //! HTTPS to origins per `origin_tls`: strict with the origin's CA works; strict without it is
-//! a 526 (invalid certificate); full towards an origin that does not speak TLS is a 525.
+//! a 526 (invalid certificate); full towards an origin that does not speak TLS is a 525; a CA
+//! file renewed in place is taken by a reload of the same config.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -62,7 +63,10 @@ pub fn tls_origin_with(
 /// `full.example.test` (full, to the plain origin).
 pub struct OriginTlsWorld {
     url: String,
-    _mesh: Procs,
+    /// The origin's CA, and the CA file of `renewed.example.test` (another CA's at the start).
+    ca: std::path::PathBuf,
+    renewed_ca: std::path::PathBuf,
+    mesh: Procs,
     _plain: Origin,
     _scratch: tempfile::TempDir,
 }
@@ -74,12 +78,20 @@ impl OriginTlsWorld {
         let ca = dir.join("ca.pem");
         let tls_port = tls_origin(
             "127.0.3.1",
-            &["127.0.3.1", "strict.example.test", "noca.example.test"],
+            &[
+                "127.0.3.1",
+                "strict.example.test",
+                "noca.example.test",
+                "renewed.example.test",
+            ],
             &ca,
         );
+        let renewed_ca = dir.join("renewed-ca.pem");
+        test_support::pki::TestCa::new("not the origin's CA", &renewed_ca);
         let plain = named_origin("127.0.3.2", "plain", Duration::ZERO);
         let config = dir.join("meshlb.toml");
-        std::fs::write(&config, config_text(&ca, tls_port, plain.port)).expect("config");
+        let text = config_text(&ca, &renewed_ca, tls_port, plain.port);
+        std::fs::write(&config, text).expect("config");
         let (admin, proxy): (SocketAddr, SocketAddr) = (free_tcp(), free_tcp());
         let mesh = start_mesh(
             &config,
@@ -89,7 +101,9 @@ impl OriginTlsWorld {
         );
         OriginTlsWorld {
             url: format!("http://{proxy}/"),
-            _mesh: mesh,
+            ca,
+            renewed_ca,
+            mesh,
             _plain: plain,
             _scratch: scratch,
         }
@@ -107,7 +121,12 @@ impl OriginTlsWorld {
     }
 }
 
-fn config_text(ca: &std::path::Path, tls_port: u16, plain_port: u16) -> String {
+fn config_text(
+    ca: &std::path::Path,
+    renewed_ca: &std::path::Path,
+    tls_port: u16,
+    plain_port: u16,
+) -> String {
     let lb =
         |name: &str, pool: &str, tls: &str| Lb::new(name).pools(&[pool]).proxied().origin_tls(tls);
     Config::new()
@@ -127,6 +146,7 @@ fn config_text(ca: &std::path::Path, tls_port: u16, plain_port: u16) -> String {
         )
         .load_balancer(lb("strict.example.test", "tls", "strict").origin_ca_file(ca))
         .load_balancer(lb("noca.example.test", "tls", "strict"))
+        .load_balancer(lb("renewed.example.test", "tls", "strict").origin_ca_file(renewed_ca))
         .load_balancer(lb("full.example.test", "plain", "full"))
         .render()
 }
@@ -151,4 +171,21 @@ pub fn full_origin_tls_to_an_origin_without_tls_answers_525(w: &mut OriginTlsWor
     let r = curl(&w.url, "full.example.test", &[]);
     assert_eq!(r.status, 525, "{}", r.body);
     assert!(r.body.contains("TLS handshake"), "{}", r.body);
+}
+
+pub fn a_renewed_origin_ca_file_is_taken_by_a_reload_of_the_same_config(w: &mut OriginTlsWorld) {
+    w.wait_strict_served();
+    let r = curl(&w.url, "renewed.example.test", &[]);
+    assert_eq!(r.status, 526, "another CA's file: {}", r.body);
+    // Renewed as cert-manager or an operator does it: a new file moved over the old one.
+    let next = w.renewed_ca.with_extension("next");
+    std::fs::copy(&w.ca, &next).expect("copy");
+    std::fs::rename(&next, &w.renewed_ca).expect("rename");
+    let aggregator = nix::unistd::Pid::from_raw(w.mesh.0[0].id() as i32);
+    nix::sys::signal::kill(aggregator, nix::sys::signal::Signal::SIGHUP).expect("SIGHUP");
+    wait_for(
+        "the renewed CA in force after SIGHUP",
+        Duration::from_secs(20),
+        || curl(&w.url, "renewed.example.test", &[]).status == 200,
+    );
 }

@@ -18,6 +18,7 @@ use lb_edge::{Generation, PopInfo, Serving};
 use mesh::node::config_hash;
 use meshlb_node::reload::{self as report, Outcome};
 
+use super::file_stamps::FileStamps;
 use super::{Settings, StartError};
 use crate::adopt::Adopter;
 use crate::shared::{InForce, Shared};
@@ -35,6 +36,8 @@ pub(super) struct Frontends {
     pub l4: Option<lb_l4::Listeners>,
     /// Parses each generation, reusing the resources the one before held.
     pub parser: IncrementalParser,
+    /// The files the config in force names, as they were when it was built.
+    pub files: FileStamps,
 }
 
 /// The DNS server's responder and what building the next one takes.
@@ -236,6 +239,7 @@ impl Frontends {
             proxy,
             l4,
             parser: IncrementalParser::new(),
+            files: FileStamps::of(generation.config()),
         };
         Ok(Started {
             frontends,
@@ -317,13 +321,15 @@ impl Frontends {
     fn prepare(&self, before: &InForce, text: &str) -> Result<Option<Next>, Vec<String>> {
         let file = self.path.display().to_string();
         let hash = config_hash(text);
-        if hash == before.config_hash {
+        if hash == before.config_hash && FileStamps::of(before.generation.config()) == self.files {
             return Ok(None);
         }
         let config = self
             .parser
             .parse(&file, text, &self.regions)
             .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())?;
+        // Before anything reads them: a file changed while this builds is seen by the next.
+        let files = FileStamps::of(&config);
         let config = Arc::new(config);
         let id = before.generation.id() + 1;
         let generation = Arc::new(Generation::unknown(id, Arc::clone(&config)));
@@ -371,6 +377,7 @@ impl Frontends {
             responder,
             proxy,
             l4,
+            files,
         }))
     }
 
@@ -387,6 +394,7 @@ impl Frontends {
             .adopt(next.in_force)
             .await
             .map_err(|e| e.to_string())?;
+        self.files = next.files;
         if let (Some(dns), Some((responder, serial))) = (&mut self.dns, next.responder) {
             dns.serving.replace(Arc::new(responder));
             dns.serial = serial;
@@ -408,6 +416,7 @@ impl Frontends {
 /// A validated config and what serves it, not yet in force.
 struct Next {
     in_force: InForce,
+    files: FileStamps,
     responder: Option<(lb_dns::Responder, u32)>,
     proxy: Option<lb_proxy::Proxy>,
     l4: Option<lb_l4::Plan>,

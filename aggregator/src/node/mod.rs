@@ -6,6 +6,7 @@
 
 mod config_task;
 mod error;
+mod file_stamps;
 mod frontends;
 mod settings;
 mod start;

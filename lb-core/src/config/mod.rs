@@ -135,6 +135,31 @@ impl Config {
     }
 
     /// The monitor of a pool's check (see [`Pool::checks`]).
+    /// Every file this config names whose bytes a node reads as it builds what serves it: the
+    /// geolocation database, the origins' CA and client certificates, the email channels'
+    /// CAs and the monitors' TLS files (`Monitor::tls_files`). A reload of an unchanged text
+    /// still builds again when one of them changed. Secrets are not among them: they are read
+    /// at every use.
+    pub fn named_files(&self) -> Vec<&std::path::Path> {
+        let mut files: Vec<&std::path::Path> = Vec::new();
+        files.extend(self.geolocation.database.as_deref());
+        for lb in &self.load_balancers {
+            files.extend(lb.origin_ca_file.as_deref());
+            if let Some(c) = &lb.origin_client_cert {
+                files.extend([c.cert.as_path(), c.key.as_path()]);
+            }
+        }
+        for email in &self.notifications.email {
+            files.extend(email.ca_file.as_deref());
+        }
+        for monitor in &self.monitors {
+            files.extend(monitor.tls_files());
+        }
+        files.sort();
+        files.dedup();
+        files
+    }
+
     pub fn check_monitor(&self, check: &PoolCheck) -> &Monitor {
         &self.monitors[check.monitor]
     }

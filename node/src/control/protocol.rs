@@ -205,7 +205,9 @@ impl ConfigProtocol {
             return refuse(node, why, FOLLOWER_REFUSES_FILE.to_string());
         }
         let outcome = node.reload_text(why, &text, || Ok(())).await;
-        if outcome.reloaded {
+        // The text in force reloaded (files it names changed, or a prober rebuilt its targets)
+        // is no new generation: a follower keeps the mesh's, the primary makes none.
+        if outcome.reloaded && *text != *plane.document.load().text {
             let next = Versioned::new(plane.generation() + 1, &text);
             let next = match plane.role {
                 ConfigRole::Primary => {
