@@ -302,6 +302,27 @@ fn a_follower_refuses_a_reload_of_its_file_edited_by_hand() {
 }
 
 #[test]
+fn a_following_probers_reload_of_the_mesh_file_keeps_its_generation() {
+    let _one = one_at_a_time();
+    let m = mesh();
+    let generation = m.primary.shared.control.generation();
+    assert!(prober_runs(m, generation), "the prober caught up");
+    let outcome = m
+        .runtime
+        .block_on(m.prober.handle.reload("a test"))
+        .expect("the reload is answered");
+    assert!(
+        outcome.reloaded,
+        "a prober rebuilds its targets: {outcome:?}"
+    );
+    assert_eq!(
+        m.prober.control.generation(),
+        generation,
+        "the text in force reloaded is no new generation"
+    );
+}
+
+#[test]
 fn a_stopped_node_leaves_gossip_and_closes_its_admin_listener() {
     let dir = tempfile::tempdir().expect("a scratch directory");
     let config = dir.path().join("alone.toml");

@@ -53,9 +53,10 @@ mod tests {
         let config = Config::parse("t.toml", &text, &regions).expect("config");
         let before = FileStamps::of(&config);
         assert_eq!(before, FileStamps::of(&config), "nothing changed");
-        // A renewal as cert-manager or an operator's `cp` makes it: a new file in place.
+        // A renewal as cert-manager or an operator's `mv` makes it: a new file of the same size
+        // in place (another inode).
         let renewed = dir.path().join("renewed.pem");
-        std::fs::write(&renewed, "two, longer").expect("write");
+        std::fs::write(&renewed, "two").expect("write");
         std::fs::rename(&renewed, &ca).expect("rename");
         assert_ne!(before, FileStamps::of(&config));
     }

@@ -77,8 +77,11 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         .with_credentials(Arc::clone(&settings.admin.credentials));
     let store_link = match &settings.node.control.store {
         Some(store) => Some(Arc::new(
-            meshlb_node::control::etcd::StoreLink::new(store)
-                .map_err(|e| StartError::Settings(format!("--config-store: {e}")))?,
+            meshlb_node::control::etcd::StoreLink::new(
+                store,
+                settings.node.control.max_document_bytes,
+            )
+            .map_err(|e| StartError::Settings(format!("--config-store: {e}")))?,
         )),
         None => None,
     };

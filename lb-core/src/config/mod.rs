@@ -134,7 +134,6 @@ impl Config {
         Self::parse(&file, &text, regions)
     }
 
-    /// The monitor of a pool's check (see [`Pool::checks`]).
     /// Every file this config names whose bytes a node reads as it builds what serves it: the
     /// geolocation database, the origins' CA and client certificates, the email channels'
     /// CAs and the monitors' TLS files (`Monitor::tls_files`). A reload of an unchanged text
@@ -160,6 +159,7 @@ impl Config {
         files
     }
 
+    /// The monitor of a pool's check (see [`Pool::checks`]).
     pub fn check_monitor(&self, check: &PoolCheck) -> &Monitor {
         &self.monitors[check.monitor]
     }

@@ -34,11 +34,17 @@ impl Monitor {
     /// are read at every probe.
     pub fn tls_files(&self) -> Vec<&std::path::Path> {
         let mut files = Vec::new();
-        match &self.zone_tls {
+        // What the check reads (prober/src/monitors/http.rs): a zone whose TLS is off leaves
+        // the monitor's own CA in use.
+        let zone = self
+            .zone_tls
+            .as_ref()
+            .filter(|z| z.mode != crate::config::OriginTls::Off);
+        match zone {
             Some(zone) => {
-                files.extend(zone.ca_file.as_deref());
-                if let Some(c) = &zone.client_cert {
-                    files.extend([c.cert.as_path(), c.key.as_path()]);
+                files.extend(zone.trust_anchors());
+                if let Some((cert, key)) = zone.identity() {
+                    files.extend([cert, key]);
                 }
             }
             None => match &self.kind {

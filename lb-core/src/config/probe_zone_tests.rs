@@ -130,3 +130,40 @@ fn a_probe_zone_must_be_a_zone_with_proxied_load_balancers_that_agree() {
         "monitors[0].probe_zone: only http and https monitors",
     );
 }
+
+#[test]
+fn a_monitors_tls_files_are_the_ones_its_check_reads() {
+    use std::path::Path;
+    let with_zone = |lb_tls: &str| {
+        parse(&config(
+            "ca_file = \"/monitor-ca.pem\"\nprobe_zone = \"example.test\"",
+            &lb("www.example.test", "p", lb_tls),
+        ))
+        .expect("valid")
+    };
+    let pulls = with_zone(PULLS);
+    assert_eq!(
+        pulls.monitors[0].tls_files(),
+        [
+            Path::new("/ca.pem"),
+            Path::new("/c.pem"),
+            Path::new("/c.key")
+        ],
+        "the zone's TLS in place of the monitor's"
+    );
+    let off = with_zone("origin_tls = \"off\"");
+    assert_eq!(
+        off.monitors[0].tls_files(),
+        [Path::new("/monitor-ca.pem")],
+        "a zone without TLS leaves the monitor's CA in use"
+    );
+    assert_eq!(
+        pulls.named_files(),
+        [
+            Path::new("/c.key"),
+            Path::new("/c.pem"),
+            Path::new("/ca.pem")
+        ],
+        "each file once"
+    );
+}

@@ -250,15 +250,17 @@ impl ControlPlane {
 
     /// Puts `document` in force (after the node reloaded with it).
     pub fn applied(&self, document: Versioned) {
-        self.generation
-            .store(document.generation, Ordering::Release);
-        self.applied_generations.send_replace(document.generation);
-        record_generation(document.generation);
+        let generation = document.generation;
+        record_generation(generation);
         let before = self.document.load_full();
-        if before.generation != document.generation {
+        if before.generation != generation {
             self.previous.store(Arc::new(Some((*before).clone())));
         }
+        // The document first: whoever sees the generation (`generation()`, `caught_up`) then
+        // reads it.
         self.document.store(std::sync::Arc::new(document));
+        self.generation.store(generation, Ordering::Release);
+        self.applied_generations.send_replace(generation);
         if let Ok(mut r) = self.refused.lock() {
             *r = None;
         }

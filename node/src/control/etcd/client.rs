@@ -65,6 +65,8 @@ pub struct EtcdClient {
     user: Option<(String, String)>,
     token: tokio::sync::Mutex<Option<String>>,
     timeout: Duration,
+    /// The largest answer read from a member, and the longest line of a watch.
+    max_answer: usize,
 }
 
 fn b64(bytes: &[u8]) -> String {
@@ -93,6 +95,14 @@ fn kv_of(v: &Value) -> Result<Kv, EtcdError> {
     })
 }
 
+/// An error answer's message (etcd puts it in `error` and again in `message`).
+fn error_of(answer: &Value) -> &str {
+    answer["error"]
+        .as_str()
+        .or_else(|| answer["message"].as_str())
+        .unwrap_or("")
+}
+
 /// Whether an error answer is one another member may not give (gRPC Unavailable, or a
 /// leader that changed or is missing).
 fn retryable(answer: &Value) -> bool {
@@ -105,7 +115,12 @@ fn retryable(answer: &Value) -> bool {
 }
 
 impl EtcdClient {
-    pub fn new(settings: &StoreSettings) -> Result<EtcdClient, EtcdError> {
+    /// A client of the members `settings` name, for documents of at most `max_document_bytes`
+    /// (`--config-max-bytes`).
+    pub fn new(
+        settings: &StoreSettings,
+        max_document_bytes: usize,
+    ) -> Result<EtcdClient, EtcdError> {
         let tls = settings
             .tls
             .config()
@@ -131,6 +146,7 @@ impl EtcdClient {
             user,
             token: tokio::sync::Mutex::new(None),
             timeout: settings.request_timeout,
+            max_answer: max_answer(max_document_bytes),
         })
     }
 
@@ -163,11 +179,22 @@ impl EtcdClient {
                 .json(&json!({ "name": name, "password": password }))
                 .send()
                 .await?;
-            let answer = answer_of(response).await?;
+            let status = response.status();
+            let mut answer = answer_of(response, self.max_answer).await?;
             match answer["token"].as_str() {
                 Some(t) => *token = Some(t.to_string()),
+                // A user configured before `etcdctl auth enable`: requests go without a
+                // token until etcd asks for one ("user name is empty", then a fresh try).
+                None if error_of(&answer).contains("authentication is not enabled") => {
+                    *token = None;
+                    return Ok(Ok(None));
+                }
                 None => {
                     *token = None;
+                    if status.is_server_error() && !retryable(&answer) {
+                        // Another member may answer (a proxy's 502 page, a member shutting down).
+                        answer["code"] = json!(14);
+                    }
                     return Ok(Err(answer));
                 }
             }
@@ -213,13 +240,14 @@ impl EtcdClient {
             }
             let response = request.send().await?;
             let status = response.status();
-            let answer = answer_of(response).await?;
+            let answer = answer_of(response, self.max_answer).await?;
             if status.is_success() && answer.get("error").is_none() {
                 return Ok(Ok(answer));
             }
-            let invalid_token = answer["error"]
-                .as_str()
-                .is_some_and(|e| e.contains("token"));
+            // An expired or unknown token; or none sent because auth was off when it was asked
+            // for and has been enabled since.
+            let error = error_of(&answer);
+            let invalid_token = error.contains("token") || error.contains("user name is empty");
             if attempt == 0 && invalid_token && self.user.is_some() {
                 continue;
             }
@@ -300,6 +328,8 @@ impl EtcdClient {
                     return Ok(Watch {
                         response: r,
                         buffer: Vec::new(),
+                        scanned: 0,
+                        max_line: self.max_answer,
                     });
                 }
                 Ok(Ok(r)) => why.push(format!("{endpoint}: {}", r.status())),
@@ -311,21 +341,24 @@ impl EtcdClient {
     }
 }
 
-/// The largest answer read from a member: a document of `--config-max-bytes` (32 MiB by
-/// default), base64-encoded, with room to spare.
-const MAX_ANSWER: usize = 64 << 20;
+/// The largest answer read from a member, or line of a watch: a document of
+/// `max_document_bytes` (`--config-max-bytes`) base64-encoded, in etcd's JSON, with room for
+/// the rest of the answer.
+fn max_answer(max_document_bytes: usize) -> usize {
+    max_document_bytes.saturating_mul(4) / 3 + (64 << 10)
+}
 
 /// A member's answer as a JSON object: etcd's own, or, for a body that is not one (a proxy's
 /// error page; etcd 3.4's gateway refusing a client certificate that has a CommonName), an
-/// `error` that says what came instead. Read up to `MAX_ANSWER`.
-async fn answer_of(mut response: reqwest::Response) -> Result<Value, reqwest::Error> {
+/// `error` that says what came instead. Read up to `max` bytes.
+async fn answer_of(mut response: reqwest::Response, max: usize) -> Result<Value, reqwest::Error> {
     let status = response.status();
     let mut body = Vec::new();
     while let Some(chunk) = response.chunk().await? {
-        if body.len() + chunk.len() > MAX_ANSWER {
-            return Ok(
-                json!({ "error": format!("HTTP {status}: an answer beyond {} MiB", MAX_ANSWER >> 20) }),
-            );
+        if body.len() + chunk.len() > max {
+            return Ok(json!({ "error": format!(
+                "HTTP {status}: an answer beyond {max} bytes (a document over --config-max-bytes)"
+            ) }));
         }
         body.extend_from_slice(&chunk);
     }
@@ -356,24 +389,32 @@ pub enum WatchEvent {
 pub struct Watch {
     response: reqwest::Response,
     buffer: Vec<u8>,
+    /// How much of `buffer` is known to hold no line end (a long line arrives in many chunks).
+    scanned: usize,
+    /// The longest line taken (`max_answer`).
+    max_line: usize,
 }
-
-/// The longest line a watch may send (a document is at most a few MiB, base64-encoded).
-const MAX_WATCH_LINE: usize = 64 << 20;
 
 impl Watch {
     /// The next events; `Err` when the stream ended or broke.
     pub async fn next(&mut self) -> Result<Vec<WatchEvent>, EtcdError> {
         loop {
-            if let Some(end) = self.buffer.iter().position(|&b| b == b'\n') {
+            let unread = &self.buffer[self.scanned..];
+            if let Some(at) = unread.iter().position(|&b| b == b'\n') {
+                let end = self.scanned + at;
                 let line: Vec<u8> = self.buffer.drain(..=end).collect();
+                self.scanned = 0;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
                 return parse_watch_line(&line);
             }
-            if self.buffer.len() > MAX_WATCH_LINE {
-                return Err(EtcdError::Malformed("a watch message beyond 64 MiB".into()));
+            self.scanned = self.buffer.len();
+            if self.buffer.len() > self.max_line {
+                return Err(EtcdError::Malformed(format!(
+                    "a watch message beyond {} bytes (a document over --config-max-bytes)",
+                    self.max_line
+                )));
             }
             match self.response.chunk().await {
                 Ok(Some(bytes)) => self.buffer.extend_from_slice(&bytes),

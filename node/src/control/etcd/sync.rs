@@ -35,9 +35,13 @@ pub struct StoreLink {
 }
 
 impl StoreLink {
-    pub fn new(settings: &StoreSettings) -> Result<StoreLink, EtcdError> {
+    /// The link to the store `settings` name, for documents of at most `max_document_bytes`.
+    pub fn new(
+        settings: &StoreSettings,
+        max_document_bytes: usize,
+    ) -> Result<StoreLink, EtcdError> {
         Ok(StoreLink {
-            client: EtcdClient::new(settings)?,
+            client: EtcdClient::new(settings, max_document_bytes)?,
             key: format!("{}/config", settings.url.prefix),
             up: AtomicBool::new(false),
         })
