@@ -2,7 +2,8 @@
 //! client for a certificate of the test CA (`--client-cert-auth`), has its users on, and lets
 //! an unused auth token expire after a second. Three aggregators on it, each a mesh of its own:
 //! one with everything right (`etcds://`, the CA, a client certificate, etcd's user and
-//! password), one with a wrong password, one that trusts another CA.
+//! password; started, and written through, before etcd's users are turned on), one with a wrong
+//! password, one that trusts another CA.
 
 use std::net::{SocketAddr, TcpStream};
 use std::process::Command;
@@ -44,7 +45,6 @@ impl SecuredStore {
         let other_ca_file = d.join("other-ca.pem");
         TestCa::new("another CA", &other_ca_file);
         let etcd = EtcdCluster::start_secured(d, &ca, &ca_file, TOKEN_TTL.as_secs() as u32);
-        etcd.enable_auth(&format!("/{PREFIX}/"), USER, PASSWORD);
         // etcd 3.4's gateway refuses a client certificate with a CommonName once its users are
         // on (the name would not be the user): the aggregators' has none.
         let client = ca.client_without_common_name(d, "aggregator");
@@ -88,10 +88,20 @@ impl SecuredStore {
                 .push(spawn_logged(Command::new(meshlb_bin()).args(&v), name));
             admin
         };
+        // The usual order of a rollout: meshlb configured with its etcd user first, etcd's
+        // users turned on after. Until then it works without a token.
         let trusted = start("secured-trusted", &ca_file, &right);
+        wait_for(
+            "the first aggregator's admin API",
+            Duration::from_secs(30),
+            || TcpStream::connect(trusted).is_ok(),
+        );
+        let (status, _, body, _) = api(trusted, "POST", POOLS, Some(&pool("before-auth")), None);
+        assert_eq!(status, 200, "a write before etcd's users are on: {body}");
+        etcd.enable_auth(&format!("/{PREFIX}/"), USER, PASSWORD);
         let wrong_password = start("secured-wrong-password", &ca_file, &wrong);
         let other_ca = start("secured-other-ca", &other_ca_file, &right);
-        for a in [trusted, wrong_password, other_ca] {
+        for a in [wrong_password, other_ca] {
             wait_for("an aggregator's admin API", Duration::from_secs(30), || {
                 TcpStream::connect(a).is_ok()
             });
