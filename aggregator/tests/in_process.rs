@@ -88,6 +88,7 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
             plain: None,
             limits: meshlb_node::guard::Limits {
                 head_timeout: Duration::from_secs(10),
+                send_timeout: Duration::from_secs(10),
                 max_connections: 16,
             },
             body: aggregator::admin::BodyLimits {

@@ -126,6 +126,10 @@ pub struct Limits {
     /// How long a request head may take (`--admin-head-timeout-ms`); on a keep-alive
     /// connection, also how long it may idle.
     pub head_timeout: Duration,
+    /// How long a write of an answer may wait for the client to read (`--admin-send-timeout-ms`);
+    /// a client that stops reading a large answer (metrics, the config, a served document) is
+    /// cut then, freeing its connection slot and any serving slot (`control/serve.rs`).
+    pub send_timeout: Duration,
     /// Connections open at once (`--admin-max-connections`); more are closed at accept.
     pub max_connections: usize,
 }
@@ -175,13 +179,17 @@ pub fn http1(head_timeout: Duration) -> hyper::server::conn::http1::Builder {
     b
 }
 
-/// Serves one accepted connection with `service`, over TLS when `tls` is given: the handshake
-/// must end within `head_timeout` too (one that fails or stalls is counted in
-/// `meshlb_admin_tls_handshake_failures_total` and closed).
+/// Connections an admin or metrics listener cut because the client did not read its answer.
+const SEND_TIMEOUTS: &str = "meshlb_admin_send_timeouts_total";
+
+/// Serves one accepted connection with `service` within `limits`, over TLS when `tls` is given:
+/// the handshake must end within the head timeout too (one that fails or stalls is counted in
+/// `meshlb_admin_tls_handshake_failures_total` and closed), and every write may wait for the
+/// client at most the send timeout.
 pub async fn serve_connection<S>(
     stream: TcpStream,
     tls: Option<&ReloadableServer>,
-    head_timeout: Duration,
+    limits: Limits,
     service: S,
 ) where
     S: hyper::service::HttpService<hyper::body::Incoming>,
@@ -189,6 +197,8 @@ pub async fn serve_connection<S>(
     S::ResBody: 'static,
     <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let head_timeout = limits.head_timeout;
+    let stream = lb_edge::TimedWrite::new(stream, limits.send_timeout, SEND_TIMEOUTS);
     let Some(tls) = tls else {
         let _ = http1(head_timeout)
             .serve_connection(TokioIo::new(stream), service)
@@ -226,6 +236,11 @@ pub fn describe_metrics() {
     describe_counter!(
         "meshlb_admin_accept_errors_total",
         "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
+    );
+
+    describe_counter!(
+        SEND_TIMEOUTS,
+        "Admin or metrics connections cut because the client did not read its answer within --admin-send-timeout-ms."
     );
 
     describe_counter!(

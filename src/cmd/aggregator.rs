@@ -43,6 +43,10 @@ pub struct Args {
     /// How long a request head may take to arrive at the admin API.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
+    /// How long a write of an admin answer may wait for the client to read it; a client that
+    /// stops reading is cut then.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    admin_send_timeout_ms: u64,
     /// How long an API request's body may take to arrive.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     admin_body_timeout_ms: u64,
@@ -260,6 +264,7 @@ impl Args {
                 plain: self.admin_plain_listen,
                 limits: meshlb_node::guard::Limits {
                     head_timeout: ms(self.admin_head_timeout_ms),
+                    send_timeout: ms(self.admin_send_timeout_ms),
                     max_connections: self.admin_max_connections,
                 },
                 body: aggregator::admin::BodyLimits {

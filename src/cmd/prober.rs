@@ -48,6 +48,10 @@ pub struct Args {
     /// How long a request head may take to arrive at the --metrics listener.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     admin_head_timeout_ms: u64,
+    /// How long a write of a --metrics listener's answer may wait for the client to read it; a
+    /// client that stops reading is cut then.
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    admin_send_timeout_ms: u64,
     /// Connections the --metrics listener keeps open at once; more are closed at accept.
     #[arg(long, value_name = "N", default_value_t = 256)]
     admin_max_connections: usize,
@@ -89,6 +93,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
             credentials,
             limits: meshlb_node::guard::Limits {
                 head_timeout: Duration::from_millis(args.admin_head_timeout_ms.max(1)),
+                send_timeout: Duration::from_millis(args.admin_send_timeout_ms.max(1)),
                 max_connections: args.admin_max_connections,
             },
         }),

@@ -154,7 +154,6 @@ pub async fn serve(
 ) {
     let mut backoff = guard::AcceptBackoff::new();
     let slots = limits.slots();
-    let head_timeout = limits.head_timeout;
     let certified = tls.as_ref().is_some_and(|t| t.verifies_clients());
     loop {
         let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
@@ -190,7 +189,7 @@ pub async fn serve(
                     Ok::<_, Infallible>(response.map(serve::HeldBody::plain))
                 }
             });
-            guard::serve_connection(stream, tls.as_deref(), head_timeout, service).await;
+            guard::serve_connection(stream, tls.as_deref(), limits, service).await;
         });
     }
 }

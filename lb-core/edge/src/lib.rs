@@ -17,10 +17,12 @@ use lb_core::steering::{Decision, Engine};
 mod accept_backoff;
 mod generation;
 mod thread_end;
+mod timed_write;
 
 pub use accept_backoff::AcceptBackoff;
 pub use generation::{Generation, GenerationMismatch, Serving};
 pub use thread_end::{end_signal, EndSignal, Ended, ThreadEnd};
+pub use timed_write::TimedWrite;
 
 /// The PoPs serving the proxy that DNS answers proxied names with (`lb_core::pops`): live and
 /// ready aggregators with advertised proxy addresses, as the aggregator last saw the mesh.

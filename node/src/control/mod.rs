@@ -23,6 +23,8 @@ mod follower_tests;
 pub mod gossip;
 pub mod protocol;
 pub mod serve;
+#[cfg(test)]
+mod serve_tests;
 pub mod signing;
 pub mod store;
 pub mod writer_key;

@@ -5,11 +5,13 @@
 //!
 //! - a fetch is signed with the cluster key (`signing.rs`), as before;
 //! - at most `--config-serve-max` fetches are served at once (each holds a slot until its body
-//!   is sent); beyond, 503 with `Retry-After: 1`, and the follower tries another holder;
+//!   is handed to the connection, `HeldBody`); beyond, 503 with `Retry-After: 1`, and the
+//!   follower tries another holder; a follower that stops reading is cut by the listener's
+//!   send timeout (`guard.rs`), which frees its slot;
 //! - the document travels compressed with zstd when the follower accepts it, compressed once
-//!   per generation; a follower one generation behind (`?from=GENERATION`) gets a delta: the
-//!   document compressed with the one before as zstd's dictionary, a few hundred bytes for a
-//!   small change;
+//!   per generation; a follower one generation behind (`?from=GENERATION&base=SHA256`, the
+//!   document it runs) gets a delta: the document compressed with the one before as zstd's
+//!   dictionary, a few hundred bytes for a small change;
 //! - the answer carries the writer's signature (`writer_key.rs`) and the cluster-key HMAC of
 //!   generation and hash, so a relay can pass a document on but never alter it.
 
@@ -47,16 +49,43 @@ pub struct Packed {
     delta: Option<(u64, u64, Bytes)>,
 }
 
-/// A body that holds a serving slot until it has been sent (or dropped).
+/// The frames a served document is handed to the connection in. hyper takes a body's frame
+/// into its write queue whole and drops the body once the last frame is taken, so a document
+/// sent as one frame would free its slot before a byte of it reached the follower; in frames,
+/// the slot is held until all but hyper's write buffer (about 400 KB) has gone to the socket.
+const FRAME: usize = 64 * 1024;
+
+/// A body that holds a serving slot until its last frame is handed to the connection (or it is
+/// dropped, as when `--admin-send-timeout-ms` cuts a follower that stopped reading).
 pub struct HeldBody {
-    inner: Full<Bytes>,
-    _slot: Option<OwnedSemaphorePermit>,
+    kind: Kind,
+}
+
+enum Kind {
+    /// Every other answer of a listener.
+    Plain(Full<Bytes>),
+    /// A served document: what is left to hand over, and the slot it holds meanwhile.
+    Held {
+        rest: Bytes,
+        slot: Option<OwnedSemaphorePermit>,
+    },
 }
 
 impl HeldBody {
     /// A body holding no slot (every other answer of a listener).
     pub fn plain(inner: Full<Bytes>) -> HeldBody {
-        HeldBody { inner, _slot: None }
+        HeldBody {
+            kind: Kind::Plain(inner),
+        }
+    }
+
+    fn held(body: Bytes, slot: OwnedSemaphorePermit) -> HeldBody {
+        HeldBody {
+            kind: Kind::Held {
+                rest: body,
+                slot: Some(slot),
+            },
+        }
     }
 }
 
@@ -68,15 +97,40 @@ impl hyper::body::Body for HeldBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<hyper::body::Frame<Bytes>, Infallible>>> {
-        Pin::new(&mut self.get_mut().inner).poll_frame(cx)
+        match &mut self.get_mut().kind {
+            Kind::Plain(inner) => Pin::new(inner).poll_frame(cx),
+            Kind::Held { rest, slot } => {
+                if rest.is_empty() {
+                    slot.take();
+                    return Poll::Ready(None);
+                }
+                let frame = rest.split_to(rest.len().min(FRAME));
+                Poll::Ready(Some(Ok(hyper::body::Frame::data(frame))))
+            }
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        match &self.kind {
+            Kind::Plain(inner) => inner.is_end_stream(),
+            Kind::Held { rest, .. } => rest.is_empty(),
+        }
     }
 
     fn size_hint(&self) -> hyper::body::SizeHint {
-        self.inner.size_hint()
+        match &self.kind {
+            Kind::Plain(inner) => inner.size_hint(),
+            Kind::Held { rest, .. } => hyper::body::SizeHint::with_exact(rest.len() as u64),
+        }
+    }
+}
+
+/// The document's text as a body's bytes, without a copy per fetch.
+struct Text(std::sync::Arc<str>);
+
+impl AsRef<[u8]> for Text {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
     }
 }
 
@@ -106,12 +160,15 @@ fn takes_zstd(headers: &HeaderMap) -> bool {
         .any(|e| e.trim().split(';').next() == Some("zstd"))
 }
 
-/// `?from=N` of the query.
-fn delta_from(query: &str) -> Option<u64> {
-    query
-        .split('&')
-        .find_map(|p| p.strip_prefix("from="))
-        .and_then(|v| v.parse().ok())
+/// `?from=N&base=SHA256` of the query: the generation and hash of the document the follower
+/// runs, which a delta must be made against.
+fn delta_from(query: &str) -> Option<(u64, &str)> {
+    let param = |name: &str| {
+        query
+            .split('&')
+            .find_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+    };
+    Some((param("from")?.parse().ok()?, param("base")?))
 }
 
 impl ControlPlane {
@@ -128,10 +185,13 @@ impl ControlPlane {
         Some(bytes)
     }
 
-    /// The document compressed against generation `from`, when that is the one before.
-    fn packed_delta(&self, doc: &Versioned, from: u64) -> Option<Bytes> {
+    /// The document compressed against generation `from` of hash `base`, when that is the one
+    /// before.
+    fn packed_delta(&self, doc: &Versioned, from: u64, base: &str) -> Option<Bytes> {
         let previous = self.previous.load_full();
-        let before = (*previous).as_ref().filter(|p| p.generation == from)?;
+        let before = (*previous)
+            .as_ref()
+            .filter(|p| p.generation == from && p.sha256.eq_ignore_ascii_case(base))?;
         let mut packed = self.packed.lock().ok()?;
         if let Some((f, t, bytes)) = &packed.delta {
             if (*f, *t) == (from, doc.generation) {
@@ -190,21 +250,18 @@ pub fn respond(plane: &ControlPlane, headers: &HeaderMap, query: &str) -> Respon
     let delta = zstd
         .then(|| delta_from(query))
         .flatten()
-        .and_then(|from| Some((from, plane.packed_delta(&doc, from)?)));
+        .and_then(|(from, base)| Some((from, plane.packed_delta(&doc, from, base)?)));
     let full = || zstd.then(|| plane.packed_full(&doc)).flatten();
     let (body, encoded, from) = match delta {
         Some((from, bytes)) => (bytes, true, Some(from)),
         None => match full() {
             Some(bytes) => (bytes, true, None),
-            None => (Bytes::from(doc.text.as_bytes().to_vec()), false, None),
+            None => (Bytes::from_owner(Text(doc.text.clone())), false, None),
         },
     };
     served(if from.is_some() { "delta" } else { "full" });
     metrics::counter!("meshlb_config_document_bytes_sent_total").increment(body.len() as u64);
-    let mut r = Response::new(HeldBody {
-        inner: Full::new(body),
-        _slot: Some(slot),
-    });
+    let mut r = Response::new(HeldBody::held(body, slot));
     let h = r.headers_mut();
     h.insert(
         http::header::CONTENT_TYPE,
@@ -304,13 +361,24 @@ mod tests {
     async fn a_follower_one_behind_gets_a_delta_and_others_the_whole_compressed() {
         let plane = plane(4);
         plane.applied(Versioned::new(4, "a = 2\n"));
-        let delta = respond(&plane, &fetch(&plane, true), "from=3");
+        let base = Versioned::new(3, "a = 1\n").sha256;
+        let delta = respond(&plane, &fetch(&plane, true), &format!("from=3&base={base}"));
         assert_eq!(delta.headers()[DELTA_FROM_HEADER], "3");
         assert_eq!(delta.headers()[http::header::CONTENT_ENCODING], "zstd");
         let bytes = body(delta).await;
         let mut d = zstd::bulk::Decompressor::with_dictionary(b"a = 1\n").expect("dictionary");
         assert_eq!(d.decompress(&bytes, 64).expect("delta"), b"a = 2\n");
-        let whole = respond(&plane, &fetch(&plane, true), "from=2");
+        let other_text = Versioned::new(3, "a = 3\n").sha256;
+        let whole = respond(
+            &plane,
+            &fetch(&plane, true),
+            &format!("from=3&base={other_text}"),
+        );
+        assert!(
+            !whole.headers().contains_key(DELTA_FROM_HEADER),
+            "no delta against another text of generation 3"
+        );
+        let whole = respond(&plane, &fetch(&plane, true), &format!("from=2&base={base}"));
         assert!(
             !whole.headers().contains_key(DELTA_FROM_HEADER),
             "no delta from 2"
@@ -333,7 +401,9 @@ mod tests {
             HeaderValue::from_static("gzip, zstd;q=1"),
         );
         assert!(takes_zstd(&h));
-        assert_eq!(delta_from("a=1&from=7"), Some(7));
-        assert_eq!(delta_from("from=x"), None);
+        assert_eq!(delta_from("a=1&from=7&base=ab"), Some((7, "ab")));
+        assert_eq!(delta_from("from=7"), None, "no base, no delta");
+        assert_eq!(delta_from("from=x&base=ab"), None);
+        assert_eq!(delta_from("fromage=7&base=ab"), None);
     }
 }

@@ -90,7 +90,6 @@ pub async fn serve(
         .map_err(|source| ListenError { addr, source })?;
     let mut backoff = guard::AcceptBackoff::new();
     let slots = limits.slots();
-    let head_timeout = limits.head_timeout;
     loop {
         let (stream, _, slot) = guard::accept(&listener, &mut backoff, &slots).await;
         let handle = handle.clone();
@@ -138,7 +137,7 @@ pub async fn serve(
                     Ok::<_, Infallible>(response.map(HeldBody::plain))
                 }
             });
-            guard::serve_connection(stream, tls.map(|t| &**t), head_timeout, service).await;
+            guard::serve_connection(stream, tls.map(|t| &**t), limits, service).await;
         });
     }
 }

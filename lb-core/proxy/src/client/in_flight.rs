@@ -2,7 +2,7 @@
 //! `--proxy-h2-idle-timeout-ms`) and for HTTP/2's send timeout.
 //!
 //! Over HTTP/1 a client that stops reading stalls the socket's writes, which `TimedWrite`
-//! (timed_write.rs) times out. Over HTTP/2 a client stalls a stream by withholding its
+//! (lb-core/edge/src/timed_write.rs) times out. Over HTTP/2 a client stalls a stream by withholding its
 //! WINDOW_UPDATE frames (or by announcing a zero initial window, RFC 9113 section 6.9.2):
 //! hyper then stops polling the answer's body, nothing is written, and the stream would hold
 //! its origin connection and that origin's outstanding count forever. So each HTTP/2 answer's

@@ -28,11 +28,14 @@ use crate::body::ProxyBody;
 use crate::client::http1::{self, Served};
 use crate::client::in_flight::{Activity, Answer, Busy};
 use crate::client::prefixed::Prefixed;
-use crate::client::timed_write::TimedWrite;
 use crate::lazy_timer::LazyTimer;
 use crate::origin::pool::Upstream;
 use crate::route::{Peer, Proxy};
 use lb_edge::Serving;
+use lb_edge::TimedWrite;
+
+/// Connections and HTTP/2 streams cut because the client did not take its answer in time.
+const SEND_TIMEOUTS: &str = "meshlb_proxy_send_timeouts_total";
 
 /// Running listener workers; they stop when this is dropped.
 #[derive(Debug)]
@@ -259,7 +262,7 @@ async fn serve_h2_until_idle<F>(
             () = tokio::time::sleep(check) => {
                 let cut = activity.cut_stalled(send_timeout);
                 if cut > 0 {
-                    metrics::counter!("meshlb_proxy_send_timeouts_total").increment(cut as u64);
+                    metrics::counter!(SEND_TIMEOUTS).increment(cut as u64);
                 }
                 if !shutting_down && activity.idle_for(idle) {
                     conn.as_mut().shutdown_gracefully();
@@ -363,13 +366,13 @@ async fn accept_loop(
                             peer,
                             crate::access::TlsFacts::of(tls_stream.get_ref().1),
                         );
-                        let io = TimedWrite::new(tls_stream, send_timeout);
+                        let io = TimedWrite::new(tls_stream, send_timeout, SEND_TIMEOUTS);
                         serve_connection(serving, upstream, io, peer, http, slot).await;
                     }
                 }
                 None => {
                     if let Some((http, stream)) = sniff(stream, header_read_timeout).await {
-                        let io = TimedWrite::new(stream, send_timeout);
+                        let io = TimedWrite::new(stream, send_timeout, SEND_TIMEOUTS);
                         let peer = Peer::new(peer, false);
                         serve_connection(serving, upstream, io, peer, http, slot).await;
                     }

@@ -7,5 +7,4 @@ pub mod listener;
 pub mod prefixed;
 pub mod request_head;
 pub mod response;
-pub mod timed_write;
 pub mod tls;

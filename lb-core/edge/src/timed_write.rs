@@ -1,8 +1,10 @@
 //! A client connection whose writes may wait at most `send_timeout` for the client to take
-//! them. A client that asks for a large answer and stops reading would otherwise hold its
-//! connection, the origin connection streaming into it and that origin's outstanding count
-//! (which `least_outstanding_requests` reads) for as long as it likes. The timer runs only
-//! while a write waits, so a slow but reading client is never cut.
+//! them (nginx's `send_timeout`). A client that asks for a large answer and stops reading would
+//! otherwise hold its connection for as long as it likes — on the proxy, with the origin
+//! connection streaming into it and that origin's outstanding count (which
+//! `least_outstanding_requests` reads); on an admin listener, with a connection slot and a
+//! config-serving slot (`node/src/control/serve.rs`). The timer runs only while a write waits,
+//! so a slow but reading client is never cut.
 
 use std::future::Future;
 use std::io;
@@ -16,15 +18,19 @@ use tokio::time::Sleep;
 pub struct TimedWrite<I> {
     io: I,
     timeout: Duration,
+    /// The counter of connections cut (`meshlb_proxy_send_timeouts_total`, ...).
+    counter: &'static str,
     /// Armed while a write waits for the client.
     waiting: Option<Pin<Box<Sleep>>>,
 }
 
 impl<I> TimedWrite<I> {
-    pub fn new(io: I, timeout: Duration) -> Self {
+    /// `io` whose writes may wait `timeout`; a cut is counted in the counter named `counter`.
+    pub fn new(io: I, timeout: Duration, counter: &'static str) -> Self {
         TimedWrite {
             io,
             timeout,
+            counter,
             waiting: None,
         }
     }
@@ -37,7 +43,7 @@ impl<I> TimedWrite<I> {
             .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match timer.as_mut().poll(cx) {
             Poll::Ready(()) => {
-                metrics::counter!("meshlb_proxy_send_timeouts_total").increment(1);
+                metrics::counter!(self.counter).increment(1);
                 Poll::Ready(Err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     "the client did not read its answer in time",
@@ -117,7 +123,7 @@ mod tests {
     #[tokio::test]
     async fn a_reader_that_stops_makes_the_write_fail_after_the_timeout() {
         let (ours, theirs) = tokio::io::duplex(1024);
-        let mut w = TimedWrite::new(ours, Duration::from_millis(50));
+        let mut w = TimedWrite::new(ours, Duration::from_millis(50), "cut");
         let big = vec![7u8; 64 * 1024];
         let err = tokio::time::timeout(Duration::from_secs(5), w.write_all(&big))
             .await
@@ -131,7 +137,7 @@ mod tests {
     async fn a_slow_reader_that_keeps_reading_is_not_cut() {
         use tokio::io::AsyncReadExt;
         let (ours, mut theirs) = tokio::io::duplex(1024);
-        let mut w = TimedWrite::new(ours, Duration::from_millis(200));
+        let mut w = TimedWrite::new(ours, Duration::from_millis(200), "cut");
         let reader = tokio::spawn(async move {
             let mut buf = [0u8; 512];
             let mut got = 0;
