@@ -17,6 +17,7 @@ fn main() {
     let all = trials![world::MESH =>
         checks::a_follower_that_cannot_reach_the_primary_takes_the_generation_from_a_relay,
         checks::a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused,
+        checks::a_node_holding_only_the_cluster_key_is_not_taken_for_the_primary,
         checks::a_follower_one_generation_behind_takes_a_delta,
     ];
     test_support::trials::run(all, Threads::One);

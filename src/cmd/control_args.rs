@@ -48,9 +48,10 @@ pub struct ControlArgs {
     #[arg(long, value_name = "FILE")]
     pub config_verify_key: Vec<PathBuf>,
     /// Fetches of this node's document served at once; more are answered 503 and the
-    /// follower tries another holder.
-    #[arg(long, value_name = "N", default_value_t = meshlb_node::control::DEFAULT_SERVE_MAX)]
-    pub config_serve_max: usize,
+    /// follower tries another holder (at least 1).
+    #[arg(long, value_name = "N", default_value_t = meshlb_node::control::DEFAULT_SERVE_MAX as u16,
+          value_parser = clap::value_parser!(u16).range(1..))]
+    pub config_serve_max: u16,
 }
 
 impl ControlArgs {
@@ -92,7 +93,7 @@ impl ControlArgs {
         Ok(DocumentSettings {
             signing,
             verify,
-            serve_max: self.config_serve_max,
+            serve_max: usize::from(self.config_serve_max),
         })
     }
 }

@@ -1,6 +1,6 @@
 //! Relays and forgeries: a follower that cannot reach the primary takes each generation from
-//! a relay; a node holding only the cluster key cannot make one; a follower one generation
-//! behind takes a delta.
+//! a relay; a node holding only the cluster key cannot make one, nor pass for the primary; a
+//! follower one generation behind takes a delta.
 
 use std::time::Duration;
 
@@ -24,10 +24,11 @@ pub fn a_follower_that_cannot_reach_the_primary_takes_the_generation_from_a_rela
     assert!(counter(&prober, "meshlb_config_fetches_total", "result=\"success\"") >= 1.0);
 }
 
-pub fn a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused(m: &mut RelayMesh) {
-    // A node with the cluster key and no writer key, claiming generation 1000.
+/// Starts a node with the cluster key and no writer key, announcing itself primary as `id` at
+/// generation 1000.
+fn rogue(m: &RelayMesh, id: &str) -> Procs {
     let dir = m.dir.path();
-    let file = dir.join("rogue.toml");
+    let file = dir.join(format!("{id}.toml"));
     let text =
         "[[pools]]\nname = \"forged\"\norigins = [{ name = \"o\", address = \"127.0.5.9\" }]\n";
     std::fs::write(&file, text).expect("config");
@@ -51,18 +52,22 @@ pub fn a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused(
             .to_string()
     };
     std::fs::write(
-        dir.join("rogue.toml.generation"),
+        dir.join(format!("{id}.toml.generation")),
         format!("{{\"generation\": 1000, \"sha256\": \"{sha}\"}}"),
     )
     .expect("sidecar");
     let mut args: Vec<String> = ["aggregator", "--config", &file.display().to_string()]
         .into_iter()
-        .chain(["--region", "WEU", "--node-id", "rogue", "--config-primary"])
+        .chain(["--region", "WEU", "--node-id", id, "--config-primary"])
         .chain(["--admin", &free_tcp().to_string()])
         .map(String::from)
         .collect();
     args.extend(gossip_args(free_udp(), m.seed, &m.key));
-    let _rogue = Procs(vec![node(&args, "relay-rogue")]);
+    Procs(vec![node(&args, id)])
+}
+
+pub fn a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused(m: &mut RelayMesh) {
+    let _rogue = rogue(m, "rogue");
     wait_for(
         "the forged announcement refused",
         Duration::from_secs(30),
@@ -81,6 +86,30 @@ pub fn a_generation_announced_by_a_node_holding_only_the_cluster_key_is_refused(
     assert!(
         m.generation_of("relay") < 1000,
         "the relay took the forged generation"
+    );
+}
+
+pub fn a_node_holding_only_the_cluster_key_is_not_taken_for_the_primary(m: &mut RelayMesh) {
+    let forged = || {
+        counter(
+            &scrape(m.relay),
+            "meshlb_config_documents_forged_total",
+            "what=\"announcement\"",
+        )
+    };
+    let before = forged();
+    let _rogue = rogue(m, "rogue-primary");
+    // The relay's follower loop names the primary, then refuses the announcements, in one
+    // round: once it counted the rogue's, the primary it names has seen the rogue too.
+    wait_for(
+        "the rogue's announcement refused by the relay",
+        Duration::from_secs(30),
+        || forged() > before,
+    );
+    let config = get(m.relay, "/config").expect("the relay's /config");
+    assert_eq!(
+        config["result"]["primary"]["node_id"], "primary",
+        "{config}"
     );
 }
 

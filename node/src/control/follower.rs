@@ -87,15 +87,19 @@ pub(crate) fn causes(error: &reqwest::Error) -> String {
     text
 }
 
-/// The primary announced by the live nodes of `c`.
-pub fn primary_of(c: &Chitchat) -> Option<Primary> {
+/// The primary announced by the live nodes of `c`, among announcements `signed` accepts: with
+/// writer keys, one a writer signed, so a node holding only the cluster key cannot become the
+/// primary that 421 refusals, `GET /config` and a follower's tell-back name.
+pub fn primary_of(c: &Chitchat, mut signed: impl FnMut(&Announcement) -> bool) -> Option<Primary> {
     let live: std::collections::HashSet<_> = c.live_nodes().cloned().collect();
     choose(c.node_states().iter().filter_map(|(id, st)| {
         if !live.contains(id) {
             return None;
         }
-        st.get(mesh::keys::CONFIG_PRIMARY)
-            .map(|v| (&*id.node_id, v))
+        let value = st.get(mesh::keys::CONFIG_PRIMARY)?;
+        Announcement::parse(value)
+            .filter(|a| signed(a))
+            .map(|_| (&*id.node_id, value))
     }))
 }
 
@@ -118,7 +122,7 @@ pub fn holders_of(c: &Chitchat) -> Vec<(String, Announcement)> {
 }
 
 /// Fetches the document a holder holds now (it may be newer than its announcement): a delta
-/// from the generation in force here when the holder has one, else the whole, zstd-compressed.
+/// from the document in force here when the holder has it, else the whole, zstd-compressed.
 pub async fn fetch(
     client: &reqwest::Client,
     plane: &ControlPlane,
@@ -129,7 +133,14 @@ pub async fn fetch(
     let current = plane.document.load_full();
     let url = match current.generation {
         0 => format!("{}/-/config/document", url.trim_end_matches('/')),
-        g => format!("{}/-/config/document?from={g}", url.trim_end_matches('/')),
+        // The hash too: the same generation number may stand for another text on a holder (a
+        // primary that lost its generation file counts from 1 again), and a delta made
+        // against that text could not be applied here.
+        g => format!(
+            "{}/-/config/document?from={g}&base={}",
+            url.trim_end_matches('/'),
+            current.sha256
+        ),
     };
     let unreachable = |error| FetchError::Unreachable {
         url: url.clone(),
@@ -313,7 +324,7 @@ pub async fn run(
         }
         let (primary, holders, writer) = {
             let c = chitchat.lock().await;
-            let primary = primary_of(&c);
+            let primary = primary_of(&c, |a| verified.check(plane.as_ref(), a));
             let writer = primary.as_ref().and_then(|p| {
                 c.live_nodes()
                     .find(|id| *id.node_id == *p.node_id)
@@ -436,12 +447,13 @@ pub async fn run(
 
 /// Announcements whose writer signature was checked, and how it came out.
 #[derive(Default)]
-struct Verified(std::collections::HashMap<(u64, String, String), bool>);
+struct Verified(std::collections::HashMap<(u64, u64, String, String), bool>);
 
 impl Verified {
     fn check(&mut self, plane: &ControlPlane, a: &Announcement) -> bool {
         let key = (
             a.generation,
+            a.size,
             a.sha256.clone(),
             a.signature.clone().unwrap_or_default(),
         );

@@ -73,13 +73,19 @@ fn b64(bytes: &[u8]) -> String {
     B64.encode(bytes)
 }
 
-/// A proto3 JSON int64: a string, or absent for 0.
-fn int(v: &Value) -> u64 {
-    match v {
-        Value::String(s) => s.parse().unwrap_or(0),
-        Value::Number(n) => n.as_u64().unwrap_or(0),
-        _ => 0,
-    }
+/// A revision: a proto3 JSON int64 (a string, or absent for 0), never negative. Anything else
+/// is refused rather than read as 0 or as a huge generation: a member answering
+/// `"18446744073709551615"` would otherwise make a generation no later write could pass.
+fn int(v: &Value) -> Result<u64, EtcdError> {
+    let parsed = match v {
+        Value::Null => Some(0),
+        Value::String(s) => s.parse::<i64>().ok(),
+        Value::Number(n) => n.as_i64(),
+        _ => None,
+    };
+    parsed
+        .and_then(|r| u64::try_from(r).ok())
+        .ok_or_else(|| EtcdError::Malformed("a revision that is not a non-negative int64".into()))
 }
 
 fn kv_of(v: &Value) -> Result<Kv, EtcdError> {
@@ -91,7 +97,7 @@ fn kv_of(v: &Value) -> Result<Kv, EtcdError> {
     };
     Ok(Kv {
         value,
-        mod_revision: int(&v["mod_revision"]),
+        mod_revision: int(&v["mod_revision"])?,
     })
 }
 
@@ -270,10 +276,13 @@ impl EtcdClient {
             Some(kv) => Some(kv_of(kv)?),
             None => None,
         };
-        Ok(Read {
-            kv,
-            revision: int(&answer["header"]["revision"]),
-        })
+        let revision = int(&answer["header"]["revision"])?;
+        if kv.as_ref().is_some_and(|kv| kv.mod_revision > revision) {
+            return Err(EtcdError::Malformed(format!(
+                "the key's revision is past the store's ({revision})"
+            )));
+        }
+        Ok(Read { kv, revision })
     }
 
     /// Puts `value` at `key` if its last change is revision `expected` (0: if it does not
@@ -288,7 +297,7 @@ impl EtcdClient {
         let answer = self.post("/v3/kv/txn", &body).await?;
         if answer["succeeded"].as_bool().unwrap_or(false) {
             return Ok(Put::Done {
-                revision: int(&answer["header"]["revision"]),
+                revision: int(&answer["header"]["revision"])?,
             });
         }
         let current = answer["responses"]
@@ -440,7 +449,7 @@ fn parse_watch_line(line: &[u8]) -> Result<Vec<WatchEvent>, EtcdError> {
         )));
     }
     let result = &message["result"];
-    if int(&result["compact_revision"]) > 0 || result["canceled"].as_bool().unwrap_or(false) {
+    if int(&result["compact_revision"])? > 0 || result["canceled"].as_bool().unwrap_or(false) {
         return Ok(vec![WatchEvent::Lost]);
     }
     let mut events = Vec::new();
@@ -477,6 +486,15 @@ mod tests {
             [WatchEvent::Lost]
         );
         assert!(parse_watch_line(br#"{"error":{"grpc_code":14}}"#).is_err());
+        // A revision etcd cannot have (its revisions are int64) is refused, not taken.
+        let huge = br#"{"result":{"events":[{"kv":{"value":"YSA9IDE=","mod_revision":"18446744073709551615"}}]}}"#;
+        assert!(matches!(
+            parse_watch_line(huge),
+            Err(EtcdError::Malformed(_))
+        ));
+        let negative =
+            br#"{"result":{"events":[{"kv":{"value":"YSA9IDE=","mod_revision":"-1"}}]}}"#;
+        assert!(parse_watch_line(negative).is_err());
         assert!(parse_watch_line(b"not json").is_err());
     }
 

@@ -155,7 +155,11 @@ async fn run(link: Arc<StoreLink>, plane: Arc<ControlPlane>, out: mpsc::Sender<F
                 return;
             }
         }
-        let mut watch = match link.client.watch(&link.key, read.revision + 1).await {
+        let mut watch = match link
+            .client
+            .watch(&link.key, read.revision.saturating_add(1))
+            .await
+        {
             Ok(w) => w,
             Err(e) => {
                 link.mark(false);
