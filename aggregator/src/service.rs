@@ -225,6 +225,8 @@ impl Loop {
             .latest
             .votes_counted
             .store(outcome.votes_counted, Ordering::Relaxed);
+        log_silence(&shared.latest.silence.load(), outcome.silence.as_ref());
+        shared.latest.silence.store(Arc::new(outcome.silence));
         if !outcome.changes.is_empty() {
             let before = in_force.generation.snapshot();
             let events =
@@ -275,5 +277,21 @@ impl Loop {
             .latest
             .members
             .store(Arc::new(self.view.members().to_vec()));
+    }
+}
+
+/// Says when the tally goes fail static, why, when the reason changes, and when it counts
+/// votes again (`before`: the last tally's reason).
+fn log_silence(before: &Option<crate::tally::Silence>, now: Option<&crate::tally::Silence>) {
+    use std::mem::discriminant;
+    match (before, now) {
+        (None, Some(s)) => {
+            tracing::warn!(cause = ?s, "fail static: no vote counted, keeping the last known health: {}", s.describe());
+        }
+        (Some(b), Some(s)) if discriminant(b) != discriminant(s) => {
+            tracing::warn!(cause = ?s, "still fail static: {}", s.describe());
+        }
+        (Some(_), None) => tracing::info!("votes counted again: fail static over"),
+        _ => {}
     }
 }

@@ -90,6 +90,8 @@ impl InForce {
 pub struct Latest {
     pub members: ArcSwap<Vec<Member>>,
     pub votes_counted: AtomicUsize,
+    /// Why the latest tally counted no vote (`None` while it counts some).
+    pub silence: ArcSwap<Option<crate::tally::Silence>>,
 }
 
 /// The drain tables, indexed by the config they were made for.
@@ -156,6 +158,7 @@ impl Shared {
             latest: Latest {
                 members: ArcSwap::from_pointee(Vec::new()),
                 votes_counted: AtomicUsize::new(0),
+                silence: ArcSwap::from_pointee(None),
             },
             events: Mutex::new(EventLog::default()),
             drains: Drains {

@@ -349,3 +349,43 @@ fn a_stopped_node_leaves_gossip_and_closes_its_admin_listener() {
         "the gossip port is free again"
     );
 }
+
+/// The prober started before its first config (it follows the mesh's: no monitor at start),
+/// yet the `progress` its votes are counted by keeps moving every
+/// `prober::publisher::PROGRESS_ROUND` (1 s). It once moved at the shortest interval of the
+/// config the prober started with (a minute when there was none), so an aggregator counted a
+/// following prober's results for three intervals and then went fail static with every prober
+/// alive (docs/design.md#fail-static).
+#[test]
+fn a_prober_started_before_its_first_config_keeps_its_votes_fresh() {
+    let m = mesh();
+    let generation = m.primary.shared.control.generation();
+    assert!(prober_runs(m, generation), "the prober caught up");
+    let shared = &m.follower.shared;
+    let age = || {
+        shared
+            .in_force
+            .load()
+            .ballots
+            .load()
+            .iter()
+            .find(|b| b.prober.node.starts_with("prober-"))
+            .map(|b| b.age)
+    };
+    assert!(
+        test_support::wait_until(Duration::from_secs(20), || age().is_some()).is_some(),
+        "the follower holds the prober's ballot"
+    );
+    // Over six rounds, the progress never stands still for three: the aggregator would count
+    // a result of a 1 s monitor no longer.
+    let limit = prober::publisher::PROGRESS_ROUND * 3;
+    let mut oldest = Duration::ZERO;
+    for _ in 0..60 {
+        oldest = oldest.max(age().unwrap_or(Duration::MAX));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        oldest < limit,
+        "the prober's progress stood still for {oldest:?} (at most {limit:?})"
+    );
+}

@@ -2,7 +2,7 @@
 //!
 //! `publish` is called from the scheduler and must not block, so reports go down a channel to
 //! a task that folds them into per-pool (per group member) values and writes the changed ones to chitchat in
-//! batches. A ticker advances the `progress` key once per probe round.
+//! batches. A ticker advances the `progress` key every [`PROGRESS_ROUND`], whatever the config.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -21,6 +21,16 @@ enum Msg {
     Retain(BTreeSet<(String, String)>),
 }
 
+/// How often the `progress` key advances: the evidence an aggregator counts this prober's
+/// results by (a result is a vote while `progress` moved within three of its monitor's
+/// intervals, docs/design.md#votes). A monitor's interval is at least 1 s
+/// (`lb-core/src/config/validate/mod.rs`), so one second keeps every result fresh whatever the
+/// config says, also while this prober and an aggregator run different generations of it. It
+/// was once the shortest interval of the config the prober started with: a prober started
+/// before its first config (`--config-from-mesh`, no monitors) ticked once a minute, and every
+/// aggregator went fail static three seconds after it counted the first failures.
+pub const PROGRESS_ROUND: Duration = Duration::from_secs(1);
+
 /// The sink half; clone-free, shareable as `Arc<dyn ResultSink>`.
 pub struct GossipPublisher {
     tx: mpsc::UnboundedSender<Msg>,
@@ -33,9 +43,9 @@ impl ResultSink for GossipPublisher {
 }
 
 impl GossipPublisher {
-    /// Starts the publishing task on `node`; `round` is how often `progress` advances (the
-    /// shortest monitor interval). The task's handle is for the node's supervision: it ends
-    /// only when every sink is dropped.
+    /// Starts the publishing task on `node`; `round` is how often `progress` advances
+    /// ([`PROGRESS_ROUND`] in a node). The task's handle is for the node's supervision: it
+    /// ends only when every sink is dropped.
     pub fn start(
         node: &ChitchatHandle,
         round: Duration,

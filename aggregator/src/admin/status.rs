@@ -23,6 +23,9 @@ pub(super) struct Status {
     config_loaded_at: u64,
     snapshot_version: u64,
     fail_static: bool,
+    /// Why the tally counted no vote, while it is static (`tally/silence.rs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fail_static_cause: Option<crate::tally::Silence>,
     votes_counted: usize,
     /// The mesh config: this node's part, the generation in force, the primary
     /// (`GET /config` of the API).
@@ -228,6 +231,10 @@ pub(super) fn status(shared: &Shared) -> Status {
         config_loaded_at: in_force.loaded_at,
         snapshot_version: snapshot.version,
         fail_static: snapshot.fail_static,
+        fail_static_cause: snapshot
+            .fail_static
+            .then(|| *shared.latest.silence.load_full())
+            .flatten(),
         votes_counted: shared.latest.votes_counted.load(Ordering::Relaxed),
         mesh_config: Some(crate::api::config_state(&shared.control)),
         load_balancers: config

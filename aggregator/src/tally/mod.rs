@@ -12,12 +12,14 @@
 //! - An endpoint's verdict: its checks' verdicts combined by `lb_core::group_verdict` (one
 //!   check: that check's verdict); undecided keeps the previous state.
 //! - No vote at all (the aggregator is cut off from every prober): everything stays as it was
-//!   ("fail static"), flagged so, and nothing fails over.
+//!   ("fail static"), flagged so, with the reason (`silence.rs`), and nothing fails over. A
+//!   live prober's "down" is a vote: dead targets never make a tally static.
 
 pub mod ballot;
 mod carry_over;
 mod ewma;
 mod majority;
+mod silence;
 
 use std::time::{Duration, Instant};
 
@@ -30,6 +32,7 @@ pub use ballot::{Ballot, PoolVotes, ProberId, Vote};
 pub use carry_over::removed as removed_endpoints;
 pub use ewma::Ewma;
 pub use majority::{datacenter_vote, strict_majority};
+pub use silence::Silence;
 
 /// Tally knobs.
 #[derive(Debug, Clone)]
@@ -215,6 +218,8 @@ pub struct TallyOutcome {
     pub state: TallyState,
     /// Votes counted this round (fresh, from live nodes).
     pub votes_counted: usize,
+    /// Why none was, when the tally failed static.
+    pub silence: Option<Silence>,
 }
 
 /// The datacenters of each region, with the ballots of their live nodes.
@@ -491,6 +496,7 @@ pub fn tally(
                 ..previous.clone()
             },
             votes_counted,
+            silence: Some(Silence::of(ballots, longest_max_age(config, settings))),
         };
     }
     for Counted {
@@ -573,10 +579,30 @@ pub fn tally(
         changes,
         state,
         votes_counted,
+        silence: None,
     }
+}
+
+/// The longest any monitored check's results may age in `config`.
+fn longest_max_age(config: &Config, settings: &TallySettings) -> Duration {
+    config
+        .pools
+        .iter()
+        .filter(|p| p.is_monitored())
+        .flat_map(|p| &p.checks)
+        .map(|c| {
+            config
+                .check_monitor(c)
+                .interval
+                .mul_f64(settings.max_age_intervals)
+        })
+        .max()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod silence_tests;
 #[cfg(test)]
 mod tests;

@@ -115,13 +115,8 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     );
     vital.task("config follower", follower);
     let targets = crate::targets(&config, Some(settings.node.region));
-    let round = config
-        .monitors
-        .iter()
-        .map(|m| m.interval)
-        .min()
-        .unwrap_or(std::time::Duration::from_secs(60));
-    let (publisher, publishing) = GossipPublisher::start(&node.handle, round);
+    let (publisher, publishing) =
+        GossipPublisher::start(&node.handle, crate::publisher::PROGRESS_ROUND);
     vital.task("gossip publisher", publishing);
     vital.task(
         "preview runner",
