@@ -6,7 +6,9 @@
 //!
 //! A harness of named trials over one world (libtest-mimic; `harness = false`): each trial
 //! (`scenarios::ALL`) checks one behaviour, asserts and records its figures. The world is built
-//! when the first trial to run needs it; the trials run one at a time, in order; a failed
+//! when the first trial to run needs it; the trials run one at a time, in order (reversed with
+//! `MESHLB_TRIALS_REVERSED=1`), each from every origin running and every endpoint healthy (the
+//! harness starts any a trial left stopped) or a state it sets up itself; a failed
 //! trial does not stop the others: the world is put back (origins, links, nodes, latency) and
 //! the next trial runs, or, when the world cannot be put back, the rest fail saying why. After
 //! the trials the world goes down (every process killed, every namespace deleted) and the run
@@ -65,10 +67,14 @@ fn main() {
     let mut args = Arguments::from_args();
     // The trials share one world and change it: one at a time, in order.
     args.test_threads = Some(1);
-    let trials = scenarios::ALL
+    let mut trials: Vec<Trial> = scenarios::ALL
         .iter()
         .map(|&(name, run)| Trial::test(name, move || trial(name, run)))
         .collect();
+    // Each trial establishes the state it starts from: they pass in any order.
+    if std::env::var_os("MESHLB_TRIALS_REVERSED").is_some() {
+        trials.reverse();
+    }
     let conclusion = libtest_mimic::run(&args, trials);
     // Every process killed and every namespace deleted before the report (and the exit, which
     // runs no destructor).
@@ -101,6 +107,12 @@ fn trial(name: &str, run: fn(&mut Mesh) -> Outcome) -> Result<(), Failed> {
         State::Unusable(why) => return Err(format!("not run: {why}").into()),
         State::NotBuilt => unreachable!("the world was just started"),
     };
+    if let Err(why) = every_origin_running(m) {
+        *state = State::Unusable(format!(
+            "the world could not be put back before {name}: {why}"
+        ));
+        return Err(format!("not run: {why}").into());
+    }
     let failure = match catch_unwind(AssertUnwindSafe(|| run(m))) {
         Ok(outcome) => {
             let failure = (!outcome.passed).then(|| {
@@ -151,6 +163,18 @@ fn start_world() -> State {
             panic_message(&*panic)
         )),
     }
+}
+
+/// Before each trial: every origin running and every endpoint healthy on both aggregators, so
+/// a trial starts from the same world whichever ran before it (the failover trials leave
+/// origins stopped; an origin a trial started again may not be healthy yet).
+fn every_origin_running(m: &mut Mesh) -> Result<(), String> {
+    for o in m.origins.values().filter(|o| !o.is_running()) {
+        o.start();
+    }
+    catch_unwind(AssertUnwindSafe(|| m.wait_healthy(Duration::from_secs(60))))
+        .map(|_| ())
+        .map_err(|panic| panic_message(&*panic))
 }
 
 /// After a failed trial: no extra latency, every link up, every origin and node running; then

@@ -43,6 +43,9 @@ impl Origin {
     pub fn start(&self) {
         self.running.store(true, Ordering::SeqCst);
     }
+    pub fn is_running(&self) -> bool {
+        self.running.load(Ordering::SeqCst)
+    }
 }
 
 /// Binds a listener inside namespace `netns` (sockets keep the namespace they were made in).

@@ -7,8 +7,8 @@ use crate::mesh::Mesh;
 use crate::report::Outcome;
 use crate::streams::Stream;
 
-/// kill -9 agg1 while a client streams requests through agg2's proxy: none fails. Leaves agg1
-/// dead (the next trial starts it).
+/// kill -9 agg1 while a client streams requests through agg2's proxy: none fails. Starts agg1
+/// again and waits until it is ready.
 pub fn killing_an_aggregator_fails_no_request_through_the_other(m: &mut Mesh) -> Outcome {
     m.wait_all_live(Duration::from_secs(60));
     let stream = Stream::requests(m, 1, Duration::from_secs(4));
@@ -20,6 +20,10 @@ pub fn killing_an_aggregator_fails_no_request_through_the_other(m: &mut Mesh) ->
     );
     m.world.node("agg1").kill();
     let (sent, failed) = stream.join();
+    m.world.node("agg1").start();
+    test_support::wait_for("agg1 ready again", Duration::from_secs(30), || {
+        m.world.admin_get("client", m.admin(0), "/readyz").0 == 200
+    });
     Outcome::new(
         "kill an aggregator (agg1) while a client streams requests through the other",
         "no lost requests",
@@ -29,8 +33,7 @@ pub fn killing_an_aggregator_fails_no_request_through_the_other(m: &mut Mesh) ->
     .failed_requests(failed)
 }
 
-/// agg1 started again (after the previous trial killed it; killed here first if it runs):
-/// it says ready (GET /readyz) once it has a verdict for every endpoint, and from then on
+/// agg1 killed and started again: it says ready (GET /readyz) once it has a verdict for every endpoint, and from then on
 /// answers from the primary pool (eu), not the fallback its Unknown pools would give; it
 /// counts all 39 probers again.
 pub fn a_restarted_aggregator_is_ready_and_answers_from_the_primary_pool(m: &mut Mesh) -> Outcome {

@@ -38,7 +38,7 @@ fn answer_ttls(m: &Mesh) -> Vec<String> {
 /// One PUT of a changed document (eu-2's weight, fo.chaos.test's TTL) to the primary's API
 /// while clients stream requests through both aggregators: both aggregators and 39 probers run
 /// the new generation (one config hash everywhere), no health change, no failed request, and
-/// the answers carry the new TTL. The mesh runs the changed document afterwards.
+/// the answers carry the new TTL. The original document is written back at the end.
 pub fn a_config_write_reaches_every_node_under_load_without_a_false_change_or_failed_request(
     m: &mut Mesh,
 ) -> Outcome {
@@ -72,6 +72,16 @@ pub fn a_config_write_reaches_every_node_under_load_without_a_false_change_or_fa
     // The new config serves: its TTL on the answer's records.
     let ttl = answer_ttls(m);
     let new_ttl = !ttl.is_empty() && ttl.iter().all(|t| t == "6");
+    let original = config(&m.addr, Variant::Original);
+    let (status, _, reply) =
+        m.world
+            .call("client", m.admin(0), "PUT", "/config/document", &original);
+    assert_eq!(status, 200, "the primary takes the original back: {reply}");
+    test_support::wait_for(
+        "the original document on every node",
+        Duration::from_secs(30),
+        || m.generations() == generations.map(|g| g + 2),
+    );
     Outcome::new(
         "change the whole mesh's config (one PUT to the primary's API: both aggregators and 39 probers follow) under client load",
         "zero false changes, zero failed requests; every node on the new generation",
@@ -146,7 +156,8 @@ fn split(m: &Mesh, n: usize) -> BTreeMap<String, usize> {
 }
 
 /// PATCH of eu's weights on the primary (agg1): eu-1 0.1, eu-2 1. Through agg2's proxy, eu-2
-/// then takes about 91 % of 200 requests (at least 150).
+/// then takes about 91 % of 200 requests (at least 150). eu's origins are written back at the
+/// end.
 pub fn a_weight_written_on_the_primary_moves_the_follower_s_traffic_split(m: &mut Mesh) -> Outcome {
     m.wait_healthy(Duration::from_secs(30));
     let body = json!({ "origins": [origin(m, "eu-1", 0.1), origin(m, "eu-2", 1.0)] });
@@ -162,18 +173,20 @@ pub fn a_weight_written_on_the_primary_moves_the_follower_s_traffic_split(m: &mu
     let counts = split(m, 200);
     let eu2 = counts.get("eu-2").copied().unwrap_or(0);
     steps.push(format!("200 requests: {counts:?} (eu-2 expected ~91 %)"));
+    let (back, back_steps) = eu_origins_back(m);
+    steps.extend(back_steps);
     Outcome::new(
         "API write on the primary (agg1): eu's weights; traffic through agg2's proxy",
         "the write on all 41 nodes within a few gossip rounds and one fetch; the split shows in agg2's traffic",
         steps.join("; "),
-        ok && eu2 >= 150,
+        ok && eu2 >= 150 && back,
     )
     .detection(slowest)
 }
 
 /// POST of a new pool us1-only on the primary, and www's default pools led by it: once it is
 /// probed, every request through agg2's proxy goes to us-1. www's default pools are written
-/// back (eu, us, ap) at the end, whatever happened.
+/// back (eu, us, ap) and the new pool deleted at the end, whatever happened.
 pub fn a_pool_written_on_the_primary_takes_the_follower_s_traffic_once_probed(
     m: &mut Mesh,
 ) -> Outcome {
@@ -202,12 +215,20 @@ pub fn a_pool_written_on_the_primary_takes_the_follower_s_traffic_once_probed(
     ));
     let (back, back_steps, _) = writes(
         m,
-        &[(
-            "www's default pools back",
-            "PATCH",
-            WWW,
-            json!({ "default_pools": ["eu", "us", "ap"] }),
-        )],
+        &[
+            (
+                "www's default pools back",
+                "PATCH",
+                WWW,
+                json!({ "default_pools": ["eu", "us", "ap"] }),
+            ),
+            (
+                "the pool us1-only deleted",
+                "DELETE",
+                &format!("{POOLS}/us1-only"),
+                json!({}),
+            ),
+        ],
     );
     steps.extend(back_steps);
     Outcome::new(
@@ -220,8 +241,7 @@ pub fn a_pool_written_on_the_primary_takes_the_follower_s_traffic_once_probed(
 }
 
 /// PATCH of eu's origins on the primary without eu-2: every request through agg2's proxy then
-/// goes to eu-1. Needs www's default pools to be eu, us, ap (the previous trial writes them
-/// back).
+/// goes to eu-1. eu's origins are written back at the end, whatever happened.
 pub fn an_endpoint_deleted_on_the_primary_takes_none_of_the_follower_s_traffic(
     m: &mut Mesh,
 ) -> Outcome {
@@ -238,11 +258,25 @@ pub fn an_endpoint_deleted_on_the_primary_takes_none_of_the_follower_s_traffic(
     );
     let counts = split(m, 100);
     steps.push(format!("after the deletion: {counts:?}"));
+    let (back, back_steps) = eu_origins_back(m);
+    steps.extend(back_steps);
     Outcome::new(
         "API write on the primary (agg1): an endpoint deleted; traffic through agg2's proxy",
         "the write on all 41 nodes within a few gossip rounds and one fetch; the deleted endpoint takes none of agg2's traffic",
         steps.join("; "),
-        ok && counts.keys().eq(["eu-1"].iter()),
+        ok && counts.keys().eq(["eu-1"].iter()) && back,
     )
     .detection(slowest)
+}
+
+/// eu's origins as the world starts them (both at weight 1), written back; then every endpoint
+/// healthy again: (written, its steps).
+fn eu_origins_back(m: &Mesh) -> (bool, Vec<String>) {
+    let body = json!({ "origins": [origin(m, "eu-1", 1.0), origin(m, "eu-2", 1.0)] });
+    let (ok, steps, _) = writes(
+        m,
+        &[("eu's origins back", "PATCH", &format!("{POOLS}/eu"), body)],
+    );
+    m.wait_healthy(Duration::from_secs(30));
+    (ok, steps)
 }

@@ -19,8 +19,8 @@ fn secs(d: Option<Duration>) -> String {
 
 /// Waits until agg1 answers fo.chaos.test with origins `want` (sorted), for at most `within`:
 /// how long that took. On a timeout, panics with `what`, the last answer, each wanted origin's
-/// verdicts on both aggregators and agg1's votes counted and fail-static flag (a CPU-starved
-/// mesh counts no votes and serves its last known health).
+/// verdicts on both aggregators and agg1's votes counted, fail-static flag and its cause
+/// (`aggregator/src/tally/silence.rs`).
 fn wait_answer(m: &Mesh, want: &[&str], within: Duration, what: &str) -> Duration {
     let ips = ip_of(m, want);
     let mut last = (String::new(), Vec::new());
@@ -33,12 +33,17 @@ fn wait_answer(m: &Mesh, want: &[&str], within: Duration, what: &str) -> Duratio
             .iter()
             .map(|n| (n, m.verdict(0, n), m.verdict(1, n)))
             .collect();
-        let tally = m
-            .status(0)
-            .map(|s| (s["votes_counted"].clone(), s["fail_static"].clone()));
+        let tally = m.status(0).map(|s| {
+            (
+                s["votes_counted"].clone(),
+                s["fail_static"].clone(),
+                s["fail_static_cause"].clone(),
+            )
+        });
         panic!(
             "timed out after {within:?} waiting for {what} ({}): last answer {last:?}; \
-             verdicts (agg1, agg2) {verdicts:?}; agg1's (votes counted, fail static) {tally:?}",
+             verdicts (agg1, agg2) {verdicts:?}; agg1's (votes counted, fail static, cause) \
+             {tally:?}",
             want.join("+")
         )
     })
@@ -81,19 +86,50 @@ pub fn an_origin_s_death_and_return_are_seen_within_the_bound(m: &mut Mesh) -> O
     .detection(down.unwrap_or(Duration::from_secs(30)))
 }
 
+/// Stops every origin of the first two pools at once (eu's and us's), every prober alive: both
+/// are critical and DNS answers with the third (ap) within the bound. Dead targets are votes:
+/// an aggregator that hears its probers fails over and never goes fail static on them (it
+/// once did, three seconds after its first failures, while probers that started before their
+/// first config advanced their progress once a minute). Starts the four again and waits until
+/// every endpoint is healthy.
+pub fn two_pools_losing_every_origin_at_once_fail_over_within_the_bound(m: &mut Mesh) -> Outcome {
+    m.wait_healthy(Duration::from_secs(60));
+    let dead = ["eu-1", "eu-2", "us-1", "us-2"];
+    for n in dead {
+        m.origins[n].stop();
+    }
+    let within = BOUND + MARGIN;
+    let t = wait_answer(m, &["ap-1", "ap-2"], within, "the third pool to answer");
+    let tally = m
+        .status(0)
+        .map(|s| (s["votes_counted"].as_u64(), s["fail_static"].as_bool()));
+    for n in dead {
+        m.origins[n].start();
+    }
+    m.wait_healthy(Duration::from_secs(60));
+    let counted = tally.is_some_and(|(votes, fail_static)| {
+        votes.is_some_and(|v| v > 0) && fail_static == Some(false)
+    });
+    Outcome::new(
+        "kill every origin of two pools at once (eu, us), every prober alive",
+        format!(
+            "DNS on the third pool (ap) within {} s; votes counted, not fail static",
+            BOUND.as_secs()
+        ),
+        format!(
+            "ap answered in {:.2} s; agg1's (votes counted, fail static) {tally:?}",
+            t.as_secs_f64()
+        ),
+        t <= within && counted,
+    )
+    .detection(t)
+}
+
 /// Stops the primary pool's origins (eu), then the next's (us), then ap's: DNS fails over
 /// eu -> us -> ap -> the fallback. Then the fallback's own origin: the fallback pool's health
 /// is not considered (Cloudflare's NoHealth, docs/design.md#the-fallback-pool), so DNS still
 /// answers with it once it is marked unhealthy, and the load balancer is critical. Leaves every
-/// origin stopped, the state the next two trials start from.
-///
-/// Depends on the prober trials having run before it, in the suite's order: on a world where
-/// they did not run (this trial alone, or after an idle minute), both aggregators stopped
-/// counting votes once eu's and us's origins were down (every vote stale, fail static) and DNS
-/// stayed on us for 20 s. The old single test did the same when its first three scenarios were
-/// skipped (checked 2026-12-03), so this is the world's or the product's, not the split's; the
-/// timeout message gives the votes counted and the fail-static flag. The next two trials, which
-/// stop every origin themselves when they run alone, share the dependency.
+/// origin stopped (the harness starts them before the next trial).
 pub fn pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down(m: &mut Mesh) -> Outcome {
     m.wait_healthy(Duration::from_secs(60));
     let mut steps = Vec::new();
@@ -141,8 +177,7 @@ pub fn pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down(m: &mut
     )
 }
 
-/// Every origin stopped and DNS on the fallback: where the previous trial leaves the world;
-/// made so if it is not (the previous trial failed, or runs alone).
+/// Every origin stopped and DNS on the fallback: the state the next two trials start from.
 fn every_origin_down(m: &Mesh) {
     for o in m.origins.values() {
         o.stop();
@@ -166,7 +201,7 @@ fn reload_aggregators(m: &mut Mesh, text: &str) -> Option<Duration> {
     })
 }
 
-/// With every origin down (as the previous trial leaves them), the fallback disabled by a
+/// With every origin down, the fallback disabled by a
 /// reload of the primary leaves nothing: DNS answers NOERROR with no address and the SOA, the
 /// proxy 530. Enabled again by a reload (its origin still down), DNS answers with it again.
 pub fn a_disabled_fallback_answers_nodata_and_530_and_serves_again_when_enabled(
@@ -193,7 +228,7 @@ pub fn a_disabled_fallback_answers_nodata_and_530_and_serves_again_when_enabled(
     )
 }
 
-/// With every origin down (as the previous trials leave them), the origins come back pool by
+/// With every origin down, the origins come back pool by
 /// pool (the fallback's, ap's, us's, eu's): DNS follows each back in failover order, and the
 /// proxy serves from eu at the end. Leaves every endpoint healthy.
 pub fn pools_recover_in_order_as_their_origins_return(m: &mut Mesh) -> Outcome {

@@ -1,9 +1,8 @@
 //! The chaos trials, one behaviour each, in the order they run (the order of the one function
 //! they were before): a trial that needs the state an earlier one left says so, and
-//! establishes it itself where it can. Run the whole list (`cargo test --test chaos`): the
-//! failover trials pass only after the prober trials (see
-//! `failover::pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down`). Each returns
-//! the row it adds to the report; it passes when the row does.
+//! establishes it itself, so each passes alone, in order and reversed
+//! (`MESHLB_TRIALS_REVERSED=1`). Each returns the row it adds to the report; it passes when the
+//! row does.
 
 mod aggregators;
 mod control;
@@ -30,6 +29,7 @@ pub const ALL: &[Trial] = trials![
     probers::killing_every_prober_of_one_region_changes_no_verdict,
     probers::a_partitioned_region_changes_no_verdict_and_rejoins,
     failover::an_origin_s_death_and_return_are_seen_within_the_bound,
+    failover::two_pools_losing_every_origin_at_once_fail_over_within_the_bound,
     failover::pools_fail_over_in_order_to_a_fallback_that_serves_even_when_down,
     failover::a_disabled_fallback_answers_nodata_and_530_and_serves_again_when_enabled,
     failover::pools_recover_in_order_as_their_origins_return,
