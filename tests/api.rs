@@ -186,17 +186,23 @@ fn start_primary(
     config: &std::path::Path,
     key: &std::path::Path,
     admin: SocketAddr,
+    args: Vec<String>,
+) -> Procs {
+    start_primary_seeded(config, key, admin, free_udp(), args)
+}
+
+/// [`start_primary`] gossiping with `seed` (a prober's address: no other node is its seed).
+fn start_primary_seeded(
+    config: &std::path::Path,
+    key: &std::path::Path,
+    admin: SocketAddr,
+    seed: SocketAddr,
     mut args: Vec<String>,
 ) -> Procs {
     std::fs::write(config, "").expect("empty config");
     args.push("--config-primary".into());
     let procs = Procs(vec![start_aggregator(
-        config,
-        key,
-        "WEU",
-        admin,
-        free_udp(),
-        &args,
+        config, key, "WEU", admin, seed, &args,
     )]);
     wait_up(admin);
     procs
@@ -229,7 +235,18 @@ fn start_primary_world() -> Primary {
     let admin = free_tcp();
     let mut args = tokens(dir.path());
     args.extend(["--api-preview-max", "3", "--api-preview-max-origins", "1"].map(String::from));
-    let procs = start_primary(&config, &key, admin, args);
+    // One prober in WEU, following the primary's config, runs the previews (a preview no live
+    // prober can run is refused).
+    let seed = free_udp();
+    let mut procs = start_primary_seeded(&config, &key, admin, seed, args);
+    let mut prober = prober_args(dir.path(), &key, seed, 0);
+    if let Some(i) = prober.iter().position(|a| a == "--listen") {
+        prober[i + 1] = seed.to_string();
+    }
+    procs.0.push(node(&prober));
+    wait_for("the prober in the mesh", Duration::from_secs(60), || {
+        members_at(admin, 1).0 == 2
+    });
     let origin = origin();
     let monitor = call(
         admin,
@@ -486,6 +503,38 @@ fn previews_beyond_the_limit_are_refused_429_and_counted(w: &mut Primary) {
         }
     }
     panic!("four previews started with --api-preview-max 3");
+}
+
+fn a_preview_no_live_prober_can_run_is_refused_at_once_naming_the_regions(w: &mut Primary) {
+    // A pool checked from ENAM only: the world's one prober is in WEU.
+    let mut pool: Value = serde_json::from_str(&cloudflare_pool(
+        "enam-only",
+        &w.monitor_id(),
+        &[("e", "127.0.0.1", 1.0)],
+    ))
+    .expect("a pool body");
+    pool["check_regions"] = json!(["ENAM"]);
+    let (status, _, e) = call(w.admin, WRITE, "POST", POOLS, Some(&pool.to_string()), &[]);
+    assert_eq!(status, 200, "{e:#}");
+    let (status, e) = start_preview(w.admin, WRITE, "pools/enam-only", &preview_monitor("/"));
+    let (deleted, _, d) = call(
+        w.admin,
+        WRITE,
+        "DELETE",
+        &format!("{POOLS}/enam-only"),
+        None,
+        &[],
+    );
+    assert_eq!(deleted, 200, "{d:#}");
+    assert_eq!(status, 503, "{e:#}");
+    assert_eq!(e["success"], json!(false), "{e:#}");
+    let message = e["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("no live prober can run this preview")
+            && message.contains("(ENAM)")
+            && message.contains("live probers are in: WEU"),
+        "{e:#}"
+    );
 }
 
 fn a_preview_probing_more_origins_than_allowed_is_refused(w: &mut Primary) {
@@ -1357,6 +1406,7 @@ fn main() {
         a_config_push_based_on_a_stale_generation_is_refused_409,
         meshlb_config_push_writes_the_file_verbatim,
         previews_beyond_the_limit_are_refused_429_and_counted,
+        a_preview_no_live_prober_can_run_is_refused_at_once_naming_the_regions,
         a_preview_probing_more_origins_than_allowed_is_refused,
         a_preview_needs_the_write_token,
         an_invalid_preview_monitor_is_refused_with_its_field,

@@ -64,6 +64,25 @@ pub fn ok(status: StatusCode, result: Value, generation: u64) -> Reply {
     )
 }
 
+/// A successful answer holding `result`, with `messages` (Cloudflare's `{code, message}`
+/// items, code 1000) beside it.
+pub fn ok_with_messages(
+    status: StatusCode,
+    result: Value,
+    messages: &[String],
+    generation: u64,
+) -> Reply {
+    let messages: Vec<Value> = messages
+        .iter()
+        .map(|m| json!({ "code": code::UNAVAILABLE, "message": m }))
+        .collect();
+    reply(
+        status,
+        &json!({ "success": true, "errors": [], "messages": messages, "result": result }),
+        generation,
+    )
+}
+
 /// Page `page` of `items` (`per_page` each) and Cloudflare's `result_info` for it.
 fn paged(items: Vec<Value>, page: usize, per_page: usize) -> (Vec<Value>, Value) {
     let total = items.len();

@@ -611,8 +611,13 @@ async fn serve(
             if method != Method::GET {
                 return Err(method_not_allowed("GET"));
             }
-            let result = preview::result(shared, &id).await?;
-            Ok(envelope::ok(StatusCode::OK, result, generation))
+            let (result, messages) = preview::result(shared, &id).await?;
+            Ok(envelope::ok_with_messages(
+                StatusCode::OK,
+                result,
+                &messages,
+                generation,
+            ))
         }
         Route::Search => {
             if method != Method::GET {

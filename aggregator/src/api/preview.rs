@@ -5,10 +5,11 @@
 //! Cloudflare's shape, with each origin's regions and probers beside it. Nothing of the config
 //! changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use http::StatusCode;
 use lb_core::config::document::{Document, Kind};
+use lb_core::Region;
 use mesh::preview::{PreviewOutcome, PreviewRequest};
 use serde_json::{json, Map, Value};
 use toml::{Table, Value as Toml};
@@ -132,6 +133,24 @@ pub async fn start(
     let doc = document(&monitor, monitor_id, &pools);
     let text = doc.to_text();
     check(shared, &text, Some((Kind::Monitor, 0)))?;
+    let needed = check_regions(shared, &text);
+    let live = live_prober_regions(shared);
+    if needed.is_disjoint(&live) {
+        return Err(refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::UNAVAILABLE,
+            format!(
+                "no live prober can run this preview: none is in the pools' check regions ({}); \
+                 live probers are in: {}",
+                codes(&needed),
+                if live.is_empty() {
+                    "no region".to_string()
+                } else {
+                    codes(&live)
+                }
+            ),
+        ));
+    }
     let listed: Vec<(String, String)> = pools.iter().map(|p| (pool_id(p), pool_id(p))).collect();
     let request = PreviewRequest {
         expires_ms: lb_core::clock::unix_ms() + limits.ttl.as_millis() as u64,
@@ -152,8 +171,55 @@ pub async fn start(
     Ok(json!({ "preview_id": preview_id, "pools": pools }))
 }
 
-/// `GET .../preview/{preview_id}`: what the probers saw so far.
-pub async fn result(shared: &Shared, preview_id: &str) -> Result<Value, Refusal> {
+/// The regions the pools of a preview document are checked from.
+fn check_regions(shared: &Shared, text: &str) -> BTreeSet<Region> {
+    lb_core::config::Config::parse("preview", text, &shared.setup.regions)
+        .map(|c| {
+            c.pools
+                .iter()
+                .flat_map(|p| p.check_regions.clone())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The regions that hold a live prober now.
+fn live_prober_regions(shared: &Shared) -> BTreeSet<Region> {
+    shared
+        .latest
+        .members
+        .load()
+        .iter()
+        .filter(|m| m.role == mesh::Role::Prober && m.alive)
+        .filter_map(|m| m.region)
+        .collect()
+}
+
+fn codes(regions: &BTreeSet<Region>) -> String {
+    regions
+        .iter()
+        .map(|r| r.code())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The check regions of a preview that sent no outcome and hold no live prober now, so never
+/// will (its probers died part-way, or left).
+pub fn silent_regions(
+    needed: &BTreeSet<Region>,
+    answered: &BTreeSet<Region>,
+    live: &BTreeSet<Region>,
+) -> BTreeSet<Region> {
+    needed
+        .iter()
+        .filter(|r| !answered.contains(r) && !live.contains(r))
+        .copied()
+        .collect()
+}
+
+/// `GET .../preview/{preview_id}`: what the probers saw so far, and (as a message of the
+/// envelope) the check regions that never answered and no longer can.
+pub async fn result(shared: &Shared, preview_id: &str) -> Result<(Value, Vec<String>), Refusal> {
     let collected = shared.previews.collect(preview_id).await.ok_or_else(|| {
         refusal(
             StatusCode::NOT_FOUND,
@@ -164,7 +230,23 @@ pub async fn result(shared: &Shared, preview_id: &str) -> Result<Value, Refusal>
             ),
         )
     })?;
-    Ok(shape(&collected))
+    let answered: BTreeSet<Region> = collected
+        .reports
+        .iter()
+        .filter(|r| !r.outcomes.is_empty())
+        .map(|r| r.region)
+        .collect();
+    let needed = check_regions(shared, &collected.request.document);
+    let silent = silent_regions(&needed, &answered, &live_prober_regions(shared));
+    let messages = if silent.is_empty() {
+        Vec::new()
+    } else {
+        vec![format!(
+            "no answer from {}: no live prober is there now, so none will come",
+            codes(&silent)
+        )]
+    };
+    Ok((shape(&collected), messages))
 }
 
 /// One prober's outcome for one origin.
@@ -351,6 +433,16 @@ mod tests {
             },
             reports,
         }
+    }
+
+    #[test]
+    fn a_region_without_an_answer_or_a_live_prober_is_silent() {
+        let set = |r: &[Region]| r.iter().copied().collect::<BTreeSet<_>>();
+        let needed = set(&[Region::Weu, Region::Enam, Region::Neas]);
+        // WEU answered; ENAM has not yet but a prober lives there; NEAS's died before answering.
+        let silent = silent_regions(&needed, &set(&[Region::Weu]), &set(&[Region::Enam]));
+        assert_eq!(silent, set(&[Region::Neas]));
+        assert!(silent_regions(&needed, &needed, &BTreeSet::new()).is_empty());
     }
 
     #[test]
