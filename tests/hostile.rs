@@ -1179,6 +1179,7 @@ fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
                     gossip_interval: Duration::from_millis(100),
                     keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
                     dead_node_grace: Duration::from_secs(60),
+                    max_datagram: None,
                 },
             )
             .await

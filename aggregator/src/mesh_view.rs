@@ -410,6 +410,7 @@ mod tests {
                 catchup_callback: None,
                 extra_liveness_predicate: None,
                 protocol_version: chitchat::ProtocolVersion::V0,
+                bounded: None,
             },
             seeds,
             tags.iter()

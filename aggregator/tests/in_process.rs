@@ -55,6 +55,7 @@ fn node(
             gossip_interval: Duration::from_millis(50),
             keys: mesh::KeyRing::new(KEY, None).expect("the cluster key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
+            max_datagram: None,
         },
         control: ControlSettings {
             role,

@@ -81,6 +81,7 @@ fn child(i: usize) {
             gossip_interval: interval,
             keys: KeyRing::new("propagation benchmark cluster key", None).expect("key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
+            max_datagram: None,
         };
         let identity = NodeIdentity {
             node_id: format!("n{i:03}"),

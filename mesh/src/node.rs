@@ -14,7 +14,7 @@ use super::keys;
 use super::recipient::{Recipient, SendFormat};
 use super::role::Role;
 use super::seal::KeyRing;
-use super::transport::{SealedTransport, TransportStats};
+use super::transport::{DatagramNet, SealedTransport, TransportStats, Udp};
 
 /// What a node says about itself.
 #[derive(Debug, Clone)]
@@ -47,7 +47,19 @@ pub struct MeshSettings {
     pub keys: KeyRing,
     /// How long a dead member's state is kept ([`DEAD_NODE_GRACE`] in production).
     pub dead_node_grace: Duration,
+    /// Bounded gossip: no datagram over this many bytes, whatever the cluster's size
+    /// (`vendor/chitchat/src/bounded.rs`, protocol version 2, which releases before it cannot
+    /// read). `None`: every digest lists every member (protocol version 0).
+    pub max_datagram: Option<usize>,
 }
+
+/// The smallest `max_datagram` bounded gossip takes: a digest entry, a delta's minimum and the
+/// seal's frame must fit.
+pub const MIN_MAX_DATAGRAM: usize = 576;
+
+/// A datagram of bounded gossip fits a 1,500-byte Ethernet MTU behind an IPv6 header and a
+/// tunnel's overhead, as memberlist's default UDP buffer (1,400 B) does.
+pub const DEFAULT_MAX_DATAGRAM: usize = 1_400;
 
 /// A dead member (a killed prober's old generation) is no longer gossiped after half of this
 /// and forgotten after all of it. chitchat's default is a day: every restart of a prober would
@@ -71,20 +83,40 @@ pub struct StartError {
     pub reason: String,
 }
 
+/// Starts a member gossiping over UDP.
 pub async fn start(
     identity: &NodeIdentity,
     settings: &MeshSettings,
+) -> Result<MeshNode, StartError> {
+    start_on(identity, settings, Arc::new(Udp)).await
+}
+
+/// Starts a member whose sealed datagrams travel over `net` (UDP, or a simulated network).
+pub async fn start_on(
+    identity: &NodeIdentity,
+    settings: &MeshSettings,
+    net: Arc<dyn DatagramNet>,
 ) -> Result<MeshNode, StartError> {
     let transport = SealedTransport::new(
         settings.keys.clone(),
         settings.cluster_id.clone(),
         Recipient::new(settings.listen, settings.advertise, &settings.aliases),
         settings.send_format,
-    );
+    )
+    .over(net);
     let stats = transport.stats();
     let advertise = settings.advertise.unwrap_or(settings.listen);
     // A restarted node is a new generation, so peers do not mistake it for its old self.
     let generation = lb_core::clock::unix_ms();
+    // The seal's frame around one whole message (`seal.rs`): the frame header, the nonce,
+    // timestamp and tag, and the recipient's address.
+    let bounded = settings.max_datagram.map(|max| chitchat::BoundedGossip {
+        max_message: max
+            .max(MIN_MAX_DATAGRAM)
+            .saturating_sub(super::seal::FRAME_HEADER + super::seal::SEAL_OVERHEAD)
+            .saturating_sub(super::seal::ADDRESS),
+        ..chitchat::BoundedGossip::default()
+    });
     let config = ChitchatConfig {
         chitchat_id: ChitchatId::new(identity.node_id.clone(), generation, advertise),
         cluster_id: settings.cluster_id.clone(),
@@ -93,15 +125,36 @@ pub async fn start(
         seed_nodes: settings.seeds.clone(),
         // The failure detector starts from the gossip interval: a dead node is seen dead after
         // about 6.5 intervals instead of ~12 with chitchat's 5 s default.
+        // With bounded digests a member's heartbeat reaches a node only when some digest lists
+        // it, every few rounds at 1,000 members and every few seconds at 10,000, so intervals
+        // up to a minute are samples, not outliers (chitchat drops intervals above
+        // `max_interval`, which would leave the mean too short and the member flapping).
         failure_detector_config: FailureDetectorConfig {
             initial_interval: settings.gossip_interval,
             dead_node_grace_period: settings.dead_node_grace,
+            max_interval: if bounded.is_some() {
+                Duration::from_secs(60)
+            } else {
+                FailureDetectorConfig::default().max_interval
+            },
+            // chitchat keeps this many intervals (f64s) per member: 1,000 is 8 KB per member,
+            // 80 MB per node at 10,000 members. 100 estimates the mean within ~10 %.
+            sampling_window_size: if bounded.is_some() {
+                100
+            } else {
+                FailureDetectorConfig::default().sampling_window_size
+            },
             ..FailureDetectorConfig::default()
         },
         marked_for_deletion_grace_period: Duration::from_secs(3600),
         catchup_callback: None,
         extra_liveness_predicate: None,
-        protocol_version: ProtocolVersion::V0,
+        protocol_version: if bounded.is_some() {
+            ProtocolVersion::V2
+        } else {
+            ProtocolVersion::V0
+        },
+        bounded,
     };
     let tags = vec![
         (keys::ROLE.to_string(), identity.role.to_string()),

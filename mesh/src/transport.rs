@@ -1,18 +1,23 @@
-//! A chitchat `Transport` over UDP that seals every datagram (see `seal.rs`), drops and counts
-//! whatever does not open, and asks for a large socket receive buffer (the default 212 KB
-//! overflowed when gossiping nodes stalled, docs/design.md#what-chitchat-costs).
+//! A chitchat `Transport` that seals every datagram (see `seal.rs`), drops and counts whatever
+//! does not open, and reassembles fragmented messages. The datagrams travel over a
+//! [`DatagramNet`]: UDP on the wire ([`Udp`], which asks for a large socket receive buffer: the
+//! default 212 KB overflowed when gossiping nodes stalled, docs/design.md#what-chitchat-costs),
+//! or a simulated network (`mesh/sim`), where the same sealing, fragmentation and reassembly
+//! run as on the wire.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use async_trait::async_trait;
 use chitchat::transport::{RecvOutcome, SendOutcome, Socket, Transport};
 use chitchat::ChitchatEnvelope;
 use lb_core::clock::unix_ms as now_ms;
+// The clock chitchat runs on: simulated time under the simulator's paused clock.
+use tokio::time::Instant;
 
 use super::recipient::{Recipient, SendFormat};
 use super::seal::{
@@ -44,23 +49,66 @@ pub struct TransportStats {
     pub misaddressed: AtomicU64,
     /// Messages that needed two datagrams.
     pub fragmented: AtomicU64,
+    /// The largest datagram sent, in bytes.
+    pub max_datagram: AtomicU64,
 }
 
-/// The sealed UDP transport.
+/// One endpoint of a datagram network: what a sealed socket sends and receives on.
+#[async_trait]
+pub trait DatagramSocket: Send + Sync + 'static {
+    fn local_addr(&self) -> anyhow::Result<SocketAddr>;
+    /// Sends one datagram; an error is this datagram's loss, not a broken socket.
+    async fn send_to(&self, datagram: &[u8], to: SocketAddr) -> std::io::Result<usize>;
+    /// The next datagram into `buf` (truncated to it), and its sender.
+    async fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)>;
+}
+
+/// Where a node's gossip datagrams travel.
+#[async_trait]
+pub trait DatagramNet: Send + Sync + 'static {
+    async fn bind(&self, addr: SocketAddr) -> anyhow::Result<Box<dyn DatagramSocket>>;
+}
+
+/// The wire: a UDP socket per node.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Udp;
+
+#[async_trait]
+impl DatagramNet for Udp {
+    async fn bind(&self, addr: SocketAddr) -> anyhow::Result<Box<dyn DatagramSocket>> {
+        Ok(Box::new(bind(addr)?))
+    }
+}
+
+#[async_trait]
+impl DatagramSocket for tokio::net::UdpSocket {
+    fn local_addr(&self) -> anyhow::Result<SocketAddr> {
+        tokio::net::UdpSocket::local_addr(self).context("gossip socket address")
+    }
+    async fn send_to(&self, datagram: &[u8], to: SocketAddr) -> std::io::Result<usize> {
+        tokio::net::UdpSocket::send_to(self, datagram, to).await
+    }
+    async fn recv_from(&self, buf: &mut [u8]) -> std::io::Result<(usize, SocketAddr)> {
+        tokio::net::UdpSocket::recv_from(self, buf).await
+    }
+}
+
+/// The sealed transport.
 pub struct SealedTransport {
     ring: KeyRing,
     cluster_id: String,
     me: Recipient,
     send: SendFormat,
     stats: Arc<TransportStats>,
+    net: Arc<dyn DatagramNet>,
 }
 
 /// How often at most a misaddressed datagram is logged.
 const MISADDRESSED_LOG_EVERY: Duration = Duration::from_secs(60);
 
 impl SealedTransport {
-    /// `me`: the addresses bound datagrams must name to be opened here; `send`: the formats
-    /// this node sends.
+    /// Over UDP. `me`: the addresses bound datagrams must name to be opened here; `send`: the
+    /// formats this node sends.
     pub fn new(
         ring: KeyRing,
         cluster_id: impl Into<String>,
@@ -73,7 +121,14 @@ impl SealedTransport {
             me,
             send,
             stats: Arc::default(),
+            net: Arc::new(Udp),
         }
+    }
+
+    /// The same transport over another datagram network (a simulated one).
+    pub fn over(mut self, net: Arc<dyn DatagramNet>) -> Self {
+        self.net = net;
+        self
     }
 
     pub fn stats(&self) -> Arc<TransportStats> {
@@ -96,7 +151,7 @@ fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::UdpSocket> {
 #[async_trait]
 impl Transport for SealedTransport {
     async fn open(&self, listen_addr: SocketAddr) -> anyhow::Result<Box<dyn Socket>> {
-        let socket = bind(listen_addr)?;
+        let socket = self.net.bind(listen_addr).await?;
         let mut me = self.me.clone();
         me.bound_at(socket.local_addr()?);
         Ok(Box::new(SealedSocket {
@@ -120,7 +175,7 @@ struct Partial {
 }
 
 struct SealedSocket {
-    socket: tokio::net::UdpSocket,
+    socket: Box<dyn DatagramSocket>,
     ring: KeyRing,
     cluster_id: String,
     me: Recipient,
@@ -135,7 +190,7 @@ struct SealedSocket {
 #[async_trait]
 impl Socket for SealedSocket {
     fn local_addr(&self) -> anyhow::Result<SocketAddr> {
-        self.socket.local_addr().context("gossip socket address")
+        self.socket.local_addr()
     }
 
     async fn send(
@@ -161,6 +216,9 @@ impl Socket for SealedSocket {
                 Ok(n) => {
                     sent += n;
                     self.stats.datagrams_sent.fetch_add(1, Ordering::Relaxed);
+                    self.stats
+                        .max_datagram
+                        .fetch_max(n as u64, Ordering::Relaxed);
                 }
                 // A peer that is gone or a full buffer is not a broken transport: gossip retries.
                 Err(e) => tracing::debug!(to = %to, error = %e, "gossip send failed"),

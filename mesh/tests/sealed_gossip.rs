@@ -56,6 +56,7 @@ async fn node_sending(
         catchup_callback: None,
         extra_liveness_predicate: None,
         protocol_version: ProtocolVersion::V0,
+        bounded: None,
     };
     let handle = spawn_chitchat(config, vec![("role".into(), name.into())], &transport)
         .await
@@ -201,25 +202,9 @@ async fn large_states_arrive_whole() {
 /// generation must not stay in every digest.
 #[tokio::test]
 async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
-    use mesh::{MeshSettings, NodeIdentity};
-    let settings = |listen: SocketAddr, seeds: Vec<String>| MeshSettings {
-        cluster_id: "test-cluster".into(),
-        listen,
-        advertise: None,
-        aliases: Vec::new(),
-        send_format: mesh::SendFormat::Bound,
-        seeds,
-        gossip_interval: Duration::from_millis(100),
-        keys: KeyRing::new(KEY, None).expect("key"),
+    let settings = |listen: SocketAddr, seeds: Vec<String>| mesh::MeshSettings {
         dead_node_grace: Duration::from_secs(4),
-    };
-    let identity = |name: &str| NodeIdentity {
-        node_id: name.into(),
-        role: mesh::Role::Prober,
-        region: "WEU".into(),
-        datacenter: name.into(),
-        config_hash: "x".into(),
-        config_loaded_at: 0,
+        ..mesh_settings(listen, seeds)
     };
     let a_addr = free_udp();
     let a = mesh::start(&identity("a"), &settings(a_addr, vec![]))
@@ -253,6 +238,34 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
         "b's state is still kept after 30 s"
     );
     let _ = a.handle.shutdown().await;
+}
+
+/// A member's settings for `mesh::start`: 100 ms gossip, full digests.
+fn mesh_settings(listen: SocketAddr, seeds: Vec<String>) -> mesh::MeshSettings {
+    mesh::MeshSettings {
+        cluster_id: "test-cluster".into(),
+        listen,
+        advertise: None,
+        aliases: Vec::new(),
+        send_format: mesh::SendFormat::Bound,
+        seeds,
+        gossip_interval: Duration::from_millis(100),
+        keys: KeyRing::new(KEY, None).expect("key"),
+        dead_node_grace: mesh::DEAD_NODE_GRACE,
+        max_datagram: None,
+    }
+}
+
+/// A prober in WEU named `name`.
+fn identity(name: &str) -> mesh::NodeIdentity {
+    mesh::NodeIdentity {
+        node_id: name.into(),
+        role: mesh::Role::Prober,
+        region: "WEU".into(),
+        datacenter: name.into(),
+        config_hash: "x".into(),
+        config_loaded_at: 0,
+    }
 }
 
 /// Whether `ok` holds within `within` (checked every 50 ms).
@@ -409,4 +422,87 @@ async fn a_live_nodes_watcher_taken_late_still_sees_members_and_changes() {
     assert!(seen, "the watcher shows b's change");
     let _ = b.shutdown().await;
     let _ = a.shutdown().await;
+}
+
+/// Bounded gossip (`MeshSettings::max_datagram`, vendor/chitchat/PATCHES.md patch 6) over
+/// real UDP: a state far larger than the bound reaches the peer, in datagrams none of which
+/// is over it.
+#[tokio::test]
+async fn bounded_gossip_carries_a_large_state_in_datagrams_within_the_bound() {
+    const BOUND: usize = 600;
+    let settings = |listen: SocketAddr, seeds: Vec<String>| mesh::MeshSettings {
+        gossip_interval: Duration::from_millis(50),
+        max_datagram: Some(BOUND),
+        ..mesh_settings(listen, seeds)
+    };
+    let a_addr = free_udp();
+    let a = mesh::start(&identity("a"), &settings(a_addr, vec![]))
+        .await
+        .expect("a");
+    let b = mesh::start(
+        &identity("b"),
+        &settings(free_udp(), vec![a_addr.to_string()]),
+    )
+    .await
+    .expect("b");
+    // 300 incompressible values of 40 bytes: ~15 KB, 25 times the bound.
+    b.handle
+        .with_chitchat(|cc| {
+            let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+            for i in 0..300 {
+                let value: String = (0..40)
+                    .map(|_| {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        char::from(b'!' + (x % 94) as u8)
+                    })
+                    .collect();
+                cc.self_node_state().set(format!("k{i:03}"), value);
+            }
+        })
+        .await;
+    let count = || async {
+        let chitchat = a.handle.chitchat();
+        let c = chitchat.lock().await;
+        c.node_states()
+            .iter()
+            .filter(|(id, _)| &*id.node_id == "b")
+            .map(|(_, st)| st.key_values().filter(|(k, _)| k.starts_with('k')).count())
+            .sum::<usize>()
+    };
+    holds_within(Duration::from_secs(20), || async { count().await == 300 }).await;
+    assert_eq!(count().await, 300, "every value arrived");
+    for stats in [&a.stats, &b.stats] {
+        let largest = stats.max_datagram.load(Ordering::Relaxed);
+        assert!(
+            largest > 0 && largest <= BOUND as u64,
+            "a datagram of {largest} bytes"
+        );
+    }
+    let _ = a.handle.shutdown().await;
+    let _ = b.handle.shutdown().await;
+}
+
+/// A bounded digest (protocol version 2) that claims more heartbeats than its bytes hold is
+/// refused before anything is allocated for them.
+#[test]
+fn a_bounded_digest_claiming_more_heartbeats_than_it_holds_is_refused() {
+    use chitchat::{ChitchatEnvelope, ChitchatMessage, ProtocolVersion};
+    let mut bytes = ChitchatEnvelope {
+        version: ProtocolVersion::V2,
+        message: ChitchatMessage::BadCluster,
+    }
+    .serialize_to_vec();
+    bytes.truncate(3); // magic and protocol version
+    bytes.push(0); // a Syn: a digest follows
+    bytes.push(1); // partial
+    bytes.extend_from_slice(&0u16.to_le_bytes()); // no entries
+    bytes.extend_from_slice(&u16::MAX.to_le_bytes()); // 65,535 heartbeats
+    bytes.extend_from_slice(&[0; 32]); // room for two
+    let err = ChitchatEnvelope::deserialize(&mut bytes.as_slice()).expect_err("refused");
+    assert!(
+        format!("{err:#}").contains("65535 heartbeats in 32 bytes"),
+        "{err:#}"
+    );
 }

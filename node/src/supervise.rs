@@ -240,6 +240,7 @@ mod tests {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: chitchat::ProtocolVersion::V0,
+            bounded: None,
         };
         let handle = chitchat::spawn_chitchat(config, Vec::new(), &Panicking)
             .await

@@ -41,6 +41,12 @@ pub struct MeshArgs {
     /// Gossip interval in milliseconds (100–200 for sub-second propagation on 39 nodes).
     #[arg(long, default_value_t = 150)]
     pub gossip_interval_ms: u64,
+    /// Bounded gossip: no gossip datagram over BYTES (576..=65507; 1400 fits any path), a
+    /// digest of some members per exchange and changes pushed as rumours, whatever the mesh's
+    /// size. Releases before it cannot read it: turn it on once every node runs this one
+    /// (docs/operations.md#gossip-at-fleet-size). Default: every digest lists every member.
+    #[arg(long, value_name = "BYTES")]
+    pub gossip_max_datagram: Option<usize>,
     /// This node's id (default: role-region-dc-port).
     #[arg(long)]
     pub node_id: Option<String>,
@@ -68,6 +74,15 @@ impl MeshArgs {
         if !(10..=10_000).contains(&self.gossip_interval_ms) {
             bail!("--gossip-interval-ms must be 10..=10000");
         }
+        if let Some(max) = self.gossip_max_datagram {
+            if !(mesh::MIN_MAX_DATAGRAM..=mesh::seal::MAX_DATAGRAM).contains(&max) {
+                bail!(
+                    "--gossip-max-datagram must be {}..={}",
+                    mesh::MIN_MAX_DATAGRAM,
+                    mesh::seal::MAX_DATAGRAM
+                );
+            }
+        }
         Ok(MeshSettings {
             cluster_id: self.cluster_id.clone(),
             listen: self.listen,
@@ -82,6 +97,7 @@ impl MeshArgs {
             gossip_interval: Duration::from_millis(self.gossip_interval_ms),
             keys,
             dead_node_grace: mesh::DEAD_NODE_GRACE,
+            max_datagram: self.gossip_max_datagram,
         })
     }
 

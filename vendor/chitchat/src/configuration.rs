@@ -41,6 +41,8 @@ pub struct ChitchatConfig {
     /// compresses the digest. This MUST stay `V0` until every node in the cluster runs a version
     /// able to decode the newer format.
     pub protocol_version: ProtocolVersion,
+    /// meshlb patch: bounded gossip (`src/bounded.rs`); needs `protocol_version` V2.
+    pub bounded: Option<crate::BoundedGossip>,
 }
 
 impl ChitchatConfig {
@@ -59,6 +61,7 @@ impl ChitchatConfig {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
+            bounded: None,
         }
     }
 }
@@ -79,6 +82,7 @@ impl Default for ChitchatConfig {
             catchup_callback: None,
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
+            bounded: None,
         }
     }
 }

@@ -58,6 +58,14 @@ impl Deserializable for (ChitchatId, NodeDigest) {
 #[derive(Debug, Default, Eq, PartialEq)]
 pub struct Digest {
     pub(crate) node_digests: BTreeMap<ChitchatId, NodeDigest>,
+    /// meshlb patch (`src/bounded.rs`): the digest lists only some of the sender's members, so
+    /// a member it does not list is not asked for (a full digest's absent member is unknown to
+    /// the sender). Carried by protocol version 2 only.
+    pub(crate) partial: bool,
+    /// meshlb patch (`src/bounded.rs`): heartbeats of more members, 16 bytes each where an
+    /// entry takes ~50: a member's id hash ([`crate::bounded::id_hash`]) and its heartbeat.
+    /// Carried by protocol version 2 only.
+    pub(crate) heartbeats: Vec<(u64, Heartbeat)>,
 }
 
 #[cfg(test)]
@@ -98,6 +106,15 @@ impl Digest {
         match protocol_version {
             ProtocolVersion::V0 => self.serialize_v0(buf),
             ProtocolVersion::V1 => self.serialize_v1(buf),
+            ProtocolVersion::V2 => {
+                buf.push(u8::from(self.partial));
+                self.serialize_v0(buf);
+                (self.heartbeats.len() as u16).serialize(buf);
+                for (hash, heartbeat) in &self.heartbeats {
+                    hash.serialize(buf);
+                    heartbeat.serialize(buf);
+                }
+            }
         }
     }
 
@@ -116,6 +133,9 @@ impl Digest {
                 self.serialize_v1(&mut buf);
                 buf.len()
             }
+            ProtocolVersion::V2 => {
+                1 + self.serialized_len(ProtocolVersion::V0) + 2 + 16 * self.heartbeats.len()
+            }
         }
     }
 
@@ -126,6 +146,27 @@ impl Digest {
         match protocol_version {
             ProtocolVersion::V0 => Self::deserialize_v0(buf),
             ProtocolVersion::V1 => Self::deserialize_v1(buf),
+            ProtocolVersion::V2 => {
+                let flags = u8::deserialize(buf)?;
+                if flags > 1 {
+                    anyhow::bail!("unknown digest flags {flags}");
+                }
+                let mut digest = Self::deserialize_v0(buf)?;
+                digest.partial = flags == 1;
+                let count = u16::deserialize(buf)?;
+                // Each takes 16 bytes: a count the buffer cannot hold is refused before any
+                // allocation.
+                if usize::from(count) * 16 > buf.len() {
+                    anyhow::bail!("{count} heartbeats in {} bytes", buf.len());
+                }
+                digest.heartbeats.reserve(usize::from(count));
+                for _ in 0..count {
+                    let hash = u64::deserialize(buf)?;
+                    let heartbeat = Heartbeat::deserialize(buf)?;
+                    digest.heartbeats.push((hash, heartbeat));
+                }
+                Ok(digest)
+            }
         }
     }
 
@@ -159,13 +200,21 @@ impl Digest {
             let node_digest = NodeDigest::deserialize(buf)?;
             node_digests.insert(chitchat_id, node_digest);
         }
-        Ok(Digest { node_digests })
+        Ok(Digest {
+            node_digests,
+            partial: false,
+            heartbeats: Vec::new(),
+        })
     }
 
     fn deserialize_v1(buf: &mut &[u8]) -> anyhow::Result<Self> {
         let node_digests = deserialize_stream::<(ChitchatId, NodeDigest)>(buf)?
             .into_iter()
             .collect();
-        Ok(Digest { node_digests })
+        Ok(Digest {
+            node_digests,
+            partial: false,
+            heartbeats: Vec::new(),
+        })
     }
 }

@@ -35,6 +35,14 @@ impl FailureDetector {
         &mut self,
         chitchat_id: &ChitchatId,
     ) -> &mut SamplingWindow {
+        // meshlb patch: look up before cloning the id into an entry (once per digest entry,
+        // with bounded gossip tens of times per message).
+        if self.node_samples.contains_key(chitchat_id) {
+            return self
+                .node_samples
+                .get_mut(chitchat_id)
+                .expect("present: just checked");
+        }
         self.node_samples
             .entry(chitchat_id.clone())
             .or_insert_with(|| {
@@ -60,9 +68,15 @@ impl FailureDetector {
             .map(|phi| phi <= self.config.phi_threshold)
             .unwrap_or(false);
         debug!(node_id=%chitchat_id.node_id, phi=?phi_opt, is_alive=is_alive, "computing node liveness");
+        // meshlb patch: every member, every round: hash once for a member that stays live
+        // instead of cloning its id into the set and looking it up in the dead map.
         if is_alive {
-            self.live_nodes.insert(chitchat_id.clone());
-            self.dead_nodes.remove(chitchat_id);
+            if !self.live_nodes.contains(chitchat_id) {
+                self.live_nodes.insert(chitchat_id.clone());
+            }
+            if !self.dead_nodes.is_empty() {
+                self.dead_nodes.remove(chitchat_id);
+            }
         } else {
             self.live_nodes.remove(chitchat_id);
             if !self.dead_nodes.contains_key(chitchat_id) {

@@ -1,6 +1,7 @@
 #![allow(clippy::type_complexity)]
 #![allow(clippy::derive_partial_eq_without_eq)]
 
+mod bounded;
 mod configuration;
 mod delta;
 mod digest;
@@ -29,6 +30,8 @@ use tokio::sync::watch;
 use tokio_stream::wrappers::WatchStream;
 use tracing::{error, info, warn};
 
+pub use self::bounded::BoundedGossip;
+use self::bounded::Recency;
 pub use self::configuration::{CatchupCallback, ChitchatConfig};
 pub use self::state::{ClusterStateSnapshot, NodeState};
 use crate::digest::Digest;
@@ -77,6 +80,30 @@ pub(crate) const fn delta_mtu(reserved_len: usize) -> usize {
         .saturating_sub(reserved_len)
 }
 
+/// meshlb patch: the smallest room a bounded message leaves a delta (`DeltaSerializer` asks
+/// for at least 100 bytes).
+const MIN_DELTA_MTU: usize = 100;
+
+/// meshlb patch: how often bounded gossip sweeps deleted keys past their grace period.
+const GC_SWEEP_EVERY: Duration = Duration::from_secs(10);
+
+/// meshlb patch: how many members a round of bounded gossip judges live or dead.
+const LIVENESS_PER_ROUND: usize = 512;
+
+/// meshlb patch: the members a node can name by id hash (`src/bounded.rs`), a bound on what a
+/// stream of forged digest entries can make it hold.
+const MAX_MEMBERS_BY_HASH: usize = 65_536;
+
+/// meshlb patch: a later generation of `id`'s node id is in the cluster state: `id` is a
+/// restarted node's old self, left out of partial digests. Ids order by node id, then
+/// generation, so the next id in the map tells.
+fn superseded(state: &ClusterState, id: &ChitchatId) -> bool {
+    state
+        .nodes_after(Some(id))
+        .next()
+        .is_some_and(|next| next.node_id == id.node_id && next.generation_id > id.generation_id)
+}
+
 /// To prevent dead nodes from being recorded again after deletion,
 /// we keep a local memory of the last nodes that were garbage collected.
 pub(crate) const GARBAGE_COLLECTED_NODE_HISTORY_SIZE: NonZeroUsize =
@@ -90,6 +117,8 @@ pub struct Chitchat {
     previous_live_nodes: HashMap<ChitchatId, Version>,
     live_nodes_watcher_tx: watch::Sender<BTreeMap<ChitchatId, NodeState>>,
     live_nodes_watcher_rx: watch::Receiver<BTreeMap<ChitchatId, NodeState>>,
+    /// meshlb patch: what bounded gossip remembers (`src/bounded.rs`).
+    recency: Recency,
 }
 
 impl Chitchat {
@@ -108,6 +137,7 @@ impl Chitchat {
             previous_live_nodes,
             live_nodes_watcher_tx,
             live_nodes_watcher_rx,
+            recency: Recency::default(),
         };
 
         let self_node_state = chitchat.self_node_state();
@@ -122,12 +152,167 @@ impl Chitchat {
         chitchat
     }
 
-    pub(crate) fn create_syn_message(&self) -> ChitchatMessage {
+    pub(crate) fn create_syn_message(&mut self) -> ChitchatMessage {
+        if let Some(bounded) = self.config.bounded.clone() {
+            return self.create_bounded_syn(&bounded);
+        }
         let scheduled_for_deletion: HashSet<_> = self.scheduled_for_deletion_nodes().collect();
         let digest = self.compute_digest(&scheduled_for_deletion);
         ChitchatMessage::Syn {
             cluster_id: self.config.cluster_id.clone(),
             digest,
+            delta: Delta::default(),
+        }
+    }
+
+    /// meshlb patch: a Syn of bounded gossip, its digest bounded and its rumours pushed
+    /// (`src/bounded.rs`).
+    fn create_bounded_syn(&mut self, bounded: &BoundedGossip) -> ChitchatMessage {
+        let now = tokio::time::Instant::now();
+        self.recency.expire(now, bounded.hot_for);
+        self.note_self_moved(now);
+        let fixed = ChitchatEnvelope::HEADER_LEN + self.config.cluster_id.serialized_len();
+        let room = bounded.max_message.saturating_sub(fixed);
+        let mut digest = self.bounded_digest(None, room / 2);
+        let mtu = room.saturating_sub(digest.serialized_len(ProtocolVersion::V2));
+        let delta = self.bounded_delta(None, mtu, bounded.rumour_pushes);
+        let left = mtu.saturating_sub(delta.serialized_len());
+        self.add_heartbeats(&mut digest, left, bounded.heartbeats);
+        ChitchatMessage::Syn {
+            cluster_id: self.config.cluster_id.clone(),
+            digest,
+            delta,
+        }
+    }
+
+    /// meshlb patch: this node's own changes become hot as any member's do.
+    fn note_self_moved(&mut self, now: tokio::time::Instant) {
+        let self_max = self.self_node_state().max_version();
+        if self_max > self.recency.self_max {
+            let from = self.recency.self_max;
+            self.recency.self_max = self_max;
+            let self_id = self.config.chitchat_id.clone();
+            self.recency.moved(&self_id, from, now);
+        }
+    }
+
+    /// meshlb patch: a digest of at most `budget` bytes (`src/bounded.rs`). The whole cluster
+    /// when it fits; else this node, the members `echo` lists, the wanted ones, the hot ones,
+    /// and the window.
+    fn bounded_digest(&mut self, echo: Option<&Digest>, budget: usize) -> Digest {
+        let scheduled: HashSet<&ChitchatId> = self
+            .failure_detector
+            .scheduled_for_deletion_nodes()
+            .collect();
+        let node_count = self.cluster_state.node_states().len();
+        // An entry is at least ~35 bytes (a short id, a v4 address, three u64s).
+        if node_count.saturating_mul(35) <= budget {
+            let full = self.cluster_state.compute_digest(&scheduled);
+            if full.serialized_len(ProtocolVersion::V2) <= budget {
+                return full;
+            }
+        }
+        let dead: HashSet<&ChitchatId> = self.failure_detector.dead_nodes().collect();
+        let state = &self.cluster_state;
+        let self_id = &self.config.chitchat_id;
+        let mut digest = Digest {
+            node_digests: BTreeMap::new(),
+            partial: true,
+            heartbeats: Vec::new(),
+        };
+        // The flags byte and the entry count.
+        let mut used = 3usize;
+        let add = |id: &ChitchatId, limit: usize, digest: &mut Digest, used: &mut usize| -> bool {
+            if digest.node_digests.contains_key(id) || scheduled.contains(id) {
+                return true;
+            }
+            if id != self_id && (dead.contains(id) || superseded(state, id)) {
+                return true;
+            }
+            let len = bounded::entry_len(id);
+            if *used + len > limit {
+                return false;
+            }
+            let Some(node_digest) = state.node_digest(id) else {
+                return true;
+            };
+            *used += len;
+            digest.node_digests.insert(id.clone(), node_digest);
+            true
+        };
+        add(self_id, budget, &mut digest, &mut used);
+        if let Some(echo) = echo {
+            for id in echo.node_digests.keys() {
+                if !add(id, budget, &mut digest, &mut used) {
+                    break;
+                }
+            }
+        }
+        let quarter = used + budget.saturating_sub(used) / 4;
+        for id in self.recency.wanted() {
+            if !add(id, quarter, &mut digest, &mut used) {
+                break;
+            }
+        }
+        let half = used + budget.saturating_sub(used) / 3;
+        for id in self.recency.hot_newest() {
+            if !add(id, half, &mut digest, &mut used) {
+                break;
+            }
+        }
+        let mut last = None;
+        for id in state
+            .nodes_after(self.recency.cursor.as_ref())
+            .take(node_count)
+        {
+            if !add(id, budget, &mut digest, &mut used) {
+                break;
+            }
+            last = Some(id.clone());
+        }
+        if last.is_some() {
+            self.recency.cursor = last;
+        }
+        digest
+    }
+
+    /// meshlb patch: the delta for a peer's `digest` and this node's rumours, within `mtu`
+    /// (`src/bounded.rs`).
+    fn bounded_delta(&mut self, digest: Option<&Digest>, mtu: usize, pushes: u32) -> Delta {
+        let rumours = self.recency.rumours(pushes);
+        let scheduled: HashSet<&ChitchatId> = self
+            .failure_detector
+            .scheduled_for_deletion_nodes()
+            .collect();
+        let (delta, pushed) = self.cluster_state.compute_bounded_delta(
+            digest,
+            &rumours,
+            mtu.max(MIN_DELTA_MTU),
+            &scheduled,
+        );
+        for id in &pushed {
+            self.recency.pushed(id);
+        }
+        delta
+    }
+
+    /// meshlb patch: members a peer's digest shows this node is behind on become wanted.
+    fn note_wanted(&mut self, digest: &Digest) {
+        if self.config.bounded.is_none() {
+            return;
+        }
+        for (id, node_digest) in &digest.node_digests {
+            if id == self.self_chitchat_id() {
+                continue;
+            }
+            let mine = self
+                .cluster_state
+                .node_state(id)
+                .map(NodeState::max_version)
+                .unwrap_or(0);
+            if node_digest.max_version > mine {
+                self.recency.want(id, node_digest.max_version);
+            }
         }
     }
 
@@ -137,10 +322,69 @@ impl Chitchat {
         for (chitchat_id, node_digest) in &digest.node_digests {
             self.report_heartbeat(chitchat_id, node_digest.heartbeat);
         }
+        // meshlb patch (`src/bounded.rs`): members a digest named by their id hash.
+        if self.config.bounded.is_some() {
+            for chitchat_id in digest.node_digests.keys() {
+                if self.recency.by_hash.len() < MAX_MEMBERS_BY_HASH {
+                    self.recency
+                        .by_hash
+                        .entry(bounded::id_hash(chitchat_id))
+                        .or_insert_with(|| chitchat_id.clone());
+                }
+            }
+        }
+        for (hash, heartbeat) in &digest.heartbeats {
+            if let Some(chitchat_id) = self.recency.by_hash.get(hash).cloned() {
+                if self.cluster_state.node_state(&chitchat_id).is_some() {
+                    self.report_heartbeat(&chitchat_id, *heartbeat);
+                }
+            }
+        }
+    }
+
+    /// meshlb patch: fills what `room` leaves of a bounded digest with the heartbeats of
+    /// members it does not list, walking the member list round by round.
+    fn add_heartbeats(&mut self, digest: &mut Digest, room: usize, cap: usize) {
+        if !digest.partial {
+            return;
+        }
+        let count = cap.min(room / 16);
+        let dead: HashSet<&ChitchatId> = self.failure_detector.dead_nodes().collect();
+        let mut last = None;
+        let node_count = self.cluster_state.node_states().len();
+        for id in self
+            .cluster_state
+            .nodes_after(self.recency.heartbeat_cursor.as_ref())
+            .take(node_count)
+        {
+            if digest.heartbeats.len() >= count {
+                break;
+            }
+            last = Some(id);
+            if digest.node_digests.contains_key(id) || dead.contains(id) {
+                continue;
+            }
+            if let Some(node_state) = self.cluster_state.node_state(id) {
+                digest
+                    .heartbeats
+                    .push((bounded::id_hash(id), node_state.heartbeat()));
+            }
+        }
+        if let Some(last) = last {
+            self.recency.heartbeat_cursor = Some(last.clone());
+        }
     }
 
     fn process_delta(&mut self, delta: Delta) {
-        let was_reset_triggered = self.cluster_state.apply_delta(delta);
+        let mut moved = Vec::new();
+        let was_reset_triggered = self.cluster_state.apply_delta(delta, &mut moved);
+        if self.config.bounded.is_some() {
+            let now = tokio::time::Instant::now();
+            for (id, from, to) in &moved {
+                self.recency.moved(id, *from, now);
+                self.recency.caught_up(id, *to);
+            }
+        }
         if was_reset_triggered {
             if let Some(catchup_callback) = &self.config.catchup_callback {
                 info!("executing catch-up callback");
@@ -153,7 +397,11 @@ impl Chitchat {
         self.update_self_heartbeat();
 
         match msg {
-            ChitchatMessage::Syn { cluster_id, digest } => {
+            ChitchatMessage::Syn {
+                cluster_id,
+                digest,
+                delta,
+            } => {
                 if cluster_id != self.cluster_id() {
                     warn!(
                         our_cluster_id=%self.cluster_id(),
@@ -163,15 +411,39 @@ impl Chitchat {
                     return Some(ChitchatMessage::BadCluster);
                 }
                 self.report_heartbeats_in_digest(&digest);
+                self.note_wanted(&digest);
+                self.process_delta(delta);
+                if let Some(bounded) = self.config.bounded.clone() {
+                    self.note_self_moved(tokio::time::Instant::now());
+                    let room = bounded
+                        .max_message
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                    let mut self_digest = self.bounded_digest(Some(&digest), room / 2);
+                    let mtu = room.saturating_sub(self_digest.serialized_len(ProtocolVersion::V2));
+                    let delta = self.bounded_delta(Some(&digest), mtu, bounded.rumour_pushes);
+                    let left = mtu.saturating_sub(delta.serialized_len());
+                    self.add_heartbeats(&mut self_digest, left, bounded.heartbeats);
+                    return Some(ChitchatMessage::SynAck {
+                        digest: self_digest,
+                        delta,
+                    });
+                }
                 let scheduled_for_deletion: HashSet<_> =
                     self.scheduled_for_deletion_nodes().collect();
                 let self_digest = self.compute_digest(&scheduled_for_deletion);
                 let protocol_version = self.config.protocol_version;
-                let delta = self.cluster_state.compute_partial_delta_respecting_mtu(
-                    &digest,
-                    delta_mtu(self_digest.serialized_len(protocol_version)),
-                    &scheduled_for_deletion,
-                );
+                let mtu = delta_mtu(self_digest.serialized_len(protocol_version));
+                let delta = if digest.partial {
+                    self.cluster_state
+                        .compute_bounded_delta(Some(&digest), &[], mtu, &scheduled_for_deletion)
+                        .0
+                } else {
+                    self.cluster_state.compute_partial_delta_respecting_mtu(
+                        &digest,
+                        mtu,
+                        &scheduled_for_deletion,
+                    )
+                };
                 Some(ChitchatMessage::SynAck {
                     digest: self_digest,
                     delta,
@@ -179,14 +451,33 @@ impl Chitchat {
             }
             ChitchatMessage::SynAck { digest, delta } => {
                 self.report_heartbeats_in_digest(&digest);
+                self.note_wanted(&digest);
                 self.process_delta(delta);
+                if let Some(bounded) = self.config.bounded.clone() {
+                    let mtu = bounded
+                        .max_message
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                    let delta = self.bounded_delta(Some(&digest), mtu, bounded.rumour_pushes);
+                    return Some(ChitchatMessage::Ack { delta });
+                }
                 let scheduled_for_deletion =
                     self.scheduled_for_deletion_nodes().collect::<HashSet<_>>();
-                let delta = self.cluster_state.compute_partial_delta_respecting_mtu(
-                    &digest,
-                    delta_mtu(0),
-                    &scheduled_for_deletion,
-                );
+                let delta = if digest.partial {
+                    self.cluster_state
+                        .compute_bounded_delta(
+                            Some(&digest),
+                            &[],
+                            delta_mtu(0),
+                            &scheduled_for_deletion,
+                        )
+                        .0
+                } else {
+                    self.cluster_state.compute_partial_delta_respecting_mtu(
+                        &digest,
+                        delta_mtu(0),
+                        &scheduled_for_deletion,
+                    )
+                };
                 Some(ChitchatMessage::Ack { delta })
             }
             ChitchatMessage::Ack { delta } => {
@@ -205,6 +496,20 @@ impl Chitchat {
     }
 
     fn gc_keys_marked_for_deletion(&mut self) {
+        // meshlb patch: with bounded gossip, a sweep of every key of every member runs once per
+        // `GC_SWEEP_EVERY`, not every round: it is O(members x keys) and the grace period it
+        // enforces is an hour in meshlb (`mesh/src/node.rs`).
+        if self.config.bounded.is_some() {
+            let now = tokio::time::Instant::now();
+            if self
+                .recency
+                .last_gc_sweep
+                .is_some_and(|at| now.saturating_duration_since(at) < GC_SWEEP_EVERY)
+            {
+                return;
+            }
+            self.recency.last_gc_sweep = Some(now);
+        }
         self.cluster_state
             .gc_keys_marked_for_deletion(self.config.marked_for_deletion_grace_period);
     }
@@ -238,21 +543,51 @@ impl Chitchat {
     /// Marks the node as dead or alive depending on the new phi values and updates the live nodes
     /// watcher accordingly.
     pub(crate) fn update_nodes_liveness(&mut self) {
-        for chitchat_id in self.cluster_state.nodes() {
-            if chitchat_id != self.self_chitchat_id() {
-                self.failure_detector.update_node_liveness(chitchat_id);
+        if self.config.bounded.is_some() {
+            // meshlb patch: with bounded gossip, a round judges at most `LIVENESS_PER_ROUND`
+            // members, walking the list, so a round's cost does not grow with the cluster: at
+            // 10,000 members each is judged every ~20 rounds, well within the seconds its
+            // heartbeats take to arrive at that size.
+            let count = self
+                .cluster_state
+                .node_states()
+                .len()
+                .min(LIVENESS_PER_ROUND);
+            let mut last = None;
+            for chitchat_id in self
+                .cluster_state
+                .nodes_after(self.recency.liveness_cursor.as_ref())
+                .take(count)
+            {
+                if chitchat_id != &self.config.chitchat_id {
+                    self.failure_detector.update_node_liveness(chitchat_id);
+                }
+                last = Some(chitchat_id);
+            }
+            self.recency.liveness_cursor = last.cloned();
+        } else {
+            for chitchat_id in self.cluster_state.nodes() {
+                if chitchat_id != self.self_chitchat_id() {
+                    self.failure_detector.update_node_liveness(chitchat_id);
+                }
             }
         }
-        let current_live_nodes = self
-            .live_nodes()
-            .flat_map(|chitchat_id| {
-                if let Some(node_state) = self.node_state(chitchat_id) {
-                    return Some((chitchat_id.clone(), node_state.max_version()));
-                }
-                warn!("node state for {chitchat_id:?} is absent");
-                None
-            })
-            .collect::<HashMap<_, _>>();
+        // meshlb patch: the map below is only compared with the last one sent to a watcher;
+        // without one it is not built (every live member's id cloned and hashed every round).
+        let watched = self.live_nodes_watcher_tx.receiver_count() > 1;
+        let current_live_nodes = if !watched {
+            HashMap::new()
+        } else {
+            self.live_nodes()
+                .flat_map(|chitchat_id| {
+                    if let Some(node_state) = self.node_state(chitchat_id) {
+                        return Some((chitchat_id.clone(), node_state.max_version()));
+                    }
+                    warn!("node state for {chitchat_id:?} is absent");
+                    None
+                })
+                .collect::<HashMap<_, _>>()
+        };
 
         // meshlb patch: the map sent below is a deep copy of every live node's whole state
         // (for meshlb, ~2 KB per pool per prober: megabytes), and every key change of any
@@ -260,7 +595,6 @@ impl Chitchat {
         // when someone outside holds a receiver (`live_nodes_watcher`); this struct's own
         // receiver is the one counted otherwise. `previous_live_nodes` is left as it was, so
         // a receiver taken later gets the map at the next round.
-        let watched = self.live_nodes_watcher_tx.receiver_count() > 1;
         if watched && self.previous_live_nodes != current_live_nodes {
             let live_nodes = current_live_nodes
                 .keys()
@@ -286,6 +620,7 @@ impl Chitchat {
         for chitchat_id in &garbage_collected_nodes {
             if chitchat_id != self.self_chitchat_id() {
                 self.cluster_state.remove_node(chitchat_id);
+                self.recency.forget(chitchat_id);
             } else {
                 error!("self node was marked dead, please report");
             }

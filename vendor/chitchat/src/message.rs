@@ -15,7 +15,13 @@ use crate::digest::Digest;
 #[derive(Debug, Eq, PartialEq)]
 pub enum ChitchatMessage {
     /// Scuttlebutt SYN: node A initiates a handshake and sends its digest.
-    Syn { cluster_id: String, digest: Digest },
+    /// meshlb patch: `delta` carries rumours (`src/bounded.rs`); empty, and not on the wire,
+    /// before protocol version 2.
+    Syn {
+        cluster_id: String,
+        digest: Digest,
+        delta: Delta,
+    },
     /// Scuttlebutt SYN-ACK: node B returns a partial update as described in the Scuttlebutt
     /// reconciliation algorithm and its own digest.
     SynAck { digest: Digest, delta: Delta },
@@ -43,7 +49,11 @@ impl ChitchatEnvelope {
     pub(crate) fn new_syn_v0(cluster_id: String, digest: Digest) -> Self {
         Self {
             version: ProtocolVersion::V0,
-            message: ChitchatMessage::Syn { cluster_id, digest },
+            message: ChitchatMessage::Syn {
+                cluster_id,
+                digest,
+                delta: Delta::default(),
+            },
         }
     }
 
@@ -51,7 +61,11 @@ impl ChitchatEnvelope {
     pub(crate) fn new_syn_v1(cluster_id: String, digest: Digest) -> Self {
         Self {
             version: ProtocolVersion::V1,
-            message: ChitchatMessage::Syn { cluster_id, digest },
+            message: ChitchatMessage::Syn {
+                cluster_id,
+                digest,
+                delta: Delta::default(),
+            },
         }
     }
 
@@ -95,6 +109,8 @@ pub enum ProtocolVersion {
     V0 = 0,
     /// The digest is serialized using the V1 (compressed) wire format.
     V1 = 1,
+    /// meshlb patch: bounded gossip (`src/bounded.rs`).
+    V2 = 2,
 }
 
 impl ProtocolVersion {
@@ -102,6 +118,7 @@ impl ProtocolVersion {
         match code {
             0 => Some(Self::V0),
             1 => Some(Self::V1),
+            2 => Some(Self::V2),
             _ => None,
         }
     }

@@ -63,10 +63,17 @@ impl ChitchatEnvelope {
         self.version.to_code().serialize(buf);
 
         match &self.message {
-            ChitchatMessage::Syn { cluster_id, digest } => {
+            ChitchatMessage::Syn {
+                cluster_id,
+                digest,
+                delta,
+            } => {
                 buf.push(MessageType::Syn.to_code());
                 digest.serialize(self.version, buf);
                 cluster_id.serialize(buf);
+                if self.version >= ProtocolVersion::V2 {
+                    delta.serialize(buf);
+                }
             }
             ChitchatMessage::SynAck { digest, delta } => {
                 buf.push(MessageType::SynAck.to_code());
@@ -97,8 +104,18 @@ impl ChitchatEnvelope {
     pub(crate) fn serialized_len(&self) -> usize {
         Self::HEADER_LEN
             + match &self.message {
-                ChitchatMessage::Syn { cluster_id, digest } => {
-                    cluster_id.serialized_len() + digest.serialized_len(self.version)
+                ChitchatMessage::Syn {
+                    cluster_id,
+                    digest,
+                    delta,
+                } => {
+                    cluster_id.serialized_len()
+                        + digest.serialized_len(self.version)
+                        + if self.version >= ProtocolVersion::V2 {
+                            delta.serialized_len()
+                        } else {
+                            0
+                        }
                 }
                 ChitchatMessage::SynAck { digest, delta } => {
                     digest.serialized_len(self.version) + delta.serialized_len()
@@ -136,7 +153,16 @@ impl ChitchatEnvelope {
             MessageType::Syn => {
                 let digest = Digest::deserialize(version, buf)?;
                 let cluster_id = String::deserialize(buf)?;
-                ChitchatMessage::Syn { cluster_id, digest }
+                let delta = if version >= ProtocolVersion::V2 {
+                    Delta::deserialize(buf)?
+                } else {
+                    Delta::default()
+                };
+                ChitchatMessage::Syn {
+                    cluster_id,
+                    digest,
+                    delta,
+                }
             }
             MessageType::SynAck => {
                 let digest = Digest::deserialize(version, buf)?;

@@ -291,22 +291,30 @@ impl Server {
     async fn gossip_multiple(&mut self) {
         // Gossip with live nodes & probabilistically include a random dead node
         let mut chitchat_guard = self.chitchat.lock().await;
-        let cluster_state = chitchat_guard.cluster_state();
-
-        let peer_nodes = cluster_state
-            .nodes()
-            .filter(|chitchat_id| *chitchat_id != chitchat_guard.self_chitchat_id())
-            .map(|chitchat_id| chitchat_id.gossip_advertise_addr)
-            .collect::<HashSet<_>>();
+        // meshlb patch: lists, not sets: upstream hashed every member's address into two sets
+        // every round, O(members) of hashing per round that a mesh of thousands feels. A
+        // restarted node's two generations may share an address and be drawn twice; gossiping
+        // twice with one address is harmless.
+        let self_addr = chitchat_guard.self_chitchat_id().gossip_advertise_addr;
         let live_nodes = chitchat_guard
             .live_nodes()
-            .filter(|chitchat_id| *chitchat_id != chitchat_guard.self_chitchat_id())
             .map(|chitchat_id| chitchat_id.gossip_advertise_addr)
-            .collect::<HashSet<_>>();
+            .filter(|addr| *addr != self_addr)
+            .collect::<Vec<_>>();
+        let peer_nodes = if live_nodes.is_empty() {
+            chitchat_guard
+                .cluster_state()
+                .nodes()
+                .map(|chitchat_id| chitchat_id.gossip_advertise_addr)
+                .filter(|addr| *addr != self_addr)
+                .collect::<Vec<_>>()
+        } else {
+            Vec::new()
+        };
         let dead_nodes = chitchat_guard
             .dead_nodes()
             .map(|chitchat_id| chitchat_id.gossip_advertise_addr)
-            .collect::<HashSet<_>>();
+            .collect::<Vec<_>>();
         let seed_nodes: HashSet<SocketAddr> = chitchat_guard
             .seed_nodes()
             .into_iter()
@@ -349,7 +357,7 @@ impl Server {
     /// Gossips with another peer.
     async fn gossip(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
         let syn = {
-            let chitchat = self.chitchat.lock().await;
+            let mut chitchat = self.chitchat.lock().await;
             ChitchatEnvelope {
                 version: chitchat.config.protocol_version,
                 message: chitchat.create_syn_message(),
@@ -368,9 +376,9 @@ enum Command {
 
 fn select_nodes_for_gossip<R>(
     rng: &mut R,
-    peer_nodes: HashSet<SocketAddr>,
-    live_nodes: HashSet<SocketAddr>,
-    dead_nodes: HashSet<SocketAddr>,
+    peer_nodes: Vec<SocketAddr>,
+    live_nodes: Vec<SocketAddr>,
+    dead_nodes: Vec<SocketAddr>,
     seed_nodes: HashSet<SocketAddr>,
 ) -> (Vec<SocketAddr>, Option<SocketAddr>, Option<SocketAddr>)
 where
@@ -418,7 +426,7 @@ where
 /// Selects a dead node to gossip with, with some probability.
 fn select_dead_node_to_gossip_with<R>(
     rng: &mut R,
-    dead_nodes: &HashSet<SocketAddr>,
+    dead_nodes: &[SocketAddr],
     live_nodes_count: usize,
     dead_nodes_count: usize,
 ) -> Option<SocketAddr>

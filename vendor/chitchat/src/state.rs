@@ -163,7 +163,9 @@ impl NodeState {
             // This delta is coming from the future.
             // We probably experienced a reset and this delta is not usable for us anymore.
             // This is not a bug, it can happen, but we just need to ignore it!
-            info!(
+            // meshlb patch: debug, not info: with bounded gossip (`src/bounded.rs`) a rumour
+            // reaches nodes further behind than its base version every round, as designed.
+            tracing::debug!(
                 node=?node_delta.chitchat_id,
                 from_version=node_delta.from_version_excluded,
                 last_gc_version=node_delta.last_gc_version,
@@ -608,12 +610,20 @@ impl ClusterState {
     }
 
     // Apply delta and returns true if there was a reset.
-    pub(crate) fn apply_delta(&mut self, delta: Delta) -> bool {
+    //
+    // meshlb patch: `moved` gets each member whose `max_version` rose, with the version it rose
+    // from (`src/bounded.rs`).
+    pub(crate) fn apply_delta(
+        &mut self,
+        delta: Delta,
+        moved: &mut Vec<(ChitchatId, Version, Version)>,
+    ) -> bool {
         let now = Instant::now();
         // Apply delta.
         let mut contains_reset = false;
         for node_delta in delta.node_deltas {
             if let Some(node_state) = self.node_state_mut(&node_delta.chitchat_id) {
+                let max_before = node_state.max_version();
                 let monotonic_property_before = node_state.monotonic_property();
                 let delta_status = node_state.apply_delta(node_delta, now);
                 let monotonic_property_after = node_state.monotonic_property();
@@ -622,6 +632,13 @@ impl ClusterState {
                     "after {monotonic_property_after:?}, before {monotonic_property_before:?}"
                 );
                 contains_reset |= delta_status == DeltaStatus::ApplyAfterReset;
+                if node_state.max_version() != max_before {
+                    moved.push((
+                        node_state.chitchat_id().clone(),
+                        max_before,
+                        node_state.max_version(),
+                    ));
+                }
             }
         }
         contains_reset
@@ -635,7 +652,134 @@ impl ClusterState {
                 .filter(|(chitchat_id, _)| !scheduled_for_deletion.contains(chitchat_id))
                 .map(|(chitchat_id, node_state)| (chitchat_id.clone(), node_state.digest()))
                 .collect(),
+            partial: false,
+            heartbeats: Vec::new(),
         }
+    }
+
+    /// meshlb patch (`src/bounded.rs`): the digest entry of one member.
+    pub(crate) fn node_digest(&self, chitchat_id: &ChitchatId) -> Option<NodeDigest> {
+        self.node_states.get(chitchat_id).map(NodeState::digest)
+    }
+
+    /// meshlb patch (`src/bounded.rs`): the members after `cursor`, then from the first one
+    /// round to it, so that a window walks the whole list.
+    pub(crate) fn nodes_after<'a>(
+        &'a self,
+        cursor: Option<&'a ChitchatId>,
+    ) -> impl Iterator<Item = &'a ChitchatId> + 'a {
+        let (after, upto): (
+            Box<dyn Iterator<Item = &ChitchatId>>,
+            Box<dyn Iterator<Item = &ChitchatId>>,
+        ) = match cursor {
+            Some(cursor) => (
+                Box::new(
+                    self.node_states
+                        .range::<ChitchatId, _>((Bound::Excluded(cursor), Bound::Unbounded))
+                        .map(|(id, _)| id),
+                ),
+                Box::new(
+                    self.node_states
+                        .range::<ChitchatId, _>((Bound::Unbounded, Bound::Included(cursor)))
+                        .map(|(id, _)| id),
+                ),
+            ),
+            None => (
+                Box::new(self.node_states.keys()),
+                Box::new(std::iter::empty()),
+            ),
+        };
+        after.chain(upto)
+    }
+
+    /// meshlb patch (`src/bounded.rs`): the delta for a peer's `digest` (a partial one asks
+    /// only for the members it lists; none, in a Syn, asks for nothing), then as many
+    /// `rumours` — a member and the version its change moved from here — as `mtu` leaves room
+    /// for. Returns the delta and the rumours it carries in full.
+    pub(crate) fn compute_bounded_delta(
+        &self,
+        digest: Option<&Digest>,
+        rumours: &[(ChitchatId, Version)],
+        mtu: usize,
+        scheduled_for_deletion: &HashSet<&ChitchatId>,
+    ) -> (Delta, Vec<ChitchatId>) {
+        let mut stale_nodes = SortedStaleNodes::default();
+        if let Some(digest) = digest {
+            let mut offer = |chitchat_id: &'_ ChitchatId| {
+                let Some((chitchat_id, node_state)) = self.node_states.get_key_value(chitchat_id)
+                else {
+                    return;
+                };
+                if scheduled_for_deletion.contains(chitchat_id) {
+                    return;
+                }
+                let (digest_last_gc_version, digest_max_version) = digest
+                    .node_digests
+                    .get(chitchat_id)
+                    .map(|node_digest| (node_digest.last_gc_version, node_digest.max_version))
+                    .unwrap_or((0u64, 0u64));
+                if node_state.max_version <= digest_max_version {
+                    return;
+                }
+                let should_reset = digest_last_gc_version < node_state.last_gc_version
+                    && digest_max_version < node_state.last_gc_version;
+                let from_version_excluded = if should_reset {
+                    0u64
+                } else {
+                    digest_max_version
+                };
+                stale_nodes.offer(chitchat_id, node_state, from_version_excluded);
+            };
+            if digest.partial {
+                for chitchat_id in digest.node_digests.keys() {
+                    offer(chitchat_id);
+                }
+            } else {
+                for chitchat_id in self.node_states.keys() {
+                    offer(chitchat_id);
+                }
+            }
+        }
+        let mut delta_serializer = DeltaSerializer::with_mtu(mtu);
+        let mut sent: HashSet<&ChitchatId> = HashSet::new();
+        let mut full = true;
+        for stale_node in stale_nodes.into_iter() {
+            sent.insert(stale_node.chitchat_id);
+            if !add_node_delta(
+                &mut delta_serializer,
+                stale_node.chitchat_id,
+                stale_node.node_state,
+                stale_node.from_version_excluded,
+            ) {
+                full = false;
+                break;
+            }
+        }
+        let mut pushed = Vec::new();
+        if full {
+            for (chitchat_id, from) in rumours {
+                let listed = digest.is_some_and(|digest| {
+                    digest.node_digests.contains_key(chitchat_id) || !digest.partial
+                });
+                if listed
+                    || sent.contains(chitchat_id)
+                    || scheduled_for_deletion.contains(chitchat_id)
+                {
+                    continue;
+                }
+                let Some(node_state) = self.node_states.get(chitchat_id) else {
+                    continue;
+                };
+                if node_state.max_version <= *from {
+                    continue;
+                }
+                if !add_node_delta(&mut delta_serializer, chitchat_id, node_state, *from) {
+                    break;
+                }
+                pushed.push(chitchat_id.clone());
+            }
+        }
+        (delta_serializer.finish(), pushed)
     }
 
     pub fn gc_keys_marked_for_deletion(&mut self, marked_for_deletion_grace_period: Duration) {
@@ -724,6 +868,37 @@ impl ClusterState {
     pub fn last_heartbeat_if_deleted(&self, chitchat_id: &ChitchatId) -> Option<Heartbeat> {
         self.garbage_collected_nodes.peek(chitchat_id).copied()
     }
+}
+
+/// Adds one member's delta above `from_version_excluded`; false once `mtu` is reached (the
+/// member's delta may then be cut short, which upstream's MTU-bound deltas allow too).
+fn add_node_delta(
+    delta_serializer: &mut DeltaSerializer,
+    chitchat_id: &ChitchatId,
+    node_state: &NodeState,
+    from_version_excluded: Version,
+) -> bool {
+    if !delta_serializer.try_add_node(
+        chitchat_id.clone(),
+        node_state.last_gc_version,
+        from_version_excluded,
+    ) {
+        return false;
+    }
+    let mut added_something = false;
+    for (key, versioned_value) in node_state
+        .stale_key_values(from_version_excluded)
+        .sorted_unstable_by_key(|(_, versioned_value)| versioned_value.version)
+    {
+        if !delta_serializer.try_add_kv(key, versioned_value.clone()) {
+            return false;
+        }
+        added_something = true;
+    }
+    if !added_something {
+        return delta_serializer.try_set_max_version(node_state.max_version);
+    }
+    true
 }
 
 /// Score used to decide which member should be gossiped first.
