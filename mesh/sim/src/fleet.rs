@@ -75,10 +75,15 @@ impl Fleet {
             max_datagram,
             full_digests,
         };
+        // Nodes start spread over one gossip interval, as processes started at different
+        // moments are: started at one simulated instant, every node would tick at once and a
+        // change would travel in lock-step rounds.
+        let spacing = gossip_interval / u32::try_from(n.max(1)).unwrap_or(u32::MAX);
         for i in 0..n {
             fleet.net.place(addr(i), i % 13);
             let member = fleet.start_member(i).await?;
             fleet.members.push(Some(member));
+            tokio::time::sleep(spacing).await;
         }
         Ok(fleet)
     }
