@@ -162,15 +162,8 @@ async fn large_states_arrive_whole() {
         // Random (incompressible) values: chitchat compresses deltas.
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
         for i in 0..3000 {
-            let value: String = (0..20)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    char::from(b'!' + (x % 94) as u8)
-                })
-                .collect();
-            cc.self_node_state().set(format!("k{i:04}"), value);
+            cc.self_node_state()
+                .set(format!("k{i:04}"), random_text(&mut x, 20));
         }
     })
     .await;
@@ -238,6 +231,19 @@ async fn a_dead_members_state_is_forgotten_after_the_grace_period() {
         "b's state is still kept after 30 s"
     );
     let _ = a.handle.shutdown().await;
+}
+
+/// `len` printable characters from a xorshift generator at state `x`: text zstd cannot
+/// shrink.
+fn random_text(x: &mut u64, len: usize) -> String {
+    (0..len)
+        .map(|_| {
+            *x ^= *x << 13;
+            *x ^= *x >> 7;
+            *x ^= *x << 17;
+            char::from(b'!' + (*x % 94) as u8)
+        })
+        .collect()
 }
 
 /// A member's settings for `mesh::start`: 100 ms gossip, full digests.
@@ -450,15 +456,8 @@ async fn bounded_gossip_carries_a_large_state_in_datagrams_within_the_bound() {
         .with_chitchat(|cc| {
             let mut x: u64 = 0x2545_f491_4f6c_dd1d;
             for i in 0..300 {
-                let value: String = (0..40)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        char::from(b'!' + (x % 94) as u8)
-                    })
-                    .collect();
-                cc.self_node_state().set(format!("k{i:03}"), value);
+                cc.self_node_state()
+                    .set(format!("k{i:03}"), random_text(&mut x, 40));
             }
         })
         .await;

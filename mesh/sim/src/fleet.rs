@@ -213,8 +213,17 @@ impl Fleet {
     /// Starts node `i` again: a new generation of it.
     pub async fn restart(&mut self, i: usize) -> anyhow::Result<()> {
         self.kill(i).await;
-        // A generation is the wall clock in ms (`mesh/src/node.rs`): never the same twice.
-        std::thread::sleep(Duration::from_millis(2));
+        // A generation is the wall clock in ms (`mesh/src/node.rs`): start the new one in a
+        // later millisecond than the old one, so they differ.
+        let now_ms = || {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis())
+        };
+        let killed_at = now_ms();
+        while now_ms() == killed_at {
+            std::hint::spin_loop();
+        }
         let member = self.start_member(i).await?;
         self.members[i] = Some(member);
         Ok(())

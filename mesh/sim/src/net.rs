@@ -424,7 +424,16 @@ mod tests {
         for _ in 0..5 {
             a.send_to(b"x", addr(2)).await.unwrap();
         }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-        assert_eq!(net.counters().inbox_dropped.load(Ordering::Relaxed), 3);
+        // Until all five have landed or been dropped (at most 10 simulated seconds).
+        let c = net.counters();
+        let settled =
+            || c.delivered.load(Ordering::Relaxed) + c.inbox_dropped.load(Ordering::Relaxed) == 5;
+        let start = tokio::time::Instant::now();
+        while !settled() && start.elapsed() < Duration::from_secs(10) {
+            tokio::task::yield_now().await;
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        assert!(settled(), "the five datagrams never settled");
+        assert_eq!(c.inbox_dropped.load(Ordering::Relaxed), 3);
     }
 }

@@ -56,10 +56,31 @@ async fn a_change_reaches_every_node_of_a_bounded_mesh_within_two_seconds() {
 async fn no_datagram_of_a_bounded_mesh_is_over_its_bound() {
     let fleet = converged(BTreeSet::new()).await;
     // A burst of large values from many nodes at once: the deltas must be cut, not the bound.
+    let burst = "x".repeat(600);
+    let publishers = (0..NODES).step_by(4).count();
     for i in (0..NODES).step_by(4) {
-        fleet.publish(i, "burst", &"x".repeat(600)).await;
+        fleet.publish(i, "burst", &burst).await;
     }
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Until every node holds every publisher's value (at most 30 simulated seconds).
+    let everywhere = publishers * (NODES - 1);
+    let arrived = || {
+        fleet
+            .arrivals
+            .lock()
+            .expect("arrivals")
+            .get(&burst)
+            .map_or(0, Vec::len)
+    };
+    for _ in 0..300 {
+        if arrived() >= everywhere {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        arrived() >= everywhere,
+        "the burst never reached every node"
+    );
     let (_, datagrams, largest) = fleet.sent();
     assert!(datagrams > 0);
     assert!(largest <= BOUND as u64, "a datagram of {largest} bytes");
