@@ -189,6 +189,32 @@ impl Fleet {
         }
     }
 
+    /// Nodes `0..probers` advance a `progress` key every `every`, spread over the interval, as
+    /// probers do once per probe round (`prober/src/publisher.rs`): the background of changes
+    /// a health change competes with for rumour room. Stops when the handle is aborted.
+    pub fn start_progress(&self, probers: usize, every: Duration) -> tokio::task::JoinHandle<()> {
+        let nodes: Vec<_> = (0..probers.min(self.len()))
+            .filter_map(|i| self.handle(i).map(ChitchatHandle::chitchat))
+            .collect();
+        let spacing = every / u32::try_from(nodes.len().max(1)).unwrap_or(u32::MAX);
+        tokio::spawn(async move {
+            let mut round = 0u64;
+            loop {
+                round += 1;
+                for node in &nodes {
+                    node.lock()
+                        .await
+                        .self_node_state()
+                        .set("progress", round.to_string());
+                    tokio::time::sleep(spacing).await;
+                }
+                if nodes.is_empty() {
+                    tokio::time::sleep(every).await;
+                }
+            }
+        })
+    }
+
     /// Each running node's set of members it holds dead, by node index.
     pub async fn dead_sets(&self) -> Vec<(usize, BTreeSet<ChitchatId>)> {
         let mut out = Vec::new();

@@ -20,32 +20,44 @@ pub struct Spread {
     pub all: Option<Duration>,
 }
 
-/// Publishes `trials` changes, one at a time, each from a random running node, and measures
-/// each one's spread; `gap` between trials.
-pub async fn propagation(fleet: &Fleet, trials: usize, gap: Duration, seed: u64) -> Vec<Spread> {
+/// Publishes `trials` changes, one every `every`, each from a random running node, and
+/// measures each one's spread. Trials overlap when one takes longer than `every`, as health
+/// changes from many probers do in a fleet; each is measured from its own publish.
+pub async fn propagation(fleet: &Fleet, trials: usize, every: Duration, seed: u64) -> Vec<Spread> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let running: Vec<usize> = (0..fleet.len())
         .filter(|&i| fleet.handle(i).is_some())
         .collect();
     let others = running.len().saturating_sub(1);
     let want99 = ((others as f64) * 0.99).ceil() as usize;
-    let mut out = Vec::with_capacity(trials);
+    let arrived = |value: &str| {
+        fleet
+            .arrivals
+            .lock()
+            .map(|a| a.get(value).map_or(0, Vec::len))
+            .unwrap_or(0)
+    };
+    let mut published: Vec<(String, Instant)> = Vec::with_capacity(trials);
     for t in 0..trials {
         let from = running[rng.random_range(0..running.len())];
         let value = format!("{seed}-{t}");
-        fleet.publish(from, "health", &value).await;
-        let start = Instant::now();
-        loop {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let got = fleet
-                .arrivals
-                .lock()
-                .map(|a| a.get(&value).map_or(0, Vec::len))
-                .unwrap_or(0);
-            if got >= others || start.elapsed() > TRIAL_TIMEOUT {
-                break;
-            }
+        fleet
+            .publish(from, &format!("health-{}", t % 64), &value)
+            .await;
+        published.push((value, Instant::now()));
+        tokio::time::sleep(every).await;
+    }
+    loop {
+        let pending = published
+            .iter()
+            .any(|(value, at)| arrived(value) < others && at.elapsed() <= TRIAL_TIMEOUT);
+        if !pending {
+            break;
         }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut out = Vec::with_capacity(trials);
+    for (value, start) in published {
         let mut at: Vec<Duration> = fleet
             .arrivals
             .lock()
@@ -53,13 +65,13 @@ pub async fn propagation(fleet: &Fleet, trials: usize, gap: Duration, seed: u64)
             .unwrap_or_default()
             .into_iter()
             .map(|i| i.duration_since(start))
+            .filter(|d| *d <= TRIAL_TIMEOUT)
             .collect();
         at.sort();
         out.push(Spread {
             p99: (want99 > 0).then(|| at.get(want99 - 1).copied()).flatten(),
             all: (at.len() >= others).then(|| at.last().copied()).flatten(),
         });
-        tokio::time::sleep(gap).await;
     }
     out
 }

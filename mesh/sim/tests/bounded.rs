@@ -53,6 +53,24 @@ async fn a_change_reaches_every_node_of_a_bounded_mesh_within_two_seconds() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_change_reaches_every_node_while_every_node_advances_its_progress_each_second() {
+    let fleet = converged(BTreeSet::new()).await;
+    // Every node a prober: 120 members moving every second, each pushed as a rumour, compete
+    // with the health changes for the room in every message.
+    let progress = fleet.start_progress(NODES, Duration::from_secs(1));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let spreads = measure::propagation(&fleet, 10, Duration::from_millis(100), 11).await;
+    progress.abort();
+    for spread in spreads {
+        let all = spread.all.expect("a change never reached every node");
+        assert!(
+            all < Duration::from_secs(2),
+            "under progress load a change took {all:?} to reach every node"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn no_datagram_of_a_bounded_mesh_is_over_its_bound() {
     let fleet = converged(BTreeSet::new()).await;
     // A burst of large values from many nodes at once: the deltas must be cut, not the bound.

@@ -90,6 +90,8 @@ pub(crate) struct Recency {
     pub(crate) liveness_cursor: Option<ChitchatId>,
     /// When deleted keys were last swept.
     pub(crate) last_gc_sweep: Option<Instant>,
+    /// When members dead past the grace period were last removed.
+    pub(crate) last_dead_gc: Option<Instant>,
     /// Members by [`id_hash`], for the heartbeats digests carry.
     pub(crate) by_hash: HashMap<u64, ChitchatId>,
 }

@@ -133,6 +133,24 @@ impl FailureDetector {
             })
     }
 
+    /// meshlb patch: whether `chitchat_id` is held dead, a lookup where bounded gossip once
+    /// collected every dead member into a set per message (during a join at 1,000 members,
+    /// most of them: a member is dead until its second heartbeat).
+    pub(crate) fn is_dead(&self, chitchat_id: &ChitchatId) -> bool {
+        self.dead_nodes.contains_key(chitchat_id)
+    }
+
+    /// meshlb patch: whether `chitchat_id` is one of [`Self::scheduled_for_deletion_nodes`],
+    /// by lookup.
+    pub(crate) fn is_scheduled_for_deletion(&self, chitchat_id: &ChitchatId) -> bool {
+        let half_dead_node_grace_period = self.config.dead_node_grace_period.div_f32(2.0f32);
+        self.dead_nodes
+            .get(chitchat_id)
+            .is_some_and(|&time_of_death| {
+                time_of_death + half_dead_node_grace_period < Instant::now()
+            })
+    }
+
     /// Returns the current phi value of a node.
     ///
     /// If we have received less than 2 heartbeat, `phi()` returns `None`.

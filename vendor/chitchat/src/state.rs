@@ -701,7 +701,7 @@ impl ClusterState {
         digest: Option<&Digest>,
         rumours: &[(ChitchatId, Version)],
         mtu: usize,
-        scheduled_for_deletion: &HashSet<&ChitchatId>,
+        scheduled_for_deletion: impl Fn(&ChitchatId) -> bool,
     ) -> (Delta, Vec<ChitchatId>) {
         let mut stale_nodes = SortedStaleNodes::default();
         if let Some(digest) = digest {
@@ -710,7 +710,7 @@ impl ClusterState {
                 else {
                     return;
                 };
-                if scheduled_for_deletion.contains(chitchat_id) {
+                if scheduled_for_deletion(chitchat_id) {
                     return;
                 }
                 let (digest_last_gc_version, digest_max_version) = digest
@@ -761,10 +761,7 @@ impl ClusterState {
                 let listed = digest.is_some_and(|digest| {
                     digest.node_digests.contains_key(chitchat_id) || !digest.partial
                 });
-                if listed
-                    || sent.contains(chitchat_id)
-                    || scheduled_for_deletion.contains(chitchat_id)
-                {
+                if listed || sent.contains(chitchat_id) || scheduled_for_deletion(chitchat_id) {
                     continue;
                 }
                 let Some(node_state) = self.node_states.get(chitchat_id) else {

@@ -1,6 +1,8 @@
 //! `mesh-scale`: a fleet on the simulated network, measured (`bench/mesh_scale.sh` runs it).
 //! Settings from the environment: `NODES` (100), `RTT_MS` (every pair; unset: the 13-region
-//! matrix), `LOSS` (per IP fragment, 0), `TRIALS` (100), `GOSSIP_MS` (100), `DROP_FRAGMENTS`
+//! matrix), `LOSS` (per IP fragment, 0), `TRIALS` (100), `TRIAL_EVERY_MS` (200: one trial
+//! starts this often, overlapping the ones still spreading), `PROBERS` (0: how many nodes
+//! advance a `progress` key every second, as probers do), `GOSSIP_MS` (100), `DROP_FRAGMENTS`
 //! (1: paths filter IP fragments), `HOURS` (simulated hours watched for false deaths, 0.05),
 //! `DEATH` / `ROLLING` (1: also kill a node / restart every node), `MAX_DATAGRAM` (bounded
 //! gossip's largest datagram, 1400; 0: every digest lists every member), `SEED`. Progress goes to
@@ -39,6 +41,8 @@ fn main() -> anyhow::Result<()> {
     let loss: f64 = env("LOSS", 0.0)?;
     let trials: usize = env("TRIALS", 100)?;
     let gossip_ms: u64 = env("GOSSIP_MS", 100)?;
+    let trial_every_ms: u64 = env("TRIAL_EVERY_MS", 200)?;
+    let probers: usize = env("PROBERS", 0)?;
     let hours: f64 = env("HOURS", 0.05)?;
     let drop_fragments = env("DROP_FRAGMENTS", 0u8)? == 1;
     let death = env("DEATH", 0u8)? == 1;
@@ -68,11 +72,13 @@ fn main() -> anyhow::Result<()> {
             Fleet::start(net, nodes, Duration::from_millis(gossip_ms), max_datagram).await?;
         let converged = fleet.wait_converged(Duration::from_secs(600)).await;
         eprintln!("{nodes} nodes converged in {converged:?} (simulated)");
+        let progress = fleet.start_progress(probers, Duration::from_secs(1));
         let (bytes0, _, _) = fleet.sent();
         let watch_start = tokio::time::Instant::now();
         let cpu_watch = measure::cpu_time();
         let real_watch = std::time::Instant::now();
-        let spreads = measure::propagation(&fleet, trials, Duration::from_millis(200), seed).await;
+        let spreads =
+            measure::propagation(&fleet, trials, Duration::from_millis(trial_every_ms), seed).await;
         let watched = Duration::from_secs_f64(hours * 3600.0).saturating_sub(watch_start.elapsed());
         let false_deaths = measure::false_deaths(&fleet, watched).await;
         let window = watch_start.elapsed();
@@ -88,6 +94,7 @@ fn main() -> anyhow::Result<()> {
         );
         let p99s: Vec<_> = spreads.iter().map(|s| s.p99).collect();
         let alls: Vec<_> = spreads.iter().map(|s| s.all).collect();
+        progress.abort();
         let death_ms = if death {
             let t = measure::death(&mut fleet, nodes / 2, Duration::from_secs(120)).await;
             eprintln!("a killed node was dead to every other in {t:?}");
@@ -117,6 +124,8 @@ fn main() -> anyhow::Result<()> {
             "gossip_ms": gossip_ms,
             "max_datagram": max_datagram,
             "trials": trials,
+            "trial_every_ms": trial_every_ms,
+            "probers": probers,
             "converged_ms": ms(converged),
             "p50_ms": ms(quantile(&p99s, 0.5)),
             "p99_ms": ms(quantile(&p99s, 0.99)),
