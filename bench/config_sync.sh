@@ -22,12 +22,15 @@
 #   WRITES=20 SIZES="10 10000" ./bench/config_sync.sh
 #   NODES=200 SIZES=10000 ./bench/config_sync.sh
 #   MESHLB=target/debug/meshlb ./bench/config_sync.sh   # skip the release build
+#   GOSSIP_MAX_DATAGRAM=1400 ./bench/config_sync.sh      # bounded gossip on every node
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WRITES=${WRITES:-20}
 SIZES=${SIZES:-"10 10000"}
 GOSSIP_MS=${GOSSIP_MS:-100}
 NODES=${NODES:-41}
+GOSSIP_EXTRA=()
+if [ -n "${GOSSIP_MAX_DATAGRAM:-}" ]; then GOSSIP_EXTRA=(--gossip-max-datagram "$GOSSIP_MAX_DATAGRAM"); fi
 SETTLE_S=${SETTLE_S:-5}
 if [ -z "${MESHLB:-}" ]; then
   cargo build --release -q --bin meshlb
@@ -69,11 +72,11 @@ start() {
   "$MESHLB" aggregator --config "$W/primary.toml" --config-primary --region WEU \
     --admin "$ADMIN" --admin-token-file "$W/token" --listen "$SEED" --seed "$SEED" \
     --config-signing-key "$W/signing.key" \
-    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/primary.log" 2>&1 &
+    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" "${GOSSIP_EXTRA[@]}" >"$W/primary.log" 2>&1 &
   PIDS+=($!)
   "$MESHLB" aggregator --config "$W/follower.toml" --config-from-mesh --region ENAM \
     --admin "$ADMIN2" --listen 127.0.0.1:$port --seed "$SEED" --config-verify-key "$W/signing.pub" \
-    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/follower.log" 2>&1 &
+    --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" "${GOSSIP_EXTRA[@]}" >"$W/follower.log" 2>&1 &
   PIDS+=($!)
   # Every (region, datacenter) of the roster in turn, as many times as NODES-2 probers need.
   mapfile -t places < <("$MESHLB" regions | awk '{ for (i = 2; i <= NF; i++) if ($i ~ /^[a-z][a-z][a-z]$/) print $1, $i }')
@@ -84,7 +87,7 @@ start() {
     "$MESHLB" prober --config "$W/prober-$port.toml" --config-from-mesh --region "${place% *}" \
       --dc "${place#* }" --node-id "prober-$port" --listen 127.0.0.1:$port --seed "$SEED" \
       --metrics 127.0.0.1:$((port + 10000)) --config-verify-key "$W/signing.pub" \
-      --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" >"$W/prober-$port.log" 2>&1 &
+      --key-file "$W/key" --gossip-interval-ms "$GOSSIP_MS" "${GOSSIP_EXTRA[@]}" >"$W/prober-$port.log" 2>&1 &
     PIDS+=($!)
     n=$((n + 1))
   done

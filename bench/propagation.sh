@@ -8,9 +8,11 @@
 #
 #   ./bench/propagation.sh                 every node its own process (the default)
 #   PROCESSES=0 ./bench/propagation.sh     all nodes in one process, polled for the change
+#   MAX_DATAGRAM=1400 ./bench/propagation.sh   bounded gossip (--gossip-max-datagram), processes
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-31}
+MAX_DATAGRAM=${MAX_DATAGRAM:-0}
 PROCESSES=${PROCESSES:-1}
 SHAPES=${SHAPES:-"39:100:10 39:100:100 100:200:10 100:300:100"}
 if [ "$PROCESSES" = 1 ]; then
@@ -21,5 +23,6 @@ fi
 cargo build --release -q -p mesh --example "$example"
 for shape in $SHAPES; do
   IFS=: read -r nodes interval keys <<<"$shape"
-  "target/release/examples/$example" --nodes "$nodes" --interval-ms "$interval" --rounds "$ROUNDS" --keys "$keys"
+  "target/release/examples/$example" --nodes "$nodes" --interval-ms "$interval" --rounds "$ROUNDS" --keys "$keys" \
+    ${MAX_DATAGRAM:+--max-datagram "$MAX_DATAGRAM"}
 done

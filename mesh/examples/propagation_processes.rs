@@ -7,6 +7,7 @@
 //! the rounds, KiB sent and CPU ms per node-second (the children's own /proc accounting).
 //!
 //! `propagation_processes --nodes 100 --interval-ms 300 --rounds 31 --keys 100`
+//! (`--max-datagram 1400`: bounded gossip, `MeshSettings::max_datagram`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
@@ -46,6 +47,8 @@ fn child(i: usize) {
     let interval = Duration::from_millis(arg("--interval-ms", "100").parse().unwrap_or(100));
     let listen: SocketAddr = arg("--listen", "").parse().expect("--listen");
     let seed = arg("--seed", "");
+    // 0: full digests (the default wire); else bounded gossip at this many bytes.
+    let max_datagram: usize = arg("--max-datagram", "0").parse().unwrap_or(0);
     let (out, lines) = mpsc::channel::<String>();
     std::thread::spawn(move || {
         let stdout = std::io::stdout();
@@ -81,7 +84,7 @@ fn child(i: usize) {
             gossip_interval: interval,
             keys: KeyRing::new("propagation benchmark cluster key", None).expect("key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
-            max_datagram: None,
+            max_datagram: (max_datagram > 0).then_some(max_datagram),
         };
         let identity = NodeIdentity {
             node_id: format!("n{i:03}"),
@@ -170,6 +173,7 @@ fn parent() {
     let interval_ms: u64 = arg("--interval-ms", "100").parse().unwrap_or(100);
     let rounds: usize = arg("--rounds", "31").parse().unwrap_or(31);
     let keys: usize = arg("--keys", "100").parse().unwrap_or(100);
+    let max_datagram = arg("--max-datagram", "0");
     let exe = std::env::current_exe().expect("own path");
     let addrs = free(nodes);
     let (events, rx) = mpsc::channel::<(usize, String)>();
@@ -186,7 +190,8 @@ fn parent() {
                 "--interval-ms",
                 &interval_ms.to_string(),
             ])
-            .args(["--listen", &addr.to_string()]);
+            .args(["--listen", &addr.to_string()])
+            .args(["--max-datagram", &max_datagram]);
         if i > 0 {
             cmd.args(["--seed", &addrs[0].to_string()]);
         }
