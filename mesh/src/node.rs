@@ -103,19 +103,27 @@ pub async fn start_on(
         Recipient::new(settings.listen, settings.advertise, &settings.aliases),
         settings.send_format,
     )
-    .over(net);
+    .over(net)
+    .within(settings.max_datagram.map(|max| max.max(MIN_MAX_DATAGRAM)));
     let stats = transport.stats();
     let advertise = settings.advertise.unwrap_or(settings.listen);
     // A restarted node is a new generation, so peers do not mistake it for its old self.
     let generation = lb_core::clock::unix_ms();
     // The seal's frame around one whole message (`seal.rs`): the frame header, the nonce,
     // timestamp and tag, and the recipient's address.
-    let bounded = settings.max_datagram.map(|max| chitchat::BoundedGossip {
-        max_message: max
+    // A message past one datagram is cut into several, each sealed and at most `max` bytes
+    // (`SealedTransport::within`): a delta for a peer that is far behind may take up to
+    // `BULK_FRAGMENTS` of them, so a joining node fetches a large state in bulk.
+    let bounded = settings.max_datagram.map(|max| {
+        let max_message = max
             .max(MIN_MAX_DATAGRAM)
             .saturating_sub(super::seal::FRAME_HEADER + super::seal::SEAL_OVERHEAD)
-            .saturating_sub(super::seal::ADDRESS),
-        ..chitchat::BoundedGossip::default()
+            .saturating_sub(super::seal::ADDRESS);
+        chitchat::BoundedGossip {
+            max_message,
+            max_bulk_message: max_message * super::seal::BULK_FRAGMENTS,
+            ..chitchat::BoundedGossip::default()
+        }
     });
     let config = ChitchatConfig {
         chitchat_id: ChitchatId::new(identity.node_id.clone(), generation, advertise),

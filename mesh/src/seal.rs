@@ -13,7 +13,9 @@
 //! - format 2, a fragment: the body seals one piece of the envelope, with the cluster id and
 //!   the frame header as associated data, so a fragment cannot be moved to another message or
 //!   position. chitchat fills datagrams up to 65,507 bytes and sealing adds 49, so an envelope
-//!   that no longer fits one datagram takes two; receivers accept at most `MAX_FRAGMENTS`.
+//!   that no longer fits one datagram takes two. With bounded gossip a sender cuts
+//!   fragments at `--gossip-max-datagram` instead (`seal_datagrams_at`), up to
+//!   `BULK_FRAGMENTS` of them; receivers accept at most `MAX_FRAGMENTS`.
 //!
 //! Formats 3 and 4 are formats 1 and 2 bound to their recipient: the plaintext starts with
 //! the address the sender sent the datagram to (`ADDRESS` bytes), which the receiver checks
@@ -41,9 +43,13 @@ const FORMAT_WHOLE_BOUND: u8 = 3;
 const FORMAT_FRAGMENT_BOUND: u8 = 4;
 /// The recipient's address in a bound datagram's plaintext: IPv6 (IPv4 mapped), then port.
 pub const ADDRESS: usize = 18;
-/// Fragments of one message that a receiver accepts: what a sender makes of chitchat's
-/// largest envelope (65,507 bytes).
-pub const MAX_FRAGMENTS: u8 = 2;
+/// Fragments of one message that a receiver accepts: two make chitchat's largest envelope
+/// (65,507 bytes); bounded gossip makes up to [`BULK_FRAGMENTS`] small ones of a delta for a
+/// peer that is far behind.
+pub const MAX_FRAGMENTS: u8 = 8;
+/// The most datagrams bounded gossip makes of one message (`mesh/src/node.rs`), each at most
+/// `--gossip-max-datagram` bytes.
+pub const BULK_FRAGMENTS: usize = MAX_FRAGMENTS as usize;
 const NONCE: usize = 24;
 const TAG: usize = 16;
 /// What sealing adds to an envelope.
@@ -185,6 +191,30 @@ pub fn seal_datagrams(
         message_id,
         to,
         MAX_DATAGRAM - FRAME_HEADER - SEAL_OVERHEAD - bound,
+    )
+}
+
+/// As [`seal_datagrams`], no datagram over `max_datagram` bytes (bounded gossip).
+pub fn seal_datagrams_at(
+    ring: &KeyRing,
+    cluster_id: &str,
+    now_ms: u64,
+    envelope: &[u8],
+    message_id: u32,
+    to: Option<std::net::SocketAddr>,
+    max_datagram: usize,
+) -> Vec<Vec<u8>> {
+    let bound = if to.is_some() { ADDRESS } else { 0 };
+    seal_datagrams_within(
+        ring,
+        cluster_id,
+        now_ms,
+        envelope,
+        message_id,
+        to,
+        max_datagram
+            .min(MAX_DATAGRAM)
+            .saturating_sub(FRAME_HEADER + SEAL_OVERHEAD + bound),
     )
 }
 
@@ -497,12 +527,14 @@ mod tests {
     #[test]
     fn frames_no_sender_makes_are_refused() {
         let ring = KeyRing::new(KEY, None).unwrap();
-        let three = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 30], 5, None, 10);
-        assert_eq!(three.len(), 3);
+        let nine = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 90], 5, None, 10);
+        assert_eq!(nine.len(), 9);
         assert!(
-            three.iter().all(|f| parse_frame(f).is_none()),
-            "more than 2 fragments"
+            nine.iter().all(|f| parse_frame(f).is_none()),
+            "more than MAX_FRAGMENTS fragments"
         );
+        let eight = seal_datagrams_within(&ring, "mesh", 9, &[1u8; 80], 5, None, 10);
+        assert!(eight.iter().all(|f| parse_frame(f).is_some()));
         let mut whole_in_pieces = seal_datagrams(&ring, "mesh", 9, b"x", 5, None)[0].clone();
         whole_in_pieces[3] = 0x02; // format 1 claiming index 0 of 2
         assert!(parse_frame(&whole_in_pieces).is_none());

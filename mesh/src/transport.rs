@@ -21,8 +21,8 @@ use tokio::time::Instant;
 
 use super::recipient::{Recipient, SendFormat};
 use super::seal::{
-    decode_address, fragment_aad, parse_frame, seal_datagrams, KeyRing, ReplayCache, ADDRESS,
-    MAX_DATAGRAM, REPLAY_CACHE_CAPACITY,
+    decode_address, fragment_aad, parse_frame, seal_datagrams, seal_datagrams_at, KeyRing,
+    ReplayCache, ADDRESS, MAX_DATAGRAM, REPLAY_CACHE_CAPACITY,
 };
 
 /// Receive buffer asked of the kernel (it caps the request at net.core.rmem_max).
@@ -101,6 +101,8 @@ pub struct SealedTransport {
     send: SendFormat,
     stats: Arc<TransportStats>,
     net: Arc<dyn DatagramNet>,
+    /// Bounded gossip: no datagram over this many bytes (`seal::seal_datagrams_at`).
+    max_datagram: Option<usize>,
 }
 
 /// How often at most a misaddressed datagram is logged.
@@ -122,12 +124,19 @@ impl SealedTransport {
             send,
             stats: Arc::default(),
             net: Arc::new(Udp),
+            max_datagram: None,
         }
     }
 
     /// The same transport over another datagram network (a simulated one).
     pub fn over(mut self, net: Arc<dyn DatagramNet>) -> Self {
         self.net = net;
+        self
+    }
+
+    /// Cuts every message into datagrams of at most `max_datagram` bytes (bounded gossip).
+    pub fn within(mut self, max_datagram: Option<usize>) -> Self {
+        self.max_datagram = max_datagram;
         self
     }
 
@@ -160,6 +169,7 @@ impl Transport for SealedTransport {
             cluster_id: self.cluster_id.clone(),
             me,
             send: self.send,
+            max_datagram: self.max_datagram,
             stats: Arc::clone(&self.stats),
             buf: vec![0u8; MAX_DATAGRAM + 1].into_boxed_slice(),
             partial: HashMap::new(),
@@ -180,6 +190,7 @@ struct SealedSocket {
     cluster_id: String,
     me: Recipient,
     send: SendFormat,
+    max_datagram: Option<usize>,
     stats: Arc<TransportStats>,
     buf: Box<[u8]>,
     partial: HashMap<(SocketAddr, u32), Partial>,
@@ -199,14 +210,26 @@ impl Socket for SealedSocket {
         envelope: ChitchatEnvelope,
     ) -> anyhow::Result<SendOutcome> {
         let bytes = envelope.serialize_to_vec();
-        let frames = seal_datagrams(
-            &self.ring,
-            &self.cluster_id,
-            now_ms(),
-            &bytes,
-            rand::random(),
-            (self.send == SendFormat::Bound).then_some(to),
-        );
+        let bound_to = (self.send == SendFormat::Bound).then_some(to);
+        let frames = match self.max_datagram {
+            Some(max) => seal_datagrams_at(
+                &self.ring,
+                &self.cluster_id,
+                now_ms(),
+                &bytes,
+                rand::random(),
+                bound_to,
+                max,
+            ),
+            None => seal_datagrams(
+                &self.ring,
+                &self.cluster_id,
+                now_ms(),
+                &bytes,
+                rand::random(),
+                bound_to,
+            ),
+        };
         if frames.len() > 1 {
             self.stats.fragmented.fetch_add(1, Ordering::Relaxed);
         }

@@ -104,6 +104,48 @@ async fn no_datagram_of_a_bounded_mesh_is_over_its_bound() {
     assert!(largest <= BOUND as u64, "a datagram of {largest} bytes");
 }
 
+/// Letters that zstd cannot shrink much: chitchat compresses every delta.
+fn incompressible(len: usize, mut seed: u64) -> String {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            char::from(b'a' + (seed % 26) as u8)
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_value_larger_than_one_datagram_reaches_every_node_in_datagrams_within_the_bound() {
+    let fleet = converged(BTreeSet::new()).await;
+    // ~3 datagrams of state even compressed: one message of deltas alone could never carry it.
+    let big = incompressible(6_000, 0x9e37_79b9_7f4a_7c15);
+    fleet.publish(17, "big", &big).await;
+    let arrived = || {
+        fleet
+            .arrivals
+            .lock()
+            .expect("arrivals")
+            .get(&big)
+            .map_or(0, Vec::len)
+    };
+    for _ in 0..100 {
+        if arrived() >= NODES - 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        arrived() >= NODES - 1,
+        "a 6,000-byte value reached {} of {} other nodes within 10 s",
+        arrived(),
+        NODES - 1
+    );
+    let (_, _, largest) = fleet.sent();
+    assert!(largest <= BOUND as u64, "a datagram of {largest} bytes");
+}
+
 #[tokio::test(start_paused = true)]
 async fn nodes_listing_every_member_and_bounded_nodes_share_changes() {
     // Nodes 0 and 1 still send full digests, as in the middle of turning bounded gossip on.

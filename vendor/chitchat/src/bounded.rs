@@ -35,8 +35,13 @@ use crate::{ChitchatId, Version};
 /// The settings of bounded gossip.
 #[derive(Debug, Clone)]
 pub struct BoundedGossip {
-    /// The largest envelope chitchat hands its transport, header included.
+    /// The largest envelope chitchat hands its transport, header included, for a Syn and for
+    /// the digest of a SynAck: what one datagram holds.
     pub max_message: usize,
+    /// The largest envelope of a SynAck's or an Ack's delta, for a peer that is behind by more
+    /// than one datagram holds (the transport cuts it into datagrams of `max_message`): a
+    /// joining node fetches a large state in bulk instead of a datagram per exchange.
+    pub max_bulk_message: usize,
     /// How long a member whose state moved stays at the head of this node's digests.
     pub hot_for: Duration,
     /// How many messages carry one change of a member as a rumour.
@@ -49,6 +54,7 @@ impl Default for BoundedGossip {
     fn default() -> Self {
         BoundedGossip {
             max_message: 1_300,
+            max_bulk_message: 8 * 1_300,
             hot_for: Duration::from_secs(2),
             rumour_pushes: 12,
             heartbeats: 40,

@@ -434,10 +434,18 @@ impl Chitchat {
                     let room = bounded
                         .max_message
                         .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                    let bulk = bounded
+                        .max_bulk_message
+                        .max(bounded.max_message)
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
                     let mut self_digest = self.bounded_digest(Some(&digest), room / 2);
-                    let mtu = room.saturating_sub(self_digest.serialized_len(ProtocolVersion::V2));
+                    let digest_len = self_digest.serialized_len(ProtocolVersion::V2);
+                    let mtu = bulk.saturating_sub(digest_len);
                     let delta = self.bounded_delta(Some(&digest), mtu, bounded.rumour_pushes);
-                    let left = mtu.saturating_sub(delta.serialized_len());
+                    // Heartbeats only fill what the first datagram leaves.
+                    let left = room
+                        .saturating_sub(digest_len)
+                        .saturating_sub(delta.serialized_len());
                     self.add_heartbeats(&mut self_digest, left, bounded.heartbeats);
                     return Some(ChitchatMessage::SynAck {
                         digest: self_digest,
@@ -473,7 +481,8 @@ impl Chitchat {
                 self.process_delta(delta);
                 if let Some(bounded) = self.config.bounded.clone() {
                     let mtu = bounded
-                        .max_message
+                        .max_bulk_message
+                        .max(bounded.max_message)
                         .saturating_sub(ChitchatEnvelope::HEADER_LEN);
                     let delta = self.bounded_delta(Some(&digest), mtu, bounded.rumour_pushes);
                     return Some(ChitchatMessage::Ack { delta });
