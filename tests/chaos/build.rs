@@ -253,6 +253,10 @@ impl Args {
             "--gossip-interval-ms".into(),
             GOSSIP_MS.to_string(),
         ]);
+        // The whole suite over bounded gossip (docs/chaos.md).
+        if let Ok(max) = std::env::var("MESHLB_CHAOS_GOSSIP_MAX_DATAGRAM") {
+            v.extend(["--gossip-max-datagram".into(), max]);
+        }
         for s in seeds {
             v.push("--seed".into());
             v.push(format!("{s}:7946"));
