@@ -178,8 +178,8 @@ pub async fn serve(
                             page
                         } else if path == reload::PATH {
                             reload::reload(&shared, &tokens, &req).await
-                        } else if let Some(r) = crate::api::route(path) {
-                            crate::api::handle(&shared, &tokens, r, req, body).await
+                        } else if let Some(m) = crate::api::find(path) {
+                            crate::api::handle(&shared, &tokens, m, req, body).await
                         } else if crate::api::is_api_path(path) {
                             crate::api::unknown_path(&shared.control, path)
                         } else {

@@ -12,6 +12,27 @@ use meshlb_node::control::writes::FieldError;
 /// Fields of Cloudflare's answers that a body may carry back and that are not config.
 pub const READ_ONLY: [&str; 3] = ["id", "created_on", "modified_on"];
 
+/// Cloudflare's `resource_type` of a kind.
+pub(crate) fn resource_type(kind: lb_core::config::document::Kind) -> &'static str {
+    use lb_core::config::document::Kind;
+    match kind {
+        Kind::Monitor => "monitor",
+        Kind::MonitorGroup => "monitor_group",
+        Kind::Pool => "pool",
+        Kind::LoadBalancer => "load_balancer",
+    }
+}
+
+/// A reference in Cloudflare's shape (ids are names: `resource_name` is the id).
+pub(crate) fn reference(r: &lb_core::config::references::Reference) -> Json {
+    serde_json::json!({
+        "reference_type": r.direction.name(),
+        "resource_id": r.id,
+        "resource_name": r.id,
+        "resource_type": resource_type(r.kind),
+    })
+}
+
 fn join(path: &str, key: &str) -> String {
     if path.is_empty() {
         key.to_string()

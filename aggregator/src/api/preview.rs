@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use toml::{Table, Value as Toml};
 
 use super::envelope::code;
-use super::{check, refusal};
+use super::write::{check, refusal};
 use crate::previews::{Collected, ProberReport};
 use crate::shared::Shared;
 use crate::tally::{datacenter_vote, strict_majority};

@@ -67,13 +67,13 @@ pub fn search(doc: &Document, s: &Search) -> Vec<Value> {
             let mut item = json!({
                 "resource_id": id,
                 "resource_name": id,
-                "resource_type": super::resource_type(kind),
+                "resource_type": super::convert::resource_type(kind),
             });
             if let Some(direction) = s.references {
                 let refs: Vec<Value> = references(doc, kind, id)
                     .into_iter()
                     .filter(|r| direction.is_none_or(|d| r.direction == d))
-                    .map(|r| super::reference(&r))
+                    .map(|r| super::convert::reference(&r))
                     .collect();
                 item["references"] = Value::Array(refs);
             }
