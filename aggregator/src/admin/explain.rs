@@ -143,7 +143,7 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
 }
 
 /// A proxied load balancer over DNS: the live, ready PoPs, nearest to the client first, as
-/// the DNS server answers (`lb-core/dns/src/respond.rs`); never its origins.
+/// the DNS server answers (`lb-core/dns/src/responder.rs`); never its origins.
 fn explain_pops(
     shared: &Shared,
     lb: &lb_core::config::LoadBalancer,

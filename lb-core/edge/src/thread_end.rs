@@ -1,7 +1,7 @@
 //! Knowing when a frontend's OS thread ends. The DNS server's UDP threads and the proxy's
 //! workers run outside the async runtime, so a panic in one would end it silently; each holds
 //! a `ThreadEnd` guard whose drop (the thread returning, or unwinding from a panic) says so,
-//! and the node's supervision (`src/cmd/supervise.rs`) waits on `Ended` and exits.
+//! and the node's supervision (`node/src/supervise.rs`) waits on `Ended` and exits.
 
 use std::sync::mpsc;
 

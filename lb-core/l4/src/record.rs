@@ -1,4 +1,4 @@
-//! The layer-4 log (docs/operations.md#layer-4-log): one JSON line per TCP connection and per
+//! The layer-4 log (docs/operations.md#the-layer-4-log): one JSON line per TCP connection and per
 //! UDP flow, written when it ends — where it went, the bytes (and datagrams) each way, how long
 //! it lasted and why it ended. Handed to `lb_records`' queue; encoded by the log's thread.
 

@@ -68,7 +68,7 @@ pub struct ProxySettings {
     pub body_read_timeout: Duration,
     /// ...and for all of it (`body.rs`).
     pub body_timeout: Duration,
-    /// The longest a write to a client may wait for it to read (`client/timed_write.rs`): a
+    /// The longest a write to a client may wait for it to read (`lb-core/edge/src/timed_write.rs`): a
     /// client that stops reading frees the origin connection and its outstanding count.
     pub send_timeout: Duration,
     /// An HTTP/2 connection with no request in flight for this long is closed (GOAWAY).

@@ -1,0 +1,276 @@
+//! Docs and comments that name a file of the repository, or a heading of one of its Markdown
+//! files, name one that exists: every Markdown link in README.md and docs/, and every
+//! repository path or Markdown heading written in those files and in the comments of the
+//! Rust sources. A file moved or a heading renamed fails here instead of leaving a reader at
+//! a dead end.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Directories whose files are not the project's own text.
+const SKIPPED: &[&str] = &["target", "vendor", ".git", "node_modules", "fuzz/target"];
+
+/// The top-level directories a repository path in prose starts with.
+const TOP: &[&str] = &[
+    "aggregator/",
+    "lb-core/",
+    "prober/",
+    "mesh/",
+    "node/",
+    "src/",
+    "tests/",
+    "docs/",
+    "bench/",
+    "deploy/",
+    "scripts/",
+    "vendor/",
+    "fuzz/",
+    "tls/",
+    ".ci/",
+];
+
+/// The extensions of the files prose names.
+const EXTENSIONS: &[&str] = &[".rs", ".md", ".sh", ".toml", ".yml", ".yaml", ".json"];
+
+fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        let rel = p
+            .strip_prefix(root())
+            .unwrap_or(&p)
+            .to_string_lossy()
+            .to_string();
+        if SKIPPED
+            .iter()
+            .any(|s| rel == *s || rel.ends_with(&format!("/{s}")))
+        {
+            continue;
+        }
+        if p.is_dir() {
+            files(&p, ext, out);
+        } else if rel.ends_with(ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens, a
+/// repeated heading numbered.
+fn anchors(markdown: &str) -> BTreeSet<String> {
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    let mut fenced = false;
+    for line in markdown.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        if fenced || !line.starts_with('#') {
+            continue;
+        }
+        let text = line.trim_start_matches('#').trim();
+        let slug: String = text
+            .to_lowercase()
+            .chars()
+            .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+            .map(|c| if c == ' ' { '-' } else { c })
+            .collect();
+        let n = seen.entry(slug.clone()).or_insert(0);
+        out.insert(if *n == 0 {
+            slug.clone()
+        } else {
+            format!("{slug}-{n}")
+        });
+        *n += 1;
+    }
+    out
+}
+
+/// Where a reference written in `from` may be: from the repository's root, beside `from`,
+/// from `from`'s crate or its `src/`, or (a bare `*.md`) in docs/.
+fn candidates(from: &Path, target: &str) -> Vec<PathBuf> {
+    let mut out = vec![root().join(target)];
+    if let Some(dir) = from.parent() {
+        out.push(dir.join(target));
+        let mut crate_dir = Some(dir);
+        while let Some(d) = crate_dir {
+            if d.join("Cargo.toml").exists() {
+                out.push(d.join(target));
+                out.push(d.join("src").join(target));
+                break;
+            }
+            crate_dir = d.parent();
+        }
+    }
+    if !target.contains('/') && target.ends_with(".md") {
+        out.push(root().join("docs").join(target));
+    }
+    out
+}
+
+struct Checker {
+    anchors: BTreeMap<PathBuf, BTreeSet<String>>,
+    stale: Vec<String>,
+}
+
+impl Checker {
+    fn anchors_of(&mut self, file: &Path) -> &BTreeSet<String> {
+        self.anchors
+            .entry(file.to_path_buf())
+            .or_insert_with(|| anchors(&std::fs::read_to_string(file).unwrap_or_default()))
+    }
+
+    /// `target` (`path`, `path#anchor` or `#anchor`), written in `from` at `line`.
+    fn check(&mut self, from: &Path, line: usize, target: &str) {
+        let (path, anchor) = match target.split_once('#') {
+            Some((p, a)) => (p, Some(a)),
+            None => (target, None),
+        };
+        let file = if path.is_empty() {
+            Some(from.to_path_buf())
+        } else {
+            candidates(from, path.trim_start_matches("./"))
+                .into_iter()
+                .find(|c| c.exists())
+        };
+        let at = format!(
+            "{}:{line}",
+            from.strip_prefix(root()).unwrap_or(from).display()
+        );
+        let Some(file) = file else {
+            self.stale.push(format!("{at}: no file {path}"));
+            return;
+        };
+        if let Some(anchor) = anchor.filter(|_| file.extension().is_some_and(|e| e == "md")) {
+            if !self.anchors_of(&file).contains(anchor) {
+                self.stale
+                    .push(format!("{at}: no heading #{anchor} in {path}"));
+            }
+        }
+    }
+}
+
+/// The Markdown links of a line: `[text](target)`.
+fn links(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        if let Some(end) = rest.find(')') {
+            out.push(rest[..end].trim());
+            rest = &rest[end..];
+        }
+    }
+    out
+}
+
+/// The repository paths a line of prose names: words ending in a known extension (an anchor
+/// may follow) that hold a directory (from the root, the crate or the file's own) or name a
+/// Markdown file's heading. A bare `guard.rs` is not read: it names a sibling by habit.
+fn paths(line: &str) -> Vec<&str> {
+    line.split(|c: char| !(c.is_alphanumeric() || "_./#-".contains(c)))
+        .map(|w| w.trim_end_matches(['.', '-']))
+        .filter(|w| {
+            let file = w.split('#').next().unwrap_or("");
+            // What a run writes (`target/...`) and placeholders (`DIR/drains.json`).
+            let first = file.split('/').next().unwrap_or("");
+            if first == "target"
+                || (first.len() > 1 && first.chars().all(|c| c.is_ascii_uppercase()))
+            {
+                return false;
+            }
+            EXTENSIONS.iter().any(|e| file.ends_with(e))
+                && !file.starts_with('/')
+                && (TOP.iter().any(|t| file.starts_with(t))
+                    || file.contains('/')
+                    || (file.ends_with(".md") && w.contains('#')))
+        })
+        .collect()
+}
+
+fn is_external(target: &str) -> bool {
+    target.contains("://") || target.starts_with("mailto:") || target.contains('{')
+}
+
+#[test]
+fn every_file_and_heading_that_docs_and_comments_name_exists() {
+    let mut checker = Checker {
+        anchors: BTreeMap::new(),
+        stale: Vec::new(),
+    };
+    let mut markdown = Vec::new();
+    files(&root(), ".md", &mut markdown);
+    for file in &markdown {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let mut fenced = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                fenced = !fenced;
+            }
+            for target in links(line) {
+                if !is_external(target) && !target.is_empty() {
+                    checker.check(file, n + 1, target);
+                }
+            }
+            if !fenced {
+                for target in paths(line) {
+                    checker.check(file, n + 1, target);
+                }
+            }
+        }
+    }
+    let mut sources = Vec::new();
+    files(&root(), ".rs", &mut sources);
+    for file in &sources {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if !line.trim_start().starts_with("//") {
+                continue;
+            }
+            for target in paths(line) {
+                checker.check(file, n + 1, target);
+            }
+        }
+    }
+    assert!(
+        checker.stale.is_empty(),
+        "{} stale references:\n{}",
+        checker.stale.len(),
+        checker.stale.join("\n")
+    );
+}
+
+#[test]
+fn a_heading_has_github_s_anchor() {
+    let a = anchors("# The mesh at fleet size\n## `GET /status`, and more\n## Twice\n## Twice\n```\n# not a heading\n```\n");
+    assert_eq!(
+        a,
+        [
+            "the-mesh-at-fleet-size",
+            "get-status-and-more",
+            "twice",
+            "twice-1"
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect()
+    );
+}
+
+#[test]
+fn prose_names_paths_by_top_level_directory_or_markdown_anchor() {
+    assert_eq!(
+        paths("see `aggregator/src/api/routes.rs`, design.md#fail-static and guard.rs."),
+        vec!["aggregator/src/api/routes.rs", "design.md#fail-static"]
+    );
+    assert_eq!(
+        links("[a](docs/x.md#y) and [b](#z)"),
+        vec!["docs/x.md#y", "#z"]
+    );
+}
