@@ -55,9 +55,12 @@ enum Command {
     Pools(cmd::api_cli::ResourceArgs),
     /// Monitors through the control-plane API: list, get, apply -f FILE, delete.
     Monitors(cmd::api_cli::ResourceArgs),
+    /// Monitor groups through the control-plane API: list, get, apply -f FILE, delete.
+    MonitorGroups(cmd::api_cli::ResourceArgs),
     /// Load balancers through the control-plane API: list, get, apply -f FILE, delete.
     LoadBalancers(cmd::api_cli::ResourceArgs),
-    /// The mesh config as one document: show, diff FILE, push FILE.
+    /// The mesh config as one document: show, diff FILE, push FILE; keygen makes the key pair
+    /// that signs generations.
     Config(cmd::api_cli::ConfigArgs),
     /// Run a whole demo mesh on this machine: origins, 39 probers, an aggregator serving DNS
     /// and the proxy, and a live view.
@@ -119,6 +122,9 @@ fn main() -> ExitCode {
         Command::Pools(args) => cmd::api_cli::run_resource(cmd::api_cli::Resource::Pools, &args),
         Command::Monitors(args) => {
             cmd::api_cli::run_resource(cmd::api_cli::Resource::Monitors, &args)
+        }
+        Command::MonitorGroups(args) => {
+            cmd::api_cli::run_resource(cmd::api_cli::Resource::MonitorGroups, &args)
         }
         Command::LoadBalancers(args) => {
             cmd::api_cli::run_resource(cmd::api_cli::Resource::LoadBalancers, &args)

@@ -798,6 +798,35 @@ fn meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work(w: &mut Prim
     assert_eq!(code, Some(0), "{err}");
 }
 
+fn meshlb_monitor_groups_apply_creates_a_group_that_list_shows_and_delete_removes(w: &mut Primary) {
+    let file = w.dir.path().join("group.json");
+    let group = json!({
+        "description": "Group from the CLI",
+        "members": [{
+            "monitor_id": w.monitor_id(),
+            "enabled": true,
+            "monitoring_only": false,
+            "must_be_healthy": true,
+        }],
+    });
+    std::fs::write(&file, group.to_string()).expect("group file");
+    let (code, out, err) = w.cli(&["monitor-groups", "apply", "-f", file.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    // A monitor group's id is made by the API, as a monitor's is.
+    let id = out
+        .trim()
+        .strip_prefix("created ")
+        .unwrap_or_else(|| panic!("{out}"))
+        .to_string();
+    let (code, out, err) = w.cli(&["monitor-groups", "list"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("{id}\tGroup from the CLI")), "{out}");
+    let (code, _, err) = w.cli(&["monitor-groups", "delete", &id]);
+    assert_eq!(code, Some(0), "{err}");
+    let (_, out, _) = w.cli(&["monitor-groups", "list"]);
+    assert!(!out.contains(&id), "{out}");
+}
+
 fn meshlb_config_diff_shows_what_a_push_would_change(w: &mut Primary) {
     let (next, _) = w.edited_config();
     let (code, out, _) = w.cli(&["config", "diff", next.to_str().unwrap()]);
@@ -1402,6 +1431,7 @@ fn main() {
         the_written_file_passes_meshlb_check,
         meshlb_pools_list_shows_each_pool_with_its_description,
         meshlb_pools_apply_creates_then_replaces_and_get_and_delete_work,
+        meshlb_monitor_groups_apply_creates_a_group_that_list_shows_and_delete_removes,
         meshlb_config_diff_shows_what_a_push_would_change,
         a_config_push_based_on_a_stale_generation_is_refused_409,
         meshlb_config_push_writes_the_file_verbatim,

@@ -2,7 +2,8 @@
 //! files, name one that exists: every Markdown link in README.md and docs/, and every
 //! repository path or Markdown heading written in those files and in the comments of the
 //! Rust sources. A file moved or a heading renamed fails here instead of leaving a reader at
-//! a dead end.
+//! a dead end. And README.md's command table lists every command and verb `meshlb --help`
+//! lists, and nothing else.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -273,4 +274,74 @@ fn prose_names_paths_by_top_level_directory_or_markdown_anchor() {
         links("[a](docs/x.md#y) and [b](#z)"),
         vec!["docs/x.md#y", "#z"]
     );
+}
+
+/// The subcommands a `--help` lists (`help` aside).
+fn subcommands(args: &[&str]) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_meshlb"))
+        .args(args)
+        .arg("--help")
+        .output()
+        .expect("meshlb --help");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    text.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .map(String::from)
+        .collect()
+}
+
+/// The rows of README.md's command table: its first cell, and the whole row.
+fn readme_commands() -> Vec<(String, String)> {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    readme
+        .lines()
+        .skip_while(|l| *l != "## Commands")
+        .skip(1)
+        .take_while(|l| !l.starts_with("## "))
+        .filter(|l| l.starts_with("| `"))
+        .map(|l| {
+            let first = l.split('|').nth(1).unwrap_or("").to_string();
+            (first, l.to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_lists_every_command_and_verb_that_meshlb_help_lists() {
+    let rows = readme_commands();
+    let mut missing = Vec::new();
+    for command in subcommands(&[]) {
+        let named = |cell: &str| {
+            cell.contains(&format!("`meshlb {command}")) || cell.contains(&format!("`{command}`"))
+        };
+        let Some((_, row)) = rows.iter().find(|(first, _)| named(first)) else {
+            missing.push(format!("meshlb {command}"));
+            continue;
+        };
+        for verb in subcommands(&[&command]) {
+            if !row.contains(&format!("`{verb}")) {
+                missing.push(format!("meshlb {command} {verb}"));
+            }
+        }
+    }
+    for (first, _) in &rows {
+        let listed = subcommands(&[]);
+        for word in first.split('`').skip(1).step_by(2) {
+            let name = word
+                .trim_start_matches("meshlb ")
+                .split(' ')
+                .next()
+                .unwrap_or("");
+            if !name.is_empty() && !name.contains(',') && !listed.iter().any(|c| c == name) {
+                missing.push(format!(
+                    "README names `{name}`, which meshlb --help does not"
+                ));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "README.md#commands: {missing:#?}");
 }

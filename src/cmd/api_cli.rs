@@ -15,6 +15,7 @@ use super::admin_client::{AdminArgs, AdminClient};
 pub enum Resource {
     Pools,
     Monitors,
+    MonitorGroups,
     LoadBalancers,
 }
 
@@ -23,6 +24,7 @@ impl Resource {
         match self {
             Resource::Pools => "/client/v4/accounts/meshlb/load_balancers/pools",
             Resource::Monitors => "/client/v4/accounts/meshlb/load_balancers/monitors",
+            Resource::MonitorGroups => "/client/v4/accounts/meshlb/load_balancers/monitor_groups",
             Resource::LoadBalancers => "/client/v4/zones/meshlb/load_balancers",
         }
     }
