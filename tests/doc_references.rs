@@ -313,8 +313,9 @@ fn readme_commands() -> Vec<(String, String)> {
 #[test]
 fn the_readme_lists_every_command_and_verb_that_meshlb_help_lists() {
     let rows = readme_commands();
+    let listed = subcommands(&[]);
     let mut missing = Vec::new();
-    for command in subcommands(&[]) {
+    for command in &listed {
         let named = |cell: &str| {
             cell.contains(&format!("`meshlb {command}")) || cell.contains(&format!("`{command}`"))
         };
@@ -322,14 +323,13 @@ fn the_readme_lists_every_command_and_verb_that_meshlb_help_lists() {
             missing.push(format!("meshlb {command}"));
             continue;
         };
-        for verb in subcommands(&[&command]) {
+        for verb in subcommands(&[command]) {
             if !row.contains(&format!("`{verb}")) {
                 missing.push(format!("meshlb {command} {verb}"));
             }
         }
     }
     for (first, _) in &rows {
-        let listed = subcommands(&[]);
         for word in first.split('`').skip(1).step_by(2) {
             let name = word
                 .trim_start_matches("meshlb ")

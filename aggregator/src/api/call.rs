@@ -68,7 +68,8 @@ impl<'a> Call<'a> {
         })
     }
 
-    /// The route's kind; every route whose handler asks has one (`routes::ROUTES`).
+    /// The route's kind. Every route whose handler asks has one; the routes without are
+    /// pinned by a test in `aggregator/src/api/routes.rs`.
     pub fn kind(&self) -> Kind {
         self.kind.unwrap_or(Kind::Pool)
     }

@@ -342,6 +342,29 @@ mod tests {
     }
 
     #[test]
+    fn only_the_views_of_no_resource_kind_route_without_a_kind() {
+        // `Call::kind` is read by every handler of a resource; these alone have none.
+        let kindless: Vec<&str> = ROUTES
+            .iter()
+            .filter(|r| r.kind.is_none())
+            .map(|r| r.path)
+            .collect();
+        assert_eq!(
+            kindless,
+            [
+                "/accounts/{account}/load_balancers/preview/{id}",
+                "/accounts/{account}/load_balancers/search",
+                "/accounts/{account}/load_balancers/regions",
+                "/accounts/{account}/load_balancers/regions/{id}",
+                "/user/load_balancing_analytics/events",
+                "/config",
+                "/config/document",
+                "/config/document",
+            ]
+        );
+    }
+
+    #[test]
     fn anything_else_is_not_the_api() {
         for p in [
             "/status",
