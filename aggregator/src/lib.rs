@@ -14,7 +14,8 @@
 //! - [`drains`], [`drain_state`]: runtime drains shared between aggregators, kept on disk.
 //! - [`readiness`]: whether its answers can be trusted yet (`GET /readyz`).
 //! - [`adopt`]: the tally loop's adoption of a new config generation.
-//! - [`node`]: the aggregator node as a library: start it with its settings, get a handle.
+//! - [`node`]: the aggregator node as a library: start it with its settings, get a handle;
+//!   [`flags`]: `meshlb aggregator`'s flags and the settings they make.
 
 pub mod admin;
 pub mod adopt;
@@ -23,6 +24,7 @@ pub mod console;
 pub mod drain_state;
 pub mod drains;
 pub mod events;
+pub mod flags;
 pub mod mesh_view;
 pub mod metrics;
 pub mod node;

@@ -12,9 +12,11 @@
 //! - [`metrics`]: the Prometheus recorder, gossip's counters and a prober's `/metrics`
 //!   listener.
 //! - [`logging`]: the process's log format.
+//! - [`flags`]: the command-line flags both roles take, and the settings they make.
 
 pub mod control;
 pub mod credentials;
+pub mod flags;
 pub mod guard;
 pub mod handle;
 pub mod logging;

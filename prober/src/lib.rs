@@ -8,9 +8,11 @@
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
 //! - [`once`]: targets probed once, now (`meshlb probe`).
 //! - [`preview`]: monitor previews the mesh asks for, run once and published.
-//! - [`node`]: the prober node as a library: start it with its settings, get a handle.
+//! - [`node`]: the prober node as a library: start it with its settings, get a handle;
+//!   [`flags`]: `meshlb prober`'s flags and the settings they make.
 
 pub mod failure;
+pub mod flags;
 pub mod metrics;
 pub mod monitors;
 pub mod node;

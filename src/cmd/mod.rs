@@ -1,23 +1,18 @@
 //! One module per subcommand.
 
 mod admin_client;
-mod admin_tls_args;
 pub mod aggregator;
 pub mod api_cli;
 pub mod check;
-mod control_args;
 pub mod demo;
 pub mod explain;
-mod mesh_args;
-mod node_args;
 pub mod probe;
 pub mod prober;
-mod record_args;
 pub mod regions;
 mod serve;
 pub mod simulate;
 pub mod status;
-mod store_args;
+mod stopped;
 
 use std::path::Path;
 

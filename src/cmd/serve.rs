@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use meshlb_node::handle::NodeHandle;
 
-use super::mesh_args::stopped;
+use super::stopped::stopped;
 
 pub async fn until_stopped(mut node: NodeHandle) -> anyhow::Result<ExitCode> {
     // SIGUSR1 reopens the record files, after logrotate has renamed them (nginx's signal).

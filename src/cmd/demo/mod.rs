@@ -192,7 +192,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         let mut pending_kills = args.kill_origin.clone();
         let mut printed_events = 0usize;
         let mut tick = tokio::time::interval(Duration::from_secs(1));
-        let stop = super::mesh_args::stopped();
+        let stop = super::stopped::stopped();
         tokio::pin!(stop);
         loop {
             tokio::select! {

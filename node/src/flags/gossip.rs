@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
 use mesh::{KeyRing, MeshSettings};
+
+use super::FlagError;
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct MeshArgs {
@@ -52,35 +53,35 @@ pub struct MeshArgs {
     pub node_id: Option<String>,
 }
 
-fn read_key(file: Option<&PathBuf>, env: &str) -> anyhow::Result<Option<String>> {
+fn read_key(file: Option<&PathBuf>, env: &str) -> Result<Option<String>, FlagError> {
     match file {
-        Some(f) => Ok(Some(std::fs::read_to_string(f).with_context(|| {
-            format!("cannot read the key file {}", f.display())
-        })?)),
+        Some(f) => std::fs::read_to_string(f)
+            .map(Some)
+            .map_err(|error| FlagError::KeyFile {
+                path: f.clone(),
+                error,
+            }),
         None => Ok(std::env::var(env).ok()),
     }
 }
 
 impl MeshArgs {
-    pub fn settings(&self) -> anyhow::Result<MeshSettings> {
-        let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
-            .ok_or_else(|| anyhow!("no cluster key: pass --key-file FILE or set MESHLB_GOSSIP_KEY (gossip is always authenticated)"))?;
-        let previous = read_key(
-            self.previous_key_file.as_ref(),
-            "MESHLB_GOSSIP_KEY_PREVIOUS",
-        )?;
-        let keys =
-            KeyRing::new(&current, previous.as_deref()).map_err(|e| anyhow!("cluster key: {e}"))?;
+    /// The mesh's settings: the keys read, the interval and datagram size checked.
+    pub fn settings(&self) -> Result<MeshSettings, FlagError> {
+        let (current, previous) = self.key_texts()?;
+        let keys = KeyRing::new(&current, previous.as_deref())?;
         if !(10..=10_000).contains(&self.gossip_interval_ms) {
-            bail!("--gossip-interval-ms must be 10..=10000");
+            return Err(FlagError::OutOfRange {
+                flag: "--gossip-interval-ms",
+                range: "10..=10000".into(),
+            });
         }
         if let Some(max) = self.gossip_max_datagram {
             if !(mesh::MIN_MAX_DATAGRAM..=mesh::seal::MAX_DATAGRAM).contains(&max) {
-                bail!(
-                    "--gossip-max-datagram must be {}..={}",
-                    mesh::MIN_MAX_DATAGRAM,
-                    mesh::seal::MAX_DATAGRAM
-                );
+                return Err(FlagError::OutOfRange {
+                    flag: "--gossip-max-datagram",
+                    range: format!("{}..={}", mesh::MIN_MAX_DATAGRAM, mesh::seal::MAX_DATAGRAM),
+                });
             }
         }
         Ok(MeshSettings {
@@ -102,9 +103,9 @@ impl MeshArgs {
     }
 
     /// The cluster key's text and, during a rotation, the previous one's.
-    pub fn key_texts(&self) -> anyhow::Result<(String, Option<String>)> {
+    pub fn key_texts(&self) -> Result<(String, Option<String>), FlagError> {
         let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
-            .ok_or_else(|| anyhow!("no cluster key"))?;
+            .ok_or(FlagError::NoClusterKey)?;
         let previous = read_key(
             self.previous_key_file.as_ref(),
             "MESHLB_GOSSIP_KEY_PREVIOUS",
@@ -114,12 +115,12 @@ impl MeshArgs {
 
     /// The session-affinity cookie key: derived from the cluster key, so every aggregator of
     /// the cluster signs and checks the same cookies.
-    pub fn affinity_key(&self) -> anyhow::Result<lb_core::affinity::AffinityKey> {
-        let current = read_key(self.key_file.as_ref(), "MESHLB_GOSSIP_KEY")?
-            .ok_or_else(|| anyhow!("no cluster key"))?;
+    pub fn affinity_key(&self) -> Result<lb_core::affinity::AffinityKey, FlagError> {
+        let (current, _) = self.key_texts()?;
         Ok(lb_core::affinity::AffinityKey::derive(current.as_bytes()))
     }
 
+    /// `--node-id`, else `role-region-dc-port`.
     pub fn node_id(&self, role: &str, region: &str, dc: &str) -> String {
         self.node_id.clone().unwrap_or_else(|| {
             format!(
@@ -130,26 +131,4 @@ impl MeshArgs {
             )
         })
     }
-}
-
-/// Resolves when the process is asked to stop (Ctrl-C or SIGTERM).
-pub async fn stopped() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context;
 use lb_records::{Destination, Framing, Sampling, SinkSettings};
+
+use super::FlagError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccessLogFormat {
@@ -80,7 +81,7 @@ impl RecordArgs {
     }
 
     /// The proxy's access log, started.
-    pub fn access_log(&self) -> anyhow::Result<Option<lb_proxy::AccessLog>> {
+    pub fn access_log(&self) -> Result<Option<lb_proxy::AccessLog>, FlagError> {
         let Some(path) = &self.access_log else {
             return Ok(None);
         };
@@ -90,7 +91,10 @@ impl RecordArgs {
             Framing::Lines,
             self.settings(self.access_log_sample),
         )
-        .context("--access-log")?;
+        .map_err(|error| FlagError::Records {
+            flag: "--access-log",
+            error,
+        })?;
         Ok(Some(lb_proxy::AccessLog {
             sink,
             format: match self.access_log_format {
@@ -102,7 +106,7 @@ impl RecordArgs {
     }
 
     /// The layer-4 log, started.
-    pub fn l4_log(&self) -> anyhow::Result<Option<lb_l4::L4Log>> {
+    pub fn l4_log(&self) -> Result<Option<lb_l4::L4Log>, FlagError> {
         let Some(path) = &self.l4_log else {
             return Ok(None);
         };
@@ -112,12 +116,15 @@ impl RecordArgs {
             Framing::Lines,
             self.settings(self.l4_log_sample),
         )
-        .context("--l4-log")?;
+        .map_err(|error| FlagError::Records {
+            flag: "--l4-log",
+            error,
+        })?;
         Ok(Some(lb_l4::L4Log(sink)))
     }
 
     /// dnstap, started, naming this node in every message.
-    pub fn dnstap(&self, identity: &str) -> anyhow::Result<Option<lb_dns::Dnstap>> {
+    pub fn dnstap(&self, identity: &str) -> Result<Option<lb_dns::Dnstap>, FlagError> {
         let destination = match (&self.dnstap, &self.dnstap_socket) {
             (Some(file), _) => Destination::File(file.clone()),
             (None, Some(socket)) => Destination::Socket(socket.clone()),
@@ -131,7 +138,10 @@ impl RecordArgs {
             },
             self.settings(self.dnstap_sample),
         )
-        .context("--dnstap")?;
+        .map_err(|error| FlagError::Records {
+            flag: "--dnstap",
+            error,
+        })?;
         Ok(Some(lb_dns::Dnstap {
             sink,
             identity: Arc::from(identity),

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use meshlb_node::control::etcd::{StoreSettings, StoreUrl};
+use crate::control::etcd::{StoreSettings, StoreUrl};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs {
@@ -34,6 +34,7 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
+    /// The store's settings, when `--config-store` names one.
     pub fn settings(&self) -> Option<StoreSettings> {
         Some(StoreSettings {
             url: self.config_store.clone()?,

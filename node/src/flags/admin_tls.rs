@@ -4,7 +4,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use meshlb_node::credentials::{AdminCredentials, TokenSource};
+use super::FlagError;
+
+use crate::credentials::{AdminCredentials, TokenSource};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct AdminTlsArgs {
@@ -38,7 +40,7 @@ impl AdminTlsArgs {
         &self,
         write: (Option<&PathBuf>, &str),
         read: Option<(Option<&PathBuf>, &str)>,
-    ) -> anyhow::Result<Arc<AdminCredentials>> {
+    ) -> Result<Arc<AdminCredentials>, FlagError> {
         let source = |(file, env): (Option<&PathBuf>, &str)| match file {
             Some(f) => Some(TokenSource::File(f.clone())),
             None => std::env::var(env)
@@ -47,9 +49,6 @@ impl AdminTlsArgs {
         };
         AdminCredentials::load(source(write), read.and_then(source), self.files())
             .map(Arc::new)
-            .map_err(|errors| {
-                let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-                anyhow::anyhow!("{}", lines.join("\n"))
-            })
+            .map_err(FlagError::Credentials)
     }
 }

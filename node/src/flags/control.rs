@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use meshlb_node::control::writer_key::{SigningKey, VerifyKeys};
-use meshlb_node::control::{ConfigRole, ControlKey, ControlSettings, DocumentSettings};
+use crate::control::writer_key::{SigningKey, VerifyKeys};
+use crate::control::{ConfigRole, ControlKey, ControlSettings, DocumentSettings};
 
-use super::mesh_args::MeshArgs;
+use super::{FlagError, MeshArgs};
 
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControlArgs {
@@ -18,7 +18,7 @@ pub struct ControlArgs {
     #[arg(long)]
     pub config_from_mesh: bool,
     /// The largest config document fetched from the primary or written through the API.
-    #[arg(long, value_name = "BYTES", default_value_t = meshlb_node::control::DEFAULT_MAX_DOCUMENT_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = crate::control::DEFAULT_MAX_DOCUMENT_BYTES)]
     pub config_max_bytes: usize,
     /// The longest a fetch of the primary's document may take.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
@@ -49,14 +49,18 @@ pub struct ControlArgs {
     pub config_verify_key: Vec<PathBuf>,
     /// Fetches of this node's document served at once; more are answered 503 and the
     /// follower tries another holder (at least 1).
-    #[arg(long, value_name = "N", default_value_t = meshlb_node::control::DEFAULT_SERVE_MAX as u16,
+    #[arg(long, value_name = "N", default_value_t = crate::control::DEFAULT_SERVE_MAX as u16,
           value_parser = clap::value_parser!(u16).range(1..))]
     pub config_serve_max: u16,
 }
 
 impl ControlArgs {
     /// The control-plane settings of a node in `role`, keyed from the cluster key.
-    pub fn settings(&self, role: ConfigRole, mesh: &MeshArgs) -> anyhow::Result<ControlSettings> {
+    pub fn settings(
+        &self,
+        role: ConfigRole,
+        mesh: &MeshArgs,
+    ) -> Result<ControlSettings, FlagError> {
         let (current, previous) = mesh.key_texts()?;
         Ok(ControlSettings {
             role,
@@ -77,15 +81,12 @@ impl ControlArgs {
     }
 
     /// The writer key and the keys generations are checked against.
-    fn documents(&self) -> anyhow::Result<DocumentSettings> {
+    fn documents(&self) -> Result<DocumentSettings, FlagError> {
         let signing = match &self.config_signing_key {
             Some(path) => Some(Arc::new(SigningKey::load(path)?)),
             None => None,
         };
-        let verify = VerifyKeys::load(&self.config_verify_key).map_err(|errors| {
-            let lines: Vec<String> = errors.iter().map(|e| e.to_string()).collect();
-            anyhow::anyhow!("{}", lines.join("\n"))
-        })?;
+        let verify = VerifyKeys::load(&self.config_verify_key).map_err(FlagError::VerifyKeys)?;
         let verify = match &signing {
             Some(key) => verify.with(key.public()),
             None => verify,
