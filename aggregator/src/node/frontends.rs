@@ -126,6 +126,116 @@ pub(super) struct Started {
     pub proxies: Vec<lb_proxy::ProxyListener>,
 }
 
+/// What every frontend is built from, beside its own settings.
+struct Building<'a> {
+    settings: &'a Settings,
+    generation: &'a Arc<Generation>,
+    regions: Arc<lb_core::RegionsTable>,
+    /// The config file's name, for errors.
+    file: String,
+}
+
+impl Building<'_> {
+    /// This PoP: its region and datacenter.
+    fn pop(&self) -> PopInfo {
+        PopInfo::new(
+            &self.settings.node.regions,
+            self.settings.node.region,
+            Some(&self.settings.node.dc),
+        )
+    }
+
+    /// The DNS frontend and its server, bound.
+    async fn dns(
+        &self,
+        d: &super::DnsSettings,
+        shared: &Shared,
+    ) -> Result<(lb_dns::DnsServer, DnsFrontend), StartError> {
+        let frontend = DnsFrontend::start(
+            self.generation,
+            Arc::clone(&self.regions),
+            self.settings.affinity_key.clone(),
+            self.pop(),
+            Arc::clone(&shared.pops),
+            (d.prepared_places, d.nsid.clone(), d.cookies),
+        )
+        .map_err(|e| StartError::frontend("DNS")(format!("{}: {e}", self.file)))?;
+        let server = lb_dns::DnsServer::start(
+            Arc::clone(&frontend.serving),
+            &d.addrs,
+            d.sockets,
+            d.rrl,
+            d.tcp,
+            d.dnstap.clone(),
+        )
+        .await
+        .map_err(|e| StartError::frontend("DNS")(e.to_string()))?;
+        eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
+        Ok((server, frontend))
+    }
+
+    /// The proxy and its listeners, plain and TLS, bound.
+    fn proxy(
+        &self,
+        p: &super::ProxyListeners,
+    ) -> Result<(Arc<Serving<lb_proxy::Proxy>>, Vec<lb_proxy::ProxyListener>), StartError> {
+        let serving = Arc::new(Serving::new(
+            lb_proxy::Proxy::new(
+                Arc::clone(self.generation),
+                Arc::clone(&self.regions),
+                self.settings.affinity_key.clone(),
+                self.pop(),
+                p.settings.clone(),
+            )
+            .map_err(|e| StartError::frontend("proxy")(format!("{}: {e}", self.file)))?,
+        ));
+        let listen_error = |e: std::io::Error| StartError::frontend("proxy")(e.to_string());
+        let mut proxies = Vec::new();
+        for &addr in &p.plain {
+            proxies.push(lb_proxy::listen(Arc::clone(&serving), addr, None).map_err(listen_error)?);
+        }
+        if !p.tls.is_empty() {
+            if p.certificates.is_empty() {
+                return Err(StartError::Settings(
+                    "--proxy-tls needs --tls-cert and --tls-key given in pairs".into(),
+                ));
+            }
+            let tls = lb_proxy::Certificates::load(&p.certificates)
+                .and_then(lb_proxy::Certificates::server_config)
+                .map_err(|e| StartError::frontend("TLS")(e.to_string()))?;
+            for &addr in &p.tls {
+                proxies.push(
+                    lb_proxy::listen(Arc::clone(&serving), addr, Some(Arc::clone(&tls)))
+                        .map_err(listen_error)?,
+                );
+            }
+        }
+        for l in &proxies {
+            eprintln!("HTTP proxy on {}", l.addr);
+        }
+        Ok((serving, proxies))
+    }
+
+    /// The layer-4 frontend's listeners, bound.
+    async fn l4(&self, l4: &lb_l4::L4Settings) -> Result<lb_l4::Listeners, StartError> {
+        let frontend = lb_l4::Layer4::new(
+            Arc::clone(self.generation),
+            Arc::clone(&self.regions),
+            self.settings.affinity_key.clone(),
+            self.pop(),
+            l4.clone(),
+        )
+        .map_err(|e| StartError::frontend("layer 4")(format!("{}: {e}", self.file)))?;
+        let listeners = lb_l4::Listeners::start(frontend)
+            .await
+            .map_err(|e| StartError::frontend("layer 4")(e.to_string()))?;
+        for (t, addr) in listeners.addresses() {
+            eprintln!("layer-4 {} on {addr}", t.name());
+        }
+        Ok(listeners)
+    }
+}
+
 impl Frontends {
     /// Builds and binds the frontends `settings` ask for, serving `generation`.
     pub(super) async fn start(
@@ -134,100 +244,29 @@ impl Frontends {
         shared: &Arc<Shared>,
         adopter: Adopter,
     ) -> Result<Started, StartError> {
-        let file = settings.node.config.display().to_string();
-        let regions = Arc::new(settings.node.regions.clone());
-        let pop = || {
-            PopInfo::new(
-                &settings.node.regions,
-                settings.node.region,
-                Some(&settings.node.dc),
-            )
+        let building = Building {
+            settings,
+            generation,
+            regions: Arc::new(settings.node.regions.clone()),
+            file: settings.node.config.display().to_string(),
         };
         let (dns_server, dns) = match &settings.dns {
-            None => (None, None),
             Some(d) => {
-                let frontend = DnsFrontend::start(
-                    generation,
-                    Arc::clone(&regions),
-                    settings.affinity_key.clone(),
-                    pop(),
-                    Arc::clone(&shared.pops),
-                    (d.prepared_places, d.nsid.clone(), d.cookies),
-                )
-                .map_err(|e| StartError::frontend("DNS")(format!("{file}: {e}")))?;
-                let server = lb_dns::DnsServer::start(
-                    Arc::clone(&frontend.serving),
-                    &d.addrs,
-                    d.sockets,
-                    d.rrl,
-                    d.tcp,
-                    d.dnstap.clone(),
-                )
-                .await
-                .map_err(|e| StartError::frontend("DNS")(e.to_string()))?;
-                eprintln!("authoritative DNS on {:?} (UDP and TCP)", server.addrs);
+                let (server, frontend) = building.dns(d, shared).await?;
                 (Some(server), Some(frontend))
             }
+            None => (None, None),
         };
-        let mut proxies = Vec::new();
-        let mut proxy = None;
-        if let Some(p) = &settings.proxy {
-            let serving = Arc::new(Serving::new(
-                lb_proxy::Proxy::new(
-                    Arc::clone(generation),
-                    Arc::clone(&regions),
-                    settings.affinity_key.clone(),
-                    pop(),
-                    p.settings.clone(),
-                )
-                .map_err(|e| StartError::frontend("proxy")(format!("{file}: {e}")))?,
-            ));
-            let listen_error = |e: std::io::Error| StartError::frontend("proxy")(e.to_string());
-            for &addr in &p.plain {
-                proxies.push(
-                    lb_proxy::listen(Arc::clone(&serving), addr, None).map_err(listen_error)?,
-                );
+        let (proxy, proxies) = match &settings.proxy {
+            Some(p) => {
+                let (serving, listeners) = building.proxy(p)?;
+                (Some(serving), listeners)
             }
-            if !p.tls.is_empty() {
-                if p.certificates.is_empty() {
-                    return Err(StartError::Settings(
-                        "--proxy-tls needs --tls-cert and --tls-key given in pairs".into(),
-                    ));
-                }
-                let tls = lb_proxy::Certificates::load(&p.certificates)
-                    .and_then(lb_proxy::Certificates::server_config)
-                    .map_err(|e| StartError::frontend("TLS")(e.to_string()))?;
-                for &addr in &p.tls {
-                    proxies.push(
-                        lb_proxy::listen(Arc::clone(&serving), addr, Some(Arc::clone(&tls)))
-                            .map_err(listen_error)?,
-                    );
-                }
-            }
-            for l in &proxies {
-                eprintln!("HTTP proxy on {}", l.addr);
-            }
-            proxy = Some(serving);
-        }
+            None => (None, Vec::new()),
+        };
         let l4 = match &settings.l4 {
+            Some(l4) => Some(building.l4(l4).await?),
             None => None,
-            Some(l4) => {
-                let frontend = lb_l4::Layer4::new(
-                    Arc::clone(generation),
-                    Arc::clone(&regions),
-                    settings.affinity_key.clone(),
-                    pop(),
-                    l4.clone(),
-                )
-                .map_err(|e| StartError::frontend("layer 4")(format!("{file}: {e}")))?;
-                let listeners = lb_l4::Listeners::start(frontend)
-                    .await
-                    .map_err(|e| StartError::frontend("layer 4")(e.to_string()))?;
-                for (t, addr) in listeners.addresses() {
-                    eprintln!("layer-4 {} on {addr}", t.name());
-                }
-                Some(listeners)
-            }
         };
         let frontends = Frontends {
             path: settings.node.config.clone(),
