@@ -268,6 +268,7 @@ pub fn spawn(
     (task, fetched)
 }
 
+/// Follows the writer's announcements until the node's config task goes away.
 pub async fn run(
     settings: FollowerSettings,
     chitchat: Arc<Mutex<Chitchat>>,
@@ -278,33 +279,9 @@ pub async fn run(
         metrics::counter!("meshlb_config_fetches_total", "result" => result).absolute(0);
     }
     metrics::counter!("meshlb_config_documents_refused_total").absolute(0);
-    // A primary over https (`--admin-tls-cert`, or an `https://` --config-advertise-url) is
-    // verified as `--config-ca` / `--config-pin` say, else against the public web PKI.
-    let tls = match settings.trust.config() {
-        Ok(t) => t,
-        Err(e) => {
-            tracing::error!(error = %e, "the config follower cannot set up TLS");
-            return;
-        }
+    let Some(client) = fetch_client(&settings) else {
+        return;
     };
-    let client = match reqwest::Client::builder()
-        .use_preconfigured_tls((*tls).clone())
-        .timeout(settings.fetch_timeout)
-        .connect_timeout(settings.fetch_timeout)
-        .build()
-    {
-        Ok(c) => c,
-        Err(e) => {
-            tracing::error!(error = %e, "the config follower cannot build its HTTP client");
-            return;
-        }
-    };
-    let mut backoff = Duration::ZERO;
-    let mut warned_missing = false;
-    let mut missing_polls = 0u32;
-    let mut forged = Forged::default();
-    let mut verified = Verified::default();
-    let mut jittered = 0u64;
     let announced = Arc::new(tokio::sync::Notify::new());
     let _listener = {
         let announced = Arc::clone(&announced);
@@ -315,6 +292,17 @@ pub async fn run(
     };
     let mut tick = tokio::time::interval(settings.poll);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut follower = Follower {
+        settings,
+        client,
+        plane,
+        backoff: Duration::ZERO,
+        warned_missing: false,
+        missing_polls: 0,
+        forged: Forged::default(),
+        verified: Verified::default(),
+        jittered: 0,
+    };
     loop {
         // Every poll, and at once when a writer announces (chitchat calls the listener as the
         // announcement arrives in gossip).
@@ -322,113 +310,32 @@ pub async fn run(
             _ = tick.tick() => {}
             () = announced.notified() => {}
         }
-        let (primary, holders, writer) = {
-            let c = chitchat.lock().await;
-            let primary = primary_of(&c, |a| verified.check(plane.as_ref(), a));
-            let writer = primary.as_ref().and_then(|p| {
-                c.live_nodes()
-                    .find(|id| *id.node_id == *p.node_id)
-                    .map(|id| id.gossip_advertise_addr)
-            });
-            (primary, holders_of(&c), writer)
-        };
-        metrics::gauge!("meshlb_config_primary_seen").set(if primary.is_some() {
-            1.0
-        } else {
-            0.0
-        });
-        plane.primary.store(Arc::new(primary.clone()));
-        if primary.is_none() && holders.is_empty() {
-            missing_polls += 1;
-            // A node that just started has not heard from the mesh yet: only a primary
-            // missing for a while is worth a warning.
-            if !warned_missing && settings.follow && missing_polls >= 50 {
-                tracing::warn!(
-                    generation = plane.generation(),
-                    "no live config primary in the mesh: serving the generation in force until one announces itself"
-                );
-                warned_missing = true;
-            }
-            continue;
-        }
-        warned_missing = false;
-        missing_polls = 0;
-        if !settings.follow {
-            continue;
-        }
-        // Only what is newer than the generation in force is looked at, and a signature is
-        // checked once: every holder announces every poll.
-        let current = plane.generation();
-        let mut candidates: Vec<(String, Announcement)> = holders
-            .into_iter()
-            .filter(|(_, a)| a.generation > current)
-            .filter(|(node, a)| {
-                let signed = verified.check(plane.as_ref(), a);
-                if !signed {
-                    forged.note(node, a.generation, "announcement");
-                }
-                signed
-            })
-            .collect();
-        let Some(newest) = candidates.iter().map(|(_, a)| a.generation).max() else {
+        let Some((holders, writer)) = follower.look(&chitchat).await else {
             continue;
         };
-        let refused = plane.refused().is_some_and(|r| r.generation == newest);
-        if newest <= plane.generation() || refused {
+        let Some(candidates) = follower.newest(holders) else {
             continue;
-        }
-        candidates.retain(|(_, a)| a.generation == newest);
-        if candidates
-            .iter()
-            .all(|(_, a)| a.size > plane.max_document_bytes as u64)
-        {
-            count("failure");
-            tracing::warn!("the newest config generation is larger than --config-max-bytes");
-            continue;
-        }
-        candidates.shuffle(&mut rand::rng());
-        // The first nodes to hold a generation would take every fetch: wait a random part of
-        // a poll first, once per generation, while more holders appear.
-        if jittered != newest {
-            jittered = newest;
-            let wait = settings.poll.mul_f64(rand::rng().random::<f64>());
-            tokio::time::sleep(wait).await;
-        }
-        let mut got = None;
-        let mut busy = 0;
-        for (node, a) in candidates.iter().take(TRIES_PER_ROUND) {
-            match fetch(&client, &plane, &settings.node_id, &a.url).await {
-                Ok(document) => {
-                    count("success");
-                    got = Some((node.clone(), document));
-                    break;
-                }
-                Err(FetchError::Forged) => {
-                    count("failure");
-                    forged.note(node, a.generation, "document");
-                }
-                // A holder serving its most at once: not a failure, try again next poll.
-                Err(FetchError::Status(503)) => busy += 1,
-                Err(e) => {
-                    count("failure");
-                    tracing::warn!(holder = %node, error = %e, "fetching the config generation {} failed", a.generation);
-                }
-            }
-        }
-        let Some((holder, document)) = got else {
-            if busy < candidates.len().min(TRIES_PER_ROUND) {
-                backoff = (backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
-                tokio::time::sleep(backoff).await;
-            } else {
+        };
+        let tried = candidates.len().min(TRIES_PER_ROUND);
+        let document = match follower.fetch_newest(candidates).await {
+            Round::Got(holder, document) => (holder, document),
+            Round::Failed { busy } if busy == tried => {
                 // Every holder tried was busy: again after a short random wait, not a poll.
-                let wait = (settings.poll / 4).mul_f64(rand::rng().random::<f64>());
+                let wait = (follower.settings.poll / 4).mul_f64(rand::rng().random::<f64>());
                 tokio::time::sleep(wait).await;
                 tick.reset_immediately();
+                continue;
             }
-            continue;
+            Round::Failed { .. } => {
+                follower.backoff =
+                    (follower.backoff * 2).clamp(Duration::from_secs(1), Duration::from_secs(30));
+                tokio::time::sleep(follower.backoff).await;
+                continue;
+            }
         };
-        backoff = Duration::ZERO;
-        if document.generation <= plane.generation() {
+        follower.backoff = Duration::ZERO;
+        let (holder, document) = document;
+        if document.generation <= follower.plane.generation() {
             continue;
         }
         let (done, wait) = oneshot::channel();
@@ -442,6 +349,171 @@ pub async fn run(
             return;
         }
         let _ = wait.await;
+    }
+}
+
+/// The client fetches go through: a primary over https (`--admin-tls-cert`, or an `https://`
+/// --config-advertise-url) is verified as `--config-ca` / `--config-pin` say, else against
+/// the public web PKI.
+fn fetch_client(settings: &FollowerSettings) -> Option<reqwest::Client> {
+    let tls = match settings.trust.config() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!(error = %e, "the config follower cannot set up TLS");
+            return None;
+        }
+    };
+    match reqwest::Client::builder()
+        .use_preconfigured_tls((*tls).clone())
+        .timeout(settings.fetch_timeout)
+        .connect_timeout(settings.fetch_timeout)
+        .build()
+    {
+        Ok(c) => Some(c),
+        Err(e) => {
+            tracing::error!(error = %e, "the config follower cannot build its HTTP client");
+            None
+        }
+    }
+}
+
+/// How one round's fetches came out.
+enum Round {
+    /// The document, from this holder.
+    Got(String, Versioned),
+    /// None fetched; `busy` of the holders tried were serving their most at once.
+    Failed { busy: usize },
+}
+
+/// The follower's state from one round to the next.
+struct Follower {
+    settings: FollowerSettings,
+    client: reqwest::Client,
+    plane: Arc<ControlPlane>,
+    /// The wait after a failed round (1 s doubling to 30 s; zero after a success).
+    backoff: Duration,
+    warned_missing: bool,
+    missing_polls: u32,
+    forged: Forged,
+    verified: Verified,
+    /// The generation whose fetch already waited its random part of a poll.
+    jittered: u64,
+}
+
+impl Follower {
+    /// Reads gossip: the live writer (published for the API and `GET /config`), the holders
+    /// and the writer's gossip address. `None` when there is nothing to follow this round.
+    async fn look(
+        &mut self,
+        chitchat: &Mutex<Chitchat>,
+    ) -> Option<(Vec<(String, Announcement)>, Option<std::net::SocketAddr>)> {
+        let (primary, holders, writer) = {
+            let c = chitchat.lock().await;
+            let verified = &mut self.verified;
+            let plane = self.plane.as_ref();
+            let primary = primary_of(&c, |a| verified.check(plane, a));
+            let writer = primary.as_ref().and_then(|p| {
+                c.live_nodes()
+                    .find(|id| *id.node_id == *p.node_id)
+                    .map(|id| id.gossip_advertise_addr)
+            });
+            (primary, holders_of(&c), writer)
+        };
+        metrics::gauge!("meshlb_config_primary_seen").set(if primary.is_some() {
+            1.0
+        } else {
+            0.0
+        });
+        let missing = primary.is_none() && holders.is_empty();
+        self.plane.primary.store(Arc::new(primary));
+        if missing {
+            self.missing_polls += 1;
+            // A node that just started has not heard from the mesh yet: only a primary
+            // missing for a while is worth a warning.
+            if !self.warned_missing && self.settings.follow && self.missing_polls >= 50 {
+                tracing::warn!(
+                    generation = self.plane.generation(),
+                    "no live config primary in the mesh: serving the generation in force until one announces itself"
+                );
+                self.warned_missing = true;
+            }
+            return None;
+        }
+        self.warned_missing = false;
+        self.missing_polls = 0;
+        self.settings.follow.then_some((holders, writer))
+    }
+
+    /// The holders of the newest signed generation, newer than the one in force and not one
+    /// refused here, in random order; `None` when there is none to fetch.
+    fn newest(
+        &mut self,
+        holders: Vec<(String, Announcement)>,
+    ) -> Option<Vec<(String, Announcement)>> {
+        // Only what is newer than the generation in force is looked at, and a signature is
+        // checked once: every holder announces every poll.
+        let current = self.plane.generation();
+        let (plane, verified, forged) = (self.plane.as_ref(), &mut self.verified, &mut self.forged);
+        let mut candidates: Vec<(String, Announcement)> = holders
+            .into_iter()
+            .filter(|(_, a)| a.generation > current)
+            .filter(|(node, a)| {
+                let signed = verified.check(plane, a);
+                if !signed {
+                    forged.note(node, a.generation, "announcement");
+                }
+                signed
+            })
+            .collect();
+        let newest = candidates.iter().map(|(_, a)| a.generation).max()?;
+        let refused = plane.refused().is_some_and(|r| r.generation == newest);
+        if newest <= plane.generation() || refused {
+            return None;
+        }
+        candidates.retain(|(_, a)| a.generation == newest);
+        if candidates
+            .iter()
+            .all(|(_, a)| a.size > plane.max_document_bytes as u64)
+        {
+            count("failure");
+            tracing::warn!("the newest config generation is larger than --config-max-bytes");
+            return None;
+        }
+        candidates.shuffle(&mut rand::rng());
+        Some(candidates)
+    }
+
+    /// Fetches the newest generation from up to [`TRIES_PER_ROUND`] of its holders, the first
+    /// time after a random part of a poll.
+    async fn fetch_newest(&mut self, candidates: Vec<(String, Announcement)>) -> Round {
+        let newest = candidates.first().map_or(0, |(_, a)| a.generation);
+        // The first nodes to hold a generation would take every fetch: wait a random part of
+        // a poll first, once per generation, while more holders appear.
+        if self.jittered != newest {
+            self.jittered = newest;
+            let wait = self.settings.poll.mul_f64(rand::rng().random::<f64>());
+            tokio::time::sleep(wait).await;
+        }
+        let mut busy = 0;
+        for (node, a) in candidates.into_iter().take(TRIES_PER_ROUND) {
+            match fetch(&self.client, &self.plane, &self.settings.node_id, &a.url).await {
+                Ok(document) => {
+                    count("success");
+                    return Round::Got(node, document);
+                }
+                Err(FetchError::Forged) => {
+                    count("failure");
+                    self.forged.note(&node, a.generation, "document");
+                }
+                // A holder serving its most at once: not a failure, try again next poll.
+                Err(FetchError::Status(503)) => busy += 1,
+                Err(e) => {
+                    count("failure");
+                    tracing::warn!(holder = %node, error = %e, "fetching the config generation {} failed", a.generation);
+                }
+            }
+        }
+        Round::Failed { busy }
     }
 }
 
