@@ -54,20 +54,8 @@ pub enum StartError {
 
 /// Starts a prober node with `settings`, on the current tokio runtime.
 pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
+    check_roster(&settings)?;
     let regions = &settings.node.regions;
-    if !regions.on_roster(settings.node.region, &settings.node.dc) {
-        let listed: Vec<&str> = regions
-            .region(settings.node.region)
-            .datacenters
-            .iter()
-            .map(|d| d.code.as_str())
-            .collect();
-        return Err(StartError::OffRoster {
-            dc: settings.node.dc.clone(),
-            region: settings.node.region.code(),
-            listed: listed.join(", "),
-        });
-    }
     let control = &settings.node.control;
     let (protocol, _) = ConfigProtocol::open(&settings.node.config, control)?;
     // A follower with a listener relays the generations it holds.
@@ -114,7 +102,60 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         &protocol.plane,
     );
     vital.task("config follower", follower);
-    let targets = crate::targets(&config, Some(settings.node.region));
+    let probing = start_probing(&settings, &identity, &config, hash, &node, &mut vital);
+    let control = Arc::clone(&protocol.plane);
+    let task = ConfigTask {
+        protocol,
+        probing,
+        mesh: node,
+        vital,
+        requested: ends.requested,
+        fetched,
+        triggers: meshlb_node::reload::Triggers::new(
+            settings.node.reloads,
+            &settings.node.config,
+            &text,
+        ),
+    };
+    let task = tokio::spawn(task.run(ends.stop));
+    Ok(RunningNode {
+        gossip: settings.node.mesh.listen,
+        control,
+        handle: NodeHandle::new(reloads, stop, task),
+    })
+}
+
+/// A prober's datacenter must be on its region's roster (regions.toml): the tally counts
+/// votes per datacenter.
+fn check_roster(settings: &Settings) -> Result<(), StartError> {
+    let regions = &settings.node.regions;
+    if regions.on_roster(settings.node.region, &settings.node.dc) {
+        return Ok(());
+    }
+    let listed: Vec<&str> = regions
+        .region(settings.node.region)
+        .datacenters
+        .iter()
+        .map(|d| d.code.as_str())
+        .collect();
+    Err(StartError::OffRoster {
+        dc: settings.node.dc.clone(),
+        region: settings.node.region.code(),
+        listed: listed.join(", "),
+    })
+}
+
+/// The probing: this region's targets scheduled, their results gossiped by the publisher, and
+/// the preview runner, the last two as vital tasks.
+fn start_probing(
+    settings: &Settings,
+    identity: &NodeIdentity,
+    config: &Config,
+    hash: String,
+    node: &mesh::MeshNode,
+    vital: &mut Vital,
+) -> Probing {
+    let targets = crate::targets(config, Some(settings.node.region));
     let (publisher, publishing) =
         GossipPublisher::start(&node.handle, crate::publisher::PROGRESS_ROUND);
     vital.task("gossip publisher", publishing);
@@ -143,7 +184,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         },
         Arc::clone(&publisher) as _,
     );
-    let probing = Probing {
+    Probing {
         path: settings.node.config.clone(),
         regions: settings.node.regions.clone(),
         region: settings.node.region,
@@ -153,27 +194,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         hash,
         loads: 1,
         parser: lb_core::config::IncrementalParser::new(),
-    };
-    let control = Arc::clone(&protocol.plane);
-    let task = ConfigTask {
-        protocol,
-        probing,
-        mesh: node,
-        vital,
-        requested: ends.requested,
-        fetched,
-        triggers: meshlb_node::reload::Triggers::new(
-            settings.node.reloads,
-            &settings.node.config,
-            &text,
-        ),
-    };
-    let task = tokio::spawn(task.run(ends.stop));
-    Ok(RunningNode {
-        gossip: settings.node.mesh.listen,
-        control,
-        handle: NodeHandle::new(reloads, stop, task),
-    })
+    }
 }
 
 /// The `/metrics` listener (with `POST /-/reload`), and gossip's counters copied into the
