@@ -8,6 +8,7 @@
 //! workspace checks that with `cargo metadata`.
 
 pub mod affinity;
+pub mod choice;
 pub mod clock;
 pub mod config;
 pub mod error;
@@ -23,6 +24,7 @@ pub mod rules;
 pub mod simulate;
 pub mod steering;
 
+pub use choice::Choice;
 pub use error::{ConfigError, ConfigErrors};
 pub use region::Region;
 pub use regions_table::{CountryCode, RegionsTable};

@@ -23,9 +23,7 @@ use super::reply::EDNS_PAYLOAD;
 use super::zones::{name, DnsConfigError, Place, ZoneSet};
 use lb_core::affinity::AffinityKey;
 use lb_core::clock::unix_secs;
-use lb_core::config::{
-    Address, Config, LbId, LoadBalancer, LocationMode, PoolId, PreferEcs, SteeringPolicy,
-};
+use lb_core::config::{Address, Config, LbId, LoadBalancer, LocationMode, PoolId};
 use lb_core::geolocation::Geolocator;
 use lb_core::health::HealthSnapshot;
 use lb_core::regions_table::RegionsTable;
@@ -94,15 +92,8 @@ fn endpoint_record(owner: &Name, ttl: u32, address: &Address) -> Option<Record> 
 /// Whether the answer can depend on the client's location, so the ECS scope matters.
 fn ecs_scope_applies(lb: &LoadBalancer) -> bool {
     let policy = lb.settings.steering_policy;
-    let consulted = match lb.settings.location_strategy.prefer_ecs {
-        PreferEcs::Always => true,
-        PreferEcs::Never => false,
-        PreferEcs::Proximity => policy == SteeringPolicy::Proximity,
-        PreferEcs::Geo => policy == SteeringPolicy::Geo,
-    };
-    consulted
-        && (matches!(policy, SteeringPolicy::Geo | SteeringPolicy::Proximity)
-            || !lb.rules.is_empty())
+    lb.settings.location_strategy.prefer_ecs.applies_to(policy)
+        && (policy.reads_location() || !lb.rules.is_empty())
 }
 
 impl Responder {

@@ -7,45 +7,29 @@
 /// `--l4` address).
 pub const MAX_LAYER4_PORTS: usize = 1024;
 
-/// What a layer-4 load balancer carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Transport {
-    Tcp,
-    Udp,
-}
-
-impl Transport {
-    pub fn name(self) -> &'static str {
-        match self {
-            Transport::Tcp => "tcp",
-            Transport::Udp => "udp",
-        }
+crate::choice! {
+    /// What a layer-4 load balancer carries.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum Transport {
+        Tcp => "tcp",
+        Udp => "udp",
     }
 }
 
-/// How an origin learns the client's address.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ProxyProtocol {
-    #[default]
-    Off,
-    /// The text header of the PROXY protocol (TCP only).
-    V1,
-    /// The binary header of the PROXY protocol: once per TCP connection; in front of every
-    /// datagram of a UDP flow.
-    V2,
-    /// Cloudflare's Simple Proxy Protocol for UDP: a 38-byte header in front of every
-    /// datagram (UDP only).
-    Simple,
-}
-
-impl ProxyProtocol {
-    pub fn name(self) -> &'static str {
-        match self {
-            ProxyProtocol::Off => "off",
-            ProxyProtocol::V1 => "v1",
-            ProxyProtocol::V2 => "v2",
-            ProxyProtocol::Simple => "simple",
-        }
+crate::choice! {
+    /// How an origin learns the client's address.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ProxyProtocol {
+        #[default]
+        Off => "off",
+        /// The text header of the PROXY protocol (TCP only).
+        V1 => "v1",
+        /// The binary header of the PROXY protocol: once per TCP connection; in front of every
+        /// datagram of a UDP flow.
+        V2 => "v2",
+        /// Cloudflare's Simple Proxy Protocol for UDP: a 38-byte header in front of every
+        /// datagram (UDP only).
+        Simple => "simple",
     }
 }
 

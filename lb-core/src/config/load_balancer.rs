@@ -149,43 +149,71 @@ impl SteeringSettings {
     }
 }
 
-/// Traffic steering: how a pool is chosen.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SteeringPolicy {
-    /// Failover: the first usable pool of `default_pools`.
-    Off,
-    Random,
-    Geo,
-    DynamicLatency,
-    Proximity,
-    LeastOutstandingRequests,
-    LeastConnections,
+crate::choice! {
+    /// Traffic steering: how a pool is chosen.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SteeringPolicy {
+        /// Failover: the first usable pool of `default_pools`.
+        Off => "off",
+        Random => "random",
+        Geo => "geo",
+        DynamicLatency => "dynamic_latency",
+        Proximity => "proximity",
+        LeastOutstandingRequests => "least_outstanding_requests",
+        LeastConnections => "least_connections",
+    }
 }
 
 impl SteeringPolicy {
-    pub fn name(self) -> &'static str {
+    /// Reads where the client is (its ECS subnet, its resolver or the PoP): the answer
+    /// depends on the client's location, so it is explained with it and its ECS scope is the
+    /// subnet's when the subnet located it.
+    pub const fn reads_location(self) -> bool {
         match self {
-            SteeringPolicy::Off => "off",
-            SteeringPolicy::Random => "random",
-            SteeringPolicy::Geo => "geo",
-            SteeringPolicy::DynamicLatency => "dynamic_latency",
-            SteeringPolicy::Proximity => "proximity",
-            SteeringPolicy::LeastOutstandingRequests => "least_outstanding_requests",
-            SteeringPolicy::LeastConnections => "least_connections",
+            SteeringPolicy::Geo | SteeringPolicy::DynamicLatency | SteeringPolicy::Proximity => {
+                true
+            }
+            SteeringPolicy::Off
+            | SteeringPolicy::Random
+            | SteeringPolicy::LeastOutstandingRequests
+            | SteeringPolicy::LeastConnections => false,
         }
     }
 
-    pub fn parse(s: &str) -> Option<SteeringPolicy> {
-        Some(match s {
-            "off" => SteeringPolicy::Off,
-            "random" => SteeringPolicy::Random,
-            "geo" => SteeringPolicy::Geo,
-            "dynamic_latency" => SteeringPolicy::DynamicLatency,
-            "proximity" => SteeringPolicy::Proximity,
-            "least_outstanding_requests" => SteeringPolicy::LeastOutstandingRequests,
-            "least_connections" => SteeringPolicy::LeastConnections,
-            _ => return None,
-        })
+    /// Draws a pool per decision, weighted by `random_steering` (and by the pools' loads for
+    /// the least-* policies): no two queries need get the same answer, so DNS cannot plan it
+    /// ahead, and weights that are all 0 can never pick.
+    pub const fn draws(self) -> bool {
+        match self {
+            SteeringPolicy::Random
+            | SteeringPolicy::LeastOutstandingRequests
+            | SteeringPolicy::LeastConnections => true,
+            SteeringPolicy::Off
+            | SteeringPolicy::Geo
+            | SteeringPolicy::DynamicLatency
+            | SteeringPolicy::Proximity => false,
+        }
+    }
+
+    /// What the policy does, in a sentence (`meshlb explain`, docs).
+    pub const fn help(self) -> &'static str {
+        match self {
+            SteeringPolicy::Off => "failover: the first usable pool of default_pools, in order",
+            SteeringPolicy::Random => "a pool drawn by random_steering's weights",
+            SteeringPolicy::Geo => {
+                "the pools mapped to the client's country, region or PoP, then default_pools"
+            }
+            SteeringPolicy::DynamicLatency => {
+                "the pool with the lowest RTT measured from the client's region"
+            }
+            SteeringPolicy::Proximity => "the pool nearest the client's coordinates",
+            SteeringPolicy::LeastOutstandingRequests => {
+                "a pool drawn by weight divided by its requests in flight"
+            }
+            SteeringPolicy::LeastConnections => {
+                "a pool drawn by weight divided by its open connections"
+            }
+        }
     }
 }
 
@@ -223,47 +251,44 @@ pub struct SessionAffinity {
     pub require_all_headers: bool,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AffinityKind {
-    None,
-    Cookie,
-    IpCookie,
-    Header,
-}
-
-impl AffinityKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            AffinityKind::None => "none",
-            AffinityKind::Cookie => "cookie",
-            AffinityKind::IpCookie => "ip_cookie",
-            AffinityKind::Header => "header",
-        }
+crate::choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum AffinityKind {
+        None => "none",
+        Cookie => "cookie",
+        IpCookie => "ip_cookie",
+        Header => "header",
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SameSite {
-    Auto,
-    Lax,
-    None,
-    Strict,
+crate::choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SameSite {
+        Auto => "Auto",
+        Lax => "Lax",
+        None => "None",
+        Strict => "Strict",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Secure {
-    Auto,
-    Always,
-    Never,
+crate::choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum Secure {
+        Auto => "Auto",
+        Always => "Always",
+        Never => "Never",
+    }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ZeroDowntimeFailover {
-    None,
-    /// Retry elsewhere; the affinity cookie keeps naming the original endpoint.
-    Temporary,
-    /// Retry elsewhere and rewrite the affinity cookie to the new endpoint.
-    Sticky,
+crate::choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ZeroDowntimeFailover {
+        None => "none",
+        /// Retry elsewhere; the affinity cookie keeps naming the original endpoint.
+        Temporary => "temporary",
+        /// Retry elsewhere and rewrite the affinity cookie to the new endpoint.
+        Sticky => "sticky",
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -287,24 +312,40 @@ impl Default for LocationStrategy {
     }
 }
 
-/// When the EDNS Client Subnet locates the client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PreferEcs {
-    Always,
-    Never,
-    /// Only for proximity steering (Cloudflare's default).
-    Proximity,
-    /// Only for geo steering.
-    Geo,
+crate::choice! {
+    /// When the EDNS Client Subnet locates the client.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum PreferEcs {
+        Always => "always",
+        Never => "never",
+        /// Only for proximity steering (Cloudflare's default).
+        Proximity => "proximity",
+        /// Only for geo steering.
+        Geo => "geo",
+    }
 }
 
-/// Where the client is when the ECS is not used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LocationMode {
-    /// The serving node's region and coordinates.
-    Pop,
-    /// The resolver's geolocation, falling back to the PoP.
-    ResolverIp,
+impl PreferEcs {
+    /// Whether the client's ECS subnet locates it under `policy`.
+    pub fn applies_to(self, policy: SteeringPolicy) -> bool {
+        match self {
+            PreferEcs::Always => true,
+            PreferEcs::Never => false,
+            PreferEcs::Proximity => policy == SteeringPolicy::Proximity,
+            PreferEcs::Geo => policy == SteeringPolicy::Geo,
+        }
+    }
+}
+
+crate::choice! {
+    /// Where the client is when the ECS is not used.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LocationMode {
+        /// The serving node's region and coordinates.
+        Pop => "pop",
+        /// The resolver's geolocation, falling back to the PoP.
+        ResolverIp => "resolver_ip",
+    }
 }
 
 /// A custom rule.

@@ -24,27 +24,21 @@ pub struct GroupMember {
     pub role: MemberRole,
 }
 
-/// What a member's verdict does to its endpoint's. `monitoring_only` together with
-/// `must_be_healthy` is refused by validation, so the three cases are all there are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum MemberRole {
-    /// Counts in the majority of deciding members.
-    Decides,
-    /// Counts in the majority, and the endpoint is unhealthy whenever it is.
-    MustBeHealthy,
-    /// Probed, shown and notified on; never changes the endpoint's verdict.
-    MonitoringOnly,
+crate::choice! {
+    /// What a member's verdict does to its endpoint's. `monitoring_only` together with
+    /// `must_be_healthy` is refused by validation, so the three cases are all there are.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+    pub enum MemberRole {
+        /// Counts in the majority of deciding members.
+        Decides => "decides",
+        /// Counts in the majority, and the endpoint is unhealthy whenever it is.
+        MustBeHealthy => "must_be_healthy",
+        /// Probed, shown and notified on; never changes the endpoint's verdict.
+        MonitoringOnly => "monitoring_only",
+    }
 }
 
 impl MemberRole {
-    pub fn name(self) -> &'static str {
-        match self {
-            MemberRole::Decides => "decides",
-            MemberRole::MustBeHealthy => "must_be_healthy",
-            MemberRole::MonitoringOnly => "monitoring_only",
-        }
-    }
-
     /// Counts in the endpoint's verdict (and its RTT for steering).
     pub fn decides(self) -> bool {
         self != MemberRole::MonitoringOnly

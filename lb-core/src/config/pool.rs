@@ -100,12 +100,14 @@ pub struct LoadShedding {
     pub session_policy: ShedPolicy,
 }
 
-/// Whether a shed decision is a coin toss per request or a stable function of the client IP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ShedPolicy {
-    #[default]
-    Random,
-    Hash,
+crate::choice! {
+    /// Whether a shed decision is a coin toss per request or a stable function of the client IP.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum ShedPolicy {
+        #[default]
+        Random => "random",
+        Hash => "hash",
+    }
 }
 
 /// Endpoint steering within a pool.
@@ -116,28 +118,18 @@ pub struct OriginSteering {
     pub latency_sensitivity_ms: u32,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OriginPolicy {
-    /// Weighted random (Cloudflare's default).
-    #[default]
-    Random,
-    /// Client IP and weight; consistent, so removing an endpoint moves only its clients.
-    Hash,
-    LeastOutstandingRequests,
-    LeastConnections,
-    /// Azure Front Door: priority, then latency sensitivity, then weights.
-    Latency,
-}
-
-impl OriginPolicy {
-    pub fn name(self) -> &'static str {
-        match self {
-            OriginPolicy::Random => "random",
-            OriginPolicy::Hash => "hash",
-            OriginPolicy::LeastOutstandingRequests => "least_outstanding_requests",
-            OriginPolicy::LeastConnections => "least_connections",
-            OriginPolicy::Latency => "latency",
-        }
+crate::choice! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub enum OriginPolicy {
+        /// Weighted random (Cloudflare's default).
+        #[default]
+        Random => "random",
+        /// Client IP and weight; consistent, so removing an endpoint moves only its clients.
+        Hash => "hash",
+        LeastOutstandingRequests => "least_outstanding_requests",
+        LeastConnections => "least_connections",
+        /// Azure Front Door: priority, then latency sensitivity, then weights.
+        Latency => "latency",
     }
 }
 

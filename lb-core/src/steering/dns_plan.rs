@@ -14,7 +14,7 @@
 use rand::RngCore;
 
 use super::{locate, ClientLocation, Engine, Outcome};
-use crate::config::{AffinityKind, EndpointId, LoadBalancer, OriginPolicy, PoolId, SteeringPolicy};
+use crate::config::{AffinityKind, EndpointId, LoadBalancer, OriginPolicy, PoolId};
 use crate::health::HealthSnapshot;
 use crate::request::{Mode, RequestContext};
 use crate::steering::weighted::weighted_pick;
@@ -74,14 +74,14 @@ impl DnsPlan {
 /// endpoint steering (the client's address picks).
 fn plan_scope(engine: &Engine<'_>, lb: &LoadBalancer) -> Option<PlanScope> {
     let settings = &lb.settings;
-    let scope = match settings.steering_policy {
-        SteeringPolicy::Off => PlanScope::Everywhere,
-        SteeringPolicy::Geo | SteeringPolicy::DynamicLatency | SteeringPolicy::Proximity => {
-            PlanScope::Location
-        }
-        SteeringPolicy::Random
-        | SteeringPolicy::LeastOutstandingRequests
-        | SteeringPolicy::LeastConnections => return None,
+    let policy = settings.steering_policy;
+    if policy.draws() {
+        return None;
+    }
+    let scope = if policy.reads_location() {
+        PlanScope::Location
+    } else {
+        PlanScope::Everywhere
     };
     let pools_plannable = settings.all_pools().into_iter().all(|p| {
         let pool = engine.config.pool(p);

@@ -2,7 +2,7 @@
 //! `prefer_ecs` allows it for this policy, else the resolver's geolocation in `resolver_ip`
 //! mode, else the PoP.
 
-use crate::config::{LocationMode, LocationStrategy, PreferEcs, SteeringPolicy};
+use crate::config::{LocationMode, LocationStrategy, SteeringPolicy};
 use crate::geo::Coordinates;
 use crate::region::Region;
 use crate::regions_table::{CountryCode, RegionsTable};
@@ -51,12 +51,7 @@ pub fn locate(
     ctx: &RequestContext<'_>,
     regions: &RegionsTable,
 ) -> ClientLocation {
-    let use_ecs = match strategy.prefer_ecs {
-        PreferEcs::Always => true,
-        PreferEcs::Never => false,
-        PreferEcs::Proximity => policy == SteeringPolicy::Proximity,
-        PreferEcs::Geo => policy == SteeringPolicy::Geo,
-    };
+    let use_ecs = strategy.prefer_ecs.applies_to(policy);
     let from = |loc: &Location, source| complete(loc, source, regions);
     if use_ecs {
         if let Some(found) = ctx

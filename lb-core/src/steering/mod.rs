@@ -314,13 +314,10 @@ impl<'a> Engine<'a> {
             keep_dns_draw,
             dns_draw: None,
             why: Why {
-                location: matches!(
-                    settings.steering_policy,
-                    SteeringPolicy::Geo
-                        | SteeringPolicy::DynamicLatency
-                        | SteeringPolicy::Proximity
-                )
-                .then_some((location.region, location.source)),
+                location: settings
+                    .steering_policy
+                    .reads_location()
+                    .then_some((location.region, location.source)),
                 ..Why::new(settings.steering_policy)
             },
         };

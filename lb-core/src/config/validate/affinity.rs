@@ -36,17 +36,14 @@ impl Validator<'_> {
     ) -> SessionAffinity {
         let kind = match kind {
             None => base.map_or(AffinityKind::None, |b| b.kind),
-            Some("none" | "") => AffinityKind::None,
-            Some("cookie") => AffinityKind::Cookie,
-            Some("ip_cookie") => AffinityKind::IpCookie,
-            Some("header") => AffinityKind::Header,
-            Some(other) => {
-                self.sink.push(
-                    format!("{path}.session_affinity"),
-                    format!("unknown session affinity `{other}` (expected none, cookie, ip_cookie or header)"),
-                );
-                AffinityKind::None
-            }
+            // Cloudflare's API sends "" for none.
+            Some("") => AffinityKind::None,
+            Some(raw) => self.choice(
+                format!("{path}.session_affinity"),
+                "session affinity",
+                raw,
+                AffinityKind::None,
+            ),
         };
         if !proxied && matches!(kind, AffinityKind::Cookie | AffinityKind::Header) {
             self.sink.push(
@@ -107,43 +104,20 @@ impl Validator<'_> {
     }
 
     fn attributes(&mut self, apath: &str, a: &RawAffinityAttributes) -> Attributes {
-        let samesite = match a.samesite.to_ascii_lowercase().as_str() {
-            "auto" => SameSite::Auto,
-            "lax" => SameSite::Lax,
-            "none" => SameSite::None,
-            "strict" => SameSite::Strict,
-            other => {
-                self.sink.push(
-                    format!("{apath}.samesite"),
-                    format!("unknown value `{other}` (expected Auto, Lax, None or Strict)"),
-                );
-                SameSite::Auto
-            }
-        };
-        let secure = match a.secure.to_ascii_lowercase().as_str() {
-            "auto" => Secure::Auto,
-            "always" => Secure::Always,
-            "never" => Secure::Never,
-            other => {
-                self.sink.push(
-                    format!("{apath}.secure"),
-                    format!("unknown value `{other}` (expected Auto, Always or Never)"),
-                );
-                Secure::Auto
-            }
-        };
-        let zero_downtime_failover = match a.zero_downtime_failover.as_str() {
-            "none" => ZeroDowntimeFailover::None,
-            "temporary" => ZeroDowntimeFailover::Temporary,
-            "sticky" => ZeroDowntimeFailover::Sticky,
-            other => {
-                self.sink.push(
-                    format!("{apath}.zero_downtime_failover"),
-                    format!("unknown value `{other}` (expected none, temporary or sticky)"),
-                );
-                ZeroDowntimeFailover::None
-            }
-        };
+        let samesite = self.choice_ignoring_case(
+            format!("{apath}.samesite"),
+            "value",
+            &a.samesite,
+            SameSite::Auto,
+        );
+        let secure =
+            self.choice_ignoring_case(format!("{apath}.secure"), "value", &a.secure, Secure::Auto);
+        let zero_downtime_failover = self.choice(
+            format!("{apath}.zero_downtime_failover"),
+            "value",
+            &a.zero_downtime_failover,
+            ZeroDowntimeFailover::None,
+        );
         if a.drain_duration > 86_400 {
             self.sink.push(
                 format!("{apath}.drain_duration"),

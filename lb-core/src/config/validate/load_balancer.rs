@@ -282,10 +282,7 @@ impl Validator<'_> {
                 SteeringPolicy::Off
             };
         }
-        SteeringPolicy::parse(raw).unwrap_or_else(|| {
-            self.sink.push(path, format!("unknown steering policy `{raw}` (expected off, random, geo, dynamic_latency, proximity, least_outstanding_requests or least_connections)"));
-            SteeringPolicy::Off
-        })
+        self.choice(path, "steering policy", raw, SteeringPolicy::Off)
     }
 
     pub(super) fn random_steering(
@@ -331,30 +328,18 @@ impl Validator<'_> {
         let Some(raw) = raw else {
             return LocationStrategy::default();
         };
-        let prefer_ecs = match raw.prefer_ecs.as_str() {
-            "always" => PreferEcs::Always,
-            "never" => PreferEcs::Never,
-            "proximity" => PreferEcs::Proximity,
-            "geo" => PreferEcs::Geo,
-            other => {
-                self.sink.push(
-                    format!("{path}.prefer_ecs"),
-                    format!("unknown value `{other}` (expected always, never, proximity or geo)"),
-                );
-                PreferEcs::Proximity
-            }
-        };
-        let mode = match raw.mode.as_str() {
-            "pop" => LocationMode::Pop,
-            "resolver_ip" => LocationMode::ResolverIp,
-            other => {
-                self.sink.push(
-                    format!("{path}.mode"),
-                    format!("unknown value `{other}` (expected pop or resolver_ip)"),
-                );
-                LocationMode::Pop
-            }
-        };
+        let prefer_ecs = self.choice(
+            format!("{path}.prefer_ecs"),
+            "value",
+            &raw.prefer_ecs,
+            PreferEcs::Proximity,
+        );
+        let mode = self.choice(
+            format!("{path}.mode"),
+            "value",
+            &raw.mode,
+            LocationMode::Pop,
+        );
         LocationStrategy { prefer_ecs, mode }
     }
 
@@ -520,13 +505,7 @@ impl Validator<'_> {
                 );
             }
         }
-        let weighted = matches!(
-            s.steering_policy,
-            SteeringPolicy::Random
-                | SteeringPolicy::LeastOutstandingRequests
-                | SteeringPolicy::LeastConnections
-        );
-        if weighted
+        if s.steering_policy.draws()
             && !s.default_pools.is_empty()
             && s.default_pools
                 .iter()

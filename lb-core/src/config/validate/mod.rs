@@ -19,6 +19,7 @@ use super::monitor_group::*;
 use super::pool::*;
 use super::raw::*;
 use super::Config;
+use crate::choice::Choice;
 use crate::error::{ConfigErrors, ErrorSink};
 use crate::geo::Coordinates;
 use crate::region::Region;
@@ -128,6 +129,42 @@ struct Validator<'a> {
 const MONITOR_TYPES: &str = "http, https, tcp, udp_icmp, icmp_ping, smtp, ldap";
 
 impl Validator<'_> {
+    /// `raw` as one of `C`'s choices, else an error at `path` naming every choice
+    /// (`unknown {what} `x` (expected a, b or c)`) and `fallback`.
+    pub(super) fn choice<C: Choice>(
+        &mut self,
+        path: impl Into<String>,
+        what: &str,
+        raw: &str,
+        fallback: C,
+    ) -> C {
+        C::parse(raw).unwrap_or_else(|| {
+            self.sink.push(
+                path,
+                format!("unknown {what} `{raw}` (expected {})", C::expected()),
+            );
+            fallback
+        })
+    }
+
+    /// [`Validator::choice`], the case of `raw` ignored (cookie attributes, as browsers do).
+    pub(super) fn choice_ignoring_case<C: Choice>(
+        &mut self,
+        path: impl Into<String>,
+        what: &str,
+        raw: &str,
+        fallback: C,
+    ) -> C {
+        let found = C::ALL
+            .iter()
+            .copied()
+            .find(|c| c.name().eq_ignore_ascii_case(raw));
+        match found {
+            Some(c) => c,
+            None => self.choice(path, what, raw, fallback),
+        }
+    }
+
     fn monitor(&mut self, i: usize, m: &RawMonitor) -> Option<Monitor> {
         let path = format!("monitors[{i}]");
         let before = self.sink_len();

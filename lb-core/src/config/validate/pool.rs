@@ -121,20 +121,12 @@ impl Validator<'_> {
             .origin_steering
             .as_ref()
             .map(|s| {
-                let policy = match s.policy.as_str() {
-                    "random" => OriginPolicy::Random,
-                    "hash" => OriginPolicy::Hash,
-                    "least_outstanding_requests" => OriginPolicy::LeastOutstandingRequests,
-                    "least_connections" => OriginPolicy::LeastConnections,
-                    "latency" => OriginPolicy::Latency,
-                    other => {
-                        self.sink.push(
-                            format!("{path}.origin_steering.policy"),
-                            format!("unknown policy `{other}` (expected random, hash, least_outstanding_requests, least_connections or latency)"),
-                        );
-                        OriginPolicy::Random
-                    }
-                };
+                let policy = self.choice(
+                    format!("{path}.origin_steering.policy"),
+                    "policy",
+                    &s.policy,
+                    OriginPolicy::Random,
+                );
                 OriginSteering {
                     policy,
                     latency_sensitivity_ms: s.latency_sensitivity_ms,
@@ -272,16 +264,8 @@ impl Validator<'_> {
                 );
             }
         }
-        let mut policy = |field: &str, v: &str| match v {
-            "random" => ShedPolicy::Random,
-            "hash" => ShedPolicy::Hash,
-            other => {
-                self.sink.push(
-                    format!("{path}.{field}"),
-                    format!("unknown policy `{other}` (expected random or hash)"),
-                );
-                ShedPolicy::Random
-            }
+        let mut policy = |field: &str, v: &str| {
+            self.choice(format!("{path}.{field}"), "policy", v, ShedPolicy::Random)
         };
         LoadShedding {
             default_percent: s.default_percent.clamp(0.0, 100.0),
