@@ -1,4 +1,4 @@
-//! Authenticated origin pulls and Simulate Zone (seed 000): an origin that accepts only
+//! Authenticated origin pulls and Simulate Zone (Cloudflare's names for both): an origin that accepts only
 //! clients holding a certificate its CA signed. `www.pulls.test` (zone `pulls.test`) presents
 //! one and is served; a `probe_zone` monitor probing as that zone judges the origin healthy,
 //! while a monitor of the same origin without it fails there; a client without the
