@@ -2,6 +2,7 @@
 //! endpoint, monitor group member, pool and load-balancer states as one-hot gauges, EWMA RTTs, health changes, the
 //! tally, mesh members and gossip traffic.
 
+use lb_core::metric::{Metric, MetricUnit};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -286,107 +287,126 @@ pub fn record_regions(regions: &lb_core::regions_table::RegionsTable) {
     }
 }
 
+/// The metrics this crate records (docs/operations.md#metrics lists them; `tests/metrics_catalogue.rs`
+/// holds the code and the docs to this table).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
+        "meshlb_config_fetches_refused_total",
+        &[],
+        "Config fetches the primary refused: a bad cluster-key signature or a clock off by more than 300 s.",
+    ),
+    Metric::counter(
+        "meshlb_drain_decisions_refused_total",
+        &[],
+        "Drain decisions from other aggregators refused as stamped beyond now plus the clock skew.",
+    ),
+    Metric::gauge(
+        "meshlb_aggregator_ready",
+        &[],
+        "1 once the aggregator's answers can be trusted (GET /readyz): every monitored endpoint has a verdict or the warm-up timeout has passed; 0 while it warms up.",
+    ),
+    Metric::gauge(
+        "meshlb_endpoint_state",
+        &["endpoint", "pool", "state"],
+        "The tally's verdict on an endpoint (one-hot over state).",
+    ),
+    Metric::gauge(
+        "meshlb_off_roster_probers",
+        &[],
+        "Live probers whose datacenter the regions table does not list for their region: their votes do not count.",
+    ),
+    Metric::gauge(
+        "meshlb_member_state",
+        &["endpoint", "monitor", "pool", "state"],
+        "A monitor group member's own verdict on an endpoint (one-hot over state); monitoring_only members included.",
+    ),
+    Metric::gauge(
+        "meshlb_pool_state",
+        &["pool", "state"],
+        "Pool state from this PoP (one-hot over state).",
+    ),
+    Metric::gauge(
+        "meshlb_load_balancer_state",
+        &["load_balancer", "state"],
+        "Load balancer state (one-hot over state); critical: traffic on the fallback pool.",
+    ),
+    Metric::gauge(
+        "meshlb_endpoint_rtt_seconds",
+        &["endpoint", "pool", "region"],
+        "EWMA of probe RTT to an endpoint measured from a region.",
+    )
+    .in_unit(MetricUnit::Seconds),
+    Metric::gauge(
+        "meshlb_pool_rtt_seconds",
+        &["pool", "region"],
+        "EWMA of probe RTT to a pool measured from a region.",
+    )
+    .in_unit(MetricUnit::Seconds),
+    Metric::counter(
+        "meshlb_health_changes_total",
+        &["kind"],
+        "Health changes, by kind (endpoint, pool, load_balancer).",
+    ),
+    Metric::gauge(
+        "meshlb_tally_votes",
+        &[],
+        "Votes counted in the last tally.",
+    ),
+    Metric::gauge(
+        "meshlb_fail_static",
+        &[],
+        "1 while the aggregator hears from no prober and serves its last known health.",
+    ),
+    Metric::histogram(
+        "meshlb_tally_duration_seconds",
+        &[],
+        "Time to run one tally.",
+    )
+    .in_unit(MetricUnit::Seconds),
+    Metric::gauge(
+        "meshlb_mesh_members",
+        &["region", "role", "state"],
+        "Mesh members seen by the aggregator, by role, region and state (live/dead).",
+    ),
+    Metric::gauge(
+        "meshlb_config_drift_members",
+        &[],
+        "Members gossiping a config hash other than the aggregator's.",
+    ),
+    Metric::gauge(
+        "meshlb_region_info",
+        &["latitude", "longitude", "name", "region"],
+        "Constant 1 per region, labelled with its name and representative coordinates.",
+    ),
+    Metric::counter(
+        "meshlb_notifications_total",
+        &["channel", "kind", "result"],
+        "Notification attempts by channel, kind and result (sent, retried, failed).",
+    ),
+    Metric::gauge(
+        "meshlb_notifier_sender",
+        &[],
+        "1 on the aggregator that sends notifications (the live one with the smallest node id).",
+    ),
+    Metric::counter(
+        "meshlb_notifications_dropped_total",
+        &[],
+        "Health changes not queued for notification because the queue was full.",
+    ),
+    Metric::counter(
+        "meshlb_api_previews_total",
+        &["outcome"],
+        "Monitor previews asked of this aggregator's API, by outcome: started, or refused (--api-preview-max).",
+    ),
+    Metric::gauge(
+        "meshlb_api_previews_active",
+        &[],
+        "This aggregator's monitor previews not expired yet.",
+    ),
+];
+
 /// HELP text of the metrics recorded here (`promtool check metrics` requires it;
 /// tests/deploy.rs runs it).
 pub fn describe_metrics() {
-    use ::metrics::{describe_counter, describe_gauge, describe_histogram, Unit};
-    describe_counter!(
-        "meshlb_config_fetches_refused_total",
-        "Config fetches the primary refused: a bad cluster-key signature or a clock off by more than 300 s."
-    );
-
-    describe_counter!(
-        "meshlb_drain_decisions_refused_total",
-        "Drain decisions from other aggregators refused as stamped beyond now plus the clock skew."
-    );
-
-    describe_gauge!(
-        "meshlb_aggregator_ready",
-        "1 once the aggregator's answers can be trusted (GET /readyz): every monitored endpoint has a verdict or the warm-up timeout has passed; 0 while it warms up."
-    );
-
-    describe_gauge!(
-        "meshlb_endpoint_state",
-        "The tally's verdict on an endpoint (one-hot over state)."
-    );
-
-    describe_gauge!(
-        "meshlb_off_roster_probers",
-        "Live probers whose datacenter the regions table does not list for their region: their votes do not count."
-    );
-
-    describe_gauge!(
-        "meshlb_member_state",
-        "A monitor group member's own verdict on an endpoint (one-hot over state); monitoring_only members included."
-    );
-
-    describe_gauge!(
-        "meshlb_pool_state",
-        "Pool state from this PoP (one-hot over state)."
-    );
-
-    describe_gauge!(
-        "meshlb_load_balancer_state",
-        "Load balancer state (one-hot over state); critical: traffic on the fallback pool."
-    );
-
-    describe_gauge!(
-        "meshlb_endpoint_rtt_seconds",
-        Unit::Seconds,
-        "EWMA of probe RTT to an endpoint measured from a region."
-    );
-
-    describe_gauge!(
-        "meshlb_pool_rtt_seconds",
-        Unit::Seconds,
-        "EWMA of probe RTT to a pool measured from a region."
-    );
-
-    describe_counter!(
-        "meshlb_health_changes_total",
-        "Health changes, by kind (endpoint, pool, load_balancer)."
-    );
-
-    describe_gauge!("meshlb_tally_votes", "Votes counted in the last tally.");
-
-    describe_gauge!(
-        "meshlb_fail_static",
-        "1 while the aggregator hears from no prober and serves its last known health."
-    );
-
-    describe_histogram!(
-        "meshlb_tally_duration_seconds",
-        Unit::Seconds,
-        "Time to run one tally."
-    );
-
-    describe_gauge!(
-        "meshlb_mesh_members",
-        "Mesh members seen by the aggregator, by role, region and state (live/dead)."
-    );
-
-    describe_gauge!(
-        "meshlb_config_drift_members",
-        "Members gossiping a config hash other than the aggregator's."
-    );
-
-    describe_gauge!(
-        "meshlb_region_info",
-        "Constant 1 per region, labelled with its name and representative coordinates."
-    );
-
-    describe_counter!(
-        "meshlb_notifications_total",
-        "Notification attempts by channel, kind and result (sent, retried, failed)."
-    );
-
-    describe_gauge!(
-        "meshlb_notifier_sender",
-        "1 on the aggregator that sends notifications (the live one with the smallest node id)."
-    );
-
-    describe_counter!(
-        "meshlb_notifications_dropped_total",
-        "Health changes not queued for notification because the queue was full."
-    );
+    lb_core::describe_metrics!(METRICS);
 }

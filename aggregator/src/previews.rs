@@ -152,15 +152,3 @@ impl Previews {
         Some(Collected { request, reports })
     }
 }
-
-/// HELP text of the preview metrics.
-pub fn describe_metrics() {
-    metrics::describe_counter!(
-        "meshlb_api_previews_total",
-        "Monitor previews asked of this aggregator's API, by outcome: started, or refused (--api-preview-max)."
-    );
-    metrics::describe_gauge!(
-        "meshlb_api_previews_active",
-        "This aggregator's monitor previews not expired yet."
-    );
-}

@@ -16,6 +16,7 @@ pub mod geo;
 pub mod geolocation;
 pub mod group_verdict;
 pub mod health;
+pub mod metric;
 pub mod pops;
 pub mod region;
 pub mod regions_table;

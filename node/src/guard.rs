@@ -228,37 +228,6 @@ pub fn exposed_without_token(addr: SocketAddr, token: Option<&str>) -> bool {
     token.is_none() && !addr.ip().is_loopback()
 }
 
-/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
-/// tests/deploy.rs runs it).
-pub fn describe_metrics() {
-    use ::metrics::describe_counter;
-
-    describe_counter!(
-        "meshlb_admin_accept_errors_total",
-        "Failed accepts on an admin or metrics listener (each waits 5 ms doubling to 1 s before the next)."
-    );
-
-    describe_counter!(
-        SEND_TIMEOUTS,
-        "Admin or metrics connections cut because the client did not read its answer within --admin-send-timeout-ms."
-    );
-
-    describe_counter!(
-        "meshlb_admin_tls_handshake_failures_total",
-        "TLS handshakes on an admin or metrics listener that failed (no or an unverified client certificate, a plain-HTTP client, a bad ClientHello) or outlasted --admin-head-timeout-ms."
-    );
-
-    describe_counter!(
-        "meshlb_admin_credential_reloads_total",
-        "Re-reads of an admin listener's token and TLS files on reload, by result (a failure keeps the previous credentials)."
-    );
-
-    describe_counter!(
-        "meshlb_admin_connections_refused_total",
-        "Connections to an admin or metrics listener closed at accept because --admin-max-connections were open."
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

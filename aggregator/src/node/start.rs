@@ -358,7 +358,6 @@ fn run_config_sources(
 fn describe_metrics() {
     meshlb_node::metrics::describe_metrics();
     crate::metrics::describe_metrics();
-    crate::previews::describe_metrics();
     lb_dns::describe_metrics();
     lb_proxy::describe_metrics();
     lb_l4::describe_metrics();

@@ -7,7 +7,7 @@
 mod batch;
 mod fast;
 mod metrics;
-pub use metrics::describe_metrics;
+pub use metrics::{describe_metrics, METRICS};
 mod answer;
 mod cookie;
 mod dnstap;

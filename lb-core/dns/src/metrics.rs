@@ -4,6 +4,7 @@
 
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::RecordType;
+use lb_core::metric::{Metric, MetricUnit};
 use metrics::{counter, histogram, Counter, Histogram};
 
 use lb_core::config::{Config, LbId};
@@ -104,28 +105,34 @@ pub(crate) fn timed() -> bool {
     })
 }
 
+/// The metrics this crate records (docs/operations.md#metrics lists them; `tests/metrics_catalogue.rs`
+/// holds the code and the docs to this table).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
+        "meshlb_dns_tcp_refused_total",
+        &[],
+        "DNS TCP connections closed at accept because --dns-tcp-max-connections were open.",
+    ),
+    Metric::counter(
+        "meshlb_dns_rrl_total",
+        &["action"],
+        "UDP DNS answers and the response-rate limit, by action: slipped (sent truncated, or BADCOOKIE to a client cookie), dropped, or cookie_exempt (a valid server cookie: not limited).",
+    ),
+    Metric::counter(
+        "meshlb_dns_queries_total",
+        &["load_balancer", "qtype", "rcode"],
+        "DNS queries answered, by load balancer, query type and response code.",
+    ),
+    Metric::histogram(
+        "meshlb_dns_answer_duration_seconds",
+        &[],
+        "Time to parse, steer and encode one DNS answer.",
+    )
+    .in_unit(MetricUnit::Seconds),
+];
+
 /// HELP text of the metrics recorded here (`promtool check metrics` requires it;
 /// tests/deploy.rs runs it).
 pub fn describe_metrics() {
-    use ::metrics::{describe_counter, describe_histogram, Unit};
-    describe_counter!(
-        "meshlb_dns_tcp_refused_total",
-        "DNS TCP connections closed at accept because --dns-tcp-max-connections were open."
-    );
-
-    describe_counter!(
-        "meshlb_dns_rrl_total",
-        "UDP DNS answers and the response-rate limit, by action: slipped (sent truncated, or BADCOOKIE to a client cookie), dropped, or cookie_exempt (a valid server cookie: not limited)."
-    );
-
-    describe_counter!(
-        "meshlb_dns_queries_total",
-        "DNS queries answered, by load balancer, query type and response code."
-    );
-
-    describe_histogram!(
-        "meshlb_dns_answer_duration_seconds",
-        Unit::Seconds,
-        "Time to parse, steer and encode one DNS answer."
-    );
+    lb_core::describe_metrics!(METRICS);
 }

@@ -15,7 +15,7 @@ pub mod frontend;
 pub mod listeners;
 mod live;
 mod metrics;
-pub use metrics::describe_metrics;
+pub use metrics::{describe_metrics, METRICS};
 pub mod proxy_header;
 mod record;
 mod tcp;

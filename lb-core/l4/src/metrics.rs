@@ -2,6 +2,7 @@
 //! lookup: by load balancer (connections or flows, bytes each way, retries, refusals) and by
 //! endpoint (connections or flows opened, open now, connect failures).
 
+use lb_core::metric::Metric;
 use metrics::{Counter, Gauge};
 
 use lb_core::config::{Config, LbId};
@@ -105,52 +106,58 @@ impl L4Metrics {
     }
 }
 
+/// The metrics this crate records (docs/operations.md#metrics lists them; `tests/metrics_catalogue.rs`
+/// holds the code and the docs to this table).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
+        "meshlb_l4_accepted_total",
+        &["load_balancer", "transport"],
+        "Layer-4 TCP connections accepted and UDP flows begun, by load balancer.",
+    ),
+    Metric::counter(
+        "meshlb_l4_bytes_total",
+        &["direction", "load_balancer"],
+        "Bytes relayed by layer-4 load balancers, by direction (to_origin, to_client).",
+    ),
+    Metric::counter(
+        "meshlb_l4_retries_total",
+        &["load_balancer", "transport"],
+        "Layer-4 connections tried again on another endpoint after a refused or timed-out connect.",
+    ),
+    Metric::counter(
+        "meshlb_l4_unserved_total",
+        &["load_balancer", "transport"],
+        "Layer-4 connections or flows that no endpoint took (no pool could, or every connect failed).",
+    ),
+    Metric::counter(
+        "meshlb_l4_endpoint_opened_total",
+        &["endpoint", "pool"],
+        "Layer-4 connections and flows opened to an endpoint.",
+    ),
+    Metric::gauge(
+        "meshlb_l4_endpoint_open",
+        &["endpoint", "pool"],
+        "Layer-4 connections and flows open to an endpoint now.",
+    ),
+    Metric::counter(
+        "meshlb_l4_connect_failures_total",
+        &["endpoint", "pool"],
+        "Layer-4 connects to an endpoint that were refused, timed out, or named a host that did not resolve.",
+    ),
+    Metric::counter(
+        "meshlb_l4_refused_total",
+        &[],
+        "Layer-4 TCP connections closed at accept because --l4-max-connections were open.",
+    ),
+    Metric::counter(
+        "meshlb_l4_flows_evicted_total",
+        &[],
+        "Layer-4 UDP flows pushed out of a full flow table (--l4-udp-max-flows).",
+    ),
+];
+
 /// HELP text of the metrics recorded here (`promtool check metrics` requires it;
 /// tests/deploy.rs runs it).
 pub fn describe_metrics() {
-    use ::metrics::{describe_counter, describe_gauge};
-    describe_counter!(
-        "meshlb_l4_accepted_total",
-        "Layer-4 TCP connections accepted and UDP flows begun, by load balancer."
-    );
-
-    describe_counter!(
-        "meshlb_l4_bytes_total",
-        "Bytes relayed by layer-4 load balancers, by direction (to_origin, to_client)."
-    );
-
-    describe_counter!(
-        "meshlb_l4_retries_total",
-        "Layer-4 connections tried again on another endpoint after a refused or timed-out connect."
-    );
-
-    describe_counter!(
-        "meshlb_l4_unserved_total",
-        "Layer-4 connections or flows that no endpoint took (no pool could, or every connect failed)."
-    );
-
-    describe_counter!(
-        "meshlb_l4_endpoint_opened_total",
-        "Layer-4 connections and flows opened to an endpoint."
-    );
-
-    describe_gauge!(
-        "meshlb_l4_endpoint_open",
-        "Layer-4 connections and flows open to an endpoint now."
-    );
-
-    describe_counter!(
-        "meshlb_l4_connect_failures_total",
-        "Layer-4 connects to an endpoint that were refused, timed out, or named a host that did not resolve."
-    );
-
-    describe_counter!(
-        "meshlb_l4_refused_total",
-        "Layer-4 TCP connections closed at accept because --l4-max-connections were open."
-    );
-
-    describe_counter!(
-        "meshlb_l4_flows_evicted_total",
-        "Layer-4 UDP flows pushed out of a full flow table (--l4-udp-max-flows)."
-    );
+    lb_core::describe_metrics!(METRICS);
 }

@@ -22,7 +22,7 @@ mod headers;
 mod lazy_timer;
 mod live;
 mod metrics;
-pub use metrics::describe_metrics;
+pub use metrics::{describe_metrics, METRICS};
 mod origin;
 mod route;
 mod spares;

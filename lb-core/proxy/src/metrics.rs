@@ -5,6 +5,7 @@
 //! `meshlb_proxy_affinity_hits_total` (by load balancer) and
 //! `meshlb_proxy_errors_total{load_balancer, code}` (the proxy's own error answers).
 
+use lb_core::metric::{Metric, MetricUnit};
 use metrics::{counter, histogram, Counter, Histogram};
 
 use lb_core::config::{Config, LbId};
@@ -102,53 +103,59 @@ impl ProxyMetrics {
     }
 }
 
+/// The metrics this crate records (docs/operations.md#metrics lists them; `tests/metrics_catalogue.rs`
+/// holds the code and the docs to this table).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
+        "meshlb_proxy_connections_refused_total",
+        &[],
+        "Client connections closed at accept because their proxy worker was at --proxy-max-connections-per-worker.",
+    ),
+    Metric::counter(
+        "meshlb_proxy_send_timeouts_total",
+        &[],
+        "Answers given up because the client took nothing for --proxy-send-timeout-ms: a stalled HTTP/1 write (connection closed) or an HTTP/2 stream whose window stayed shut (stream reset).",
+    ),
+    Metric::counter(
+        "meshlb_proxy_header_sessions_evicted_total",
+        &[],
+        "Header-affinity sessions pushed out, least recently used first, because the table was full (--proxy-max-header-sessions).",
+    ),
+    Metric::counter(
+        "meshlb_proxy_requests_total",
+        &["endpoint", "load_balancer", "pool", "status_class"],
+        "Proxied requests by load balancer, pool, endpoint and status class.",
+    ),
+    Metric::histogram(
+        "meshlb_proxy_request_duration_seconds",
+        &["load_balancer"],
+        "Proxied request time until the response head is sent.",
+    )
+    .in_unit(MetricUnit::Seconds),
+    Metric::counter(
+        "meshlb_proxy_retries_total",
+        &["load_balancer"],
+        "Zero-downtime failover retries.",
+    ),
+    Metric::counter(
+        "meshlb_proxy_errors_total",
+        &["code", "load_balancer"],
+        "The proxy's own error answers, by Cloudflare's code (521 refused, 522 connect timeout, 523 unreachable, 524 no answer in time, 525/526 TLS, 530 no pool, 502 broken answer).",
+    ),
+    Metric::counter(
+        "meshlb_proxy_affinity_hits_total",
+        &["load_balancer"],
+        "Requests that followed an existing session affinity binding.",
+    ),
+    Metric::counter(
+        "meshlb_proxy_origin_requests_total",
+        &["connection"],
+        "Requests sent to origins by connection: reused (kept alive), new, or resent on a new one after the origin dropped a reused one.",
+    ),
+];
+
 /// HELP text of the metrics recorded here (`promtool check metrics` requires it;
 /// tests/deploy.rs runs it).
 pub fn describe_metrics() {
-    use ::metrics::{describe_counter, describe_histogram, Unit};
-    describe_counter!(
-        "meshlb_proxy_connections_refused_total",
-        "Client connections closed at accept because their proxy worker was at --proxy-max-connections-per-worker."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_send_timeouts_total",
-        "Answers given up because the client took nothing for --proxy-send-timeout-ms: a stalled HTTP/1 write (connection closed) or an HTTP/2 stream whose window stayed shut (stream reset)."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_header_sessions_evicted_total",
-        "Header-affinity sessions pushed out, least recently used first, because the table was full (--proxy-max-header-sessions)."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_requests_total",
-        "Proxied requests by load balancer, pool, endpoint and status class."
-    );
-
-    describe_histogram!(
-        "meshlb_proxy_request_duration_seconds",
-        Unit::Seconds,
-        "Proxied request time until the response head is sent."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_retries_total",
-        "Zero-downtime failover retries."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_errors_total",
-        "The proxy's own error answers, by Cloudflare's code (521 refused, 522 connect timeout, 523 unreachable, 524 no answer in time, 525/526 TLS, 530 no pool, 502 broken answer)."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_affinity_hits_total",
-        "Requests that followed an existing session affinity binding."
-    );
-
-    describe_counter!(
-        "meshlb_proxy_origin_requests_total",
-        "Requests sent to origins by connection: reused (kept alive), new, or resent on a new one after the origin dropped a reused one."
-    );
+    lb_core::describe_metrics!(METRICS);
 }

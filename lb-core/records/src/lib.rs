@@ -19,7 +19,7 @@ mod writer;
 
 pub use framestream::{ControlFrame, Frame, FrameReader, FrameStreamError};
 pub use json_line::JsonLine;
-pub use metrics::describe_metrics;
+pub use metrics::{describe_metrics, METRICS};
 pub use output::{Destination, Framing};
 pub use sink::{Record, Sampling, Sink, SinkSettings};
 pub use writer::{reopen_all, start, StartError};

@@ -1,6 +1,7 @@
 //! Each log's counters: written, dropped (and why), write errors, reopens.
 
-use metrics::{counter, describe_counter};
+use lb_core::metric::Metric;
+use metrics::counter;
 
 /// One log's counters, looked up in the recorder at each use: a log starts with the node's
 /// flags, before the node installs its Prometheus recorder, and a handle taken then would
@@ -51,22 +52,33 @@ impl LogCounters {
     }
 }
 
-/// Describes the records' metrics (once, at the exporter's start).
-pub fn describe_metrics() {
-    describe_counter!(
+/// The metrics this crate records (docs/operations.md#metrics lists them; `tests/metrics_catalogue.rs`
+/// holds the code and the docs to this table).
+pub const METRICS: &[Metric] = &[
+    Metric::counter(
         "meshlb_log_records_written_total",
-        "Records written by each log (access, l4, dnstap)."
-    );
-    describe_counter!(
+        &["log"],
+        "Records written by each log (access, l4, dnstap).",
+    ),
+    Metric::counter(
         "meshlb_log_records_dropped_total",
-        "Records dropped by each log: queue_full (the writer fell behind), unwritten (no collector connected or a write failed), stopped."
-    );
-    describe_counter!(
+        &["log", "reason"],
+        "Records dropped by each log: queue_full (the writer fell behind), unwritten (no collector connected or a write failed), stopped.",
+    ),
+    Metric::counter(
         "meshlb_log_write_errors_total",
-        "Failed writes, opens and connections of each log's output."
-    );
-    describe_counter!(
+        &["log"],
+        "Failed writes, opens and connections of each log's output.",
+    ),
+    Metric::counter(
         "meshlb_log_reopens_total",
-        "Times each log's file was reopened (SIGUSR1, or its path renamed away) or its collector reconnected."
-    );
+        &["log"],
+        "Times each log's file was reopened (SIGUSR1, or its path renamed away) or its collector reconnected.",
+    ),
+];
+
+/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
+/// tests/deploy.rs runs it).
+pub fn describe_metrics() {
+    lb_core::describe_metrics!(METRICS);
 }

@@ -2,6 +2,8 @@
 //! crate records, gossip's counters, and the small `/metrics` listener of probers
 //! (aggregators serve `/metrics` on their admin API).
 
+mod catalogue;
+pub use catalogue::METRICS;
 mod gossip;
 mod listener;
 
@@ -32,8 +34,5 @@ pub fn install(labels: &[(&str, &str)]) -> Option<PrometheusHandle> {
 /// HELP text of everything this crate records: the control plane, reloads, the listeners'
 /// guard and gossip.
 pub fn describe_metrics() {
-    crate::control::describe_metrics();
-    crate::reload::describe_metrics();
-    crate::guard::describe_metrics();
-    gossip::describe_metrics();
+    catalogue::describe_metrics();
 }

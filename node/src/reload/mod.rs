@@ -5,7 +5,6 @@
 
 mod trigger;
 
-pub(crate) use trigger::describe_metrics;
 pub use trigger::{count, record, started, ConfigWatch, Trigger, Triggers};
 
 use serde::Serialize;

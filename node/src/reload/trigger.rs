@@ -146,28 +146,6 @@ pub fn count(ok: bool) {
     metrics::counter!("meshlb_config_reloads_total", "result" => result).increment(1);
 }
 
-/// HELP text of the metrics recorded here (`promtool check metrics` requires it;
-/// tests/deploy.rs runs it).
-pub fn describe_metrics() {
-    use ::metrics::{describe_counter, describe_gauge, Unit};
-
-    describe_gauge!(
-        "meshlb_config_last_reload_successful",
-        "1 if the last configuration reload (or the start) succeeded, 0 if the file was refused."
-    );
-
-    describe_gauge!(
-        "meshlb_config_last_reload_success_timestamp_seconds",
-        Unit::Seconds,
-        "When the configuration in force was loaded (unix seconds)."
-    );
-
-    describe_counter!(
-        "meshlb_config_reloads_total",
-        "Configuration reloads after the start, by result (success, failure)."
-    );
-}
-
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::symlink;
