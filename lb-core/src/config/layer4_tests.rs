@@ -140,7 +140,7 @@ protocol = \"sctp\"
     );
     has(
         &e,
-        "load_balancers[3].protocol: `sctp` is not one of http, tcp, udp",
+        "load_balancers[3].protocol: unknown protocol `sctp` (expected http, tcp or udp)",
     );
     assert!(
         !e.iter().any(|l| l.starts_with("load_balancers[2]")),

@@ -31,8 +31,8 @@ pub use load_balancer::{
     SteeringSettings, ZeroDowntimeFailover,
 };
 pub use monitor::{
-    CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, Monitor, MonitorKind, SecretError,
-    SecretSource, Threshold,
+    CodesError, ExpectedCodes, HttpCheck, HttpMethod, LdapCheck, LdapScheme, Monitor, MonitorKind,
+    MonitorType, SecretError, SecretSource, Threshold, ThresholdMode,
 };
 pub use monitor_group::{GroupMember, MemberRole, MonitorGroup, PoolCheck, MAX_GROUP_MEMBERS};
 pub use notifications::{

@@ -77,6 +77,36 @@ pub enum Threshold {
     },
 }
 
+crate::choice! {
+    /// A threshold's `mode`: which of [`Threshold`]'s rules it is.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum ThresholdMode {
+        Consecutive => "consecutive",
+        Window => "window",
+        Counter => "counter",
+    }
+}
+
+impl Threshold {
+    /// Which rule it is.
+    pub const fn mode(&self) -> ThresholdMode {
+        match self {
+            Threshold::Consecutive { .. } => ThresholdMode::Consecutive,
+            Threshold::Window { .. } => ThresholdMode::Window,
+            Threshold::Counter { .. } => ThresholdMode::Counter,
+        }
+    }
+}
+
+crate::choice! {
+    /// An LDAP monitor's `scheme`: `ldaps` speaks TLS from the first byte.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum LdapScheme {
+        Ldap => "ldap",
+        Ldaps => "ldaps",
+    }
+}
+
 /// Where a secret comes from: never the config file itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {
@@ -126,6 +156,77 @@ pub struct LdapCheck {
     /// Accept any certificate (ldaps).
     pub allow_insecure: bool,
     pub ca_file: Option<std::path::PathBuf>,
+}
+
+crate::choice! {
+    /// A monitor's `type`, and what each takes: the facts the validator, the prober and the
+    /// docs ask of a type (`MonitorKind` holds a validated monitor's own settings).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum MonitorType {
+        Http => "http",
+        Https => "https",
+        Tcp => "tcp",
+        UdpIcmp => "udp_icmp",
+        IcmpPing => "icmp_ping",
+        Smtp => "smtp",
+        Ldap => "ldap",
+    }
+}
+
+impl MonitorType {
+    /// Takes the HTTP fields (`path`, `header`, `expected_codes`, `expected_body`,
+    /// `follow_redirects`) and a `method` of GET or HEAD.
+    pub const fn is_http(self) -> bool {
+        match self {
+            MonitorType::Http | MonitorType::Https => true,
+            MonitorType::Tcp
+            | MonitorType::UdpIcmp
+            | MonitorType::IcmpPing
+            | MonitorType::Smtp
+            | MonitorType::Ldap => false,
+        }
+    }
+
+    /// Speaks TLS whose trust anchors `ca_file` may add to.
+    pub const fn takes_ca_file(self) -> bool {
+        match self {
+            MonitorType::Https | MonitorType::Ldap => true,
+            MonitorType::Http
+            | MonitorType::Tcp
+            | MonitorType::UdpIcmp
+            | MonitorType::IcmpPing
+            | MonitorType::Smtp => false,
+        }
+    }
+
+    /// The `method` a type other than HTTP accepts besides none (Cloudflare's TCP monitors
+    /// send `connection_established`).
+    pub const fn method(self) -> Option<&'static str> {
+        match self {
+            MonitorType::Tcp => Some("connection_established"),
+            MonitorType::Http
+            | MonitorType::Https
+            | MonitorType::UdpIcmp
+            | MonitorType::IcmpPing
+            | MonitorType::Smtp
+            | MonitorType::Ldap => None,
+        }
+    }
+
+    /// What a probe of the type checks, in a sentence.
+    pub const fn help(self) -> &'static str {
+        match self {
+            MonitorType::Http => "an HTTP request answered with an expected code (and body)",
+            MonitorType::Https => "an HTTPS request answered with an expected code (and body)",
+            MonitorType::Tcp => "a TCP connection established",
+            MonitorType::UdpIcmp => {
+                "an ICMP echo answered, then a UDP datagram that draws no port-unreachable"
+            }
+            MonitorType::IcmpPing => "an ICMP echo answered",
+            MonitorType::Smtp => "an SMTP greeting 220, EHLO 250 and QUIT 221",
+            MonitorType::Ldap => "an LDAP bind (and a base-object search) that succeeds",
+        }
+    }
 }
 
 /// The monitor type with the settings that only make sense for that type, so that an HTTP
@@ -184,17 +285,22 @@ impl MonitorKind {
             .unwrap_or_else(|| self.default_port())
     }
 
+    /// The monitor's type.
+    pub fn monitor_type(&self) -> MonitorType {
+        match self {
+            MonitorKind::Http(_) => MonitorType::Http,
+            MonitorKind::Https(_) => MonitorType::Https,
+            MonitorKind::Tcp { .. } => MonitorType::Tcp,
+            MonitorKind::UdpIcmp { .. } => MonitorType::UdpIcmp,
+            MonitorKind::IcmpPing => MonitorType::IcmpPing,
+            MonitorKind::Smtp { .. } => MonitorType::Smtp,
+            MonitorKind::Ldap(_) => MonitorType::Ldap,
+        }
+    }
+
     /// The `type` value as written in the configuration.
     pub fn type_name(&self) -> &'static str {
-        match self {
-            MonitorKind::Http(_) => "http",
-            MonitorKind::Https(_) => "https",
-            MonitorKind::Tcp { .. } => "tcp",
-            MonitorKind::UdpIcmp { .. } => "udp_icmp",
-            MonitorKind::IcmpPing => "icmp_ping",
-            MonitorKind::Smtp { .. } => "smtp",
-            MonitorKind::Ldap(_) => "ldap",
-        }
+        self.monitor_type().name()
     }
 }
 
@@ -219,11 +325,13 @@ pub struct HttpCheck {
     pub ca_file: Option<std::path::PathBuf>,
 }
 
-/// Cloudflare allows GET and HEAD for HTTP monitors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HttpMethod {
-    Get,
-    Head,
+crate::choice! {
+    /// Cloudflare allows GET and HEAD for HTTP monitors.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum HttpMethod {
+        Get => "GET",
+        Head => "HEAD",
+    }
 }
 
 /// `expected_codes`: a comma-separated list of codes (`200`) and classes (`2xx`).

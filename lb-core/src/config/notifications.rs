@@ -35,15 +35,28 @@ impl Notifications {
     }
 }
 
-/// How to reach the SMTP server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SmtpTls {
-    /// Plain SMTP (a relay on the same host or network); port 25 by default.
-    None,
-    /// STARTTLS required; port 587 by default.
-    StartTls,
-    /// TLS from the first byte ("SMTPS"); port 465 by default.
-    Implicit,
+crate::choice! {
+    /// How to reach the SMTP server.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum SmtpTls {
+        /// Plain SMTP (a relay on the same host or network).
+        None => "none",
+        /// STARTTLS required.
+        StartTls => "starttls",
+        /// TLS from the first byte ("SMTPS"; `tls` is read as this too).
+        Implicit => "implicit",
+    }
+}
+
+impl SmtpTls {
+    /// The port the server listens on for it by default.
+    pub const fn default_port(self) -> u16 {
+        match self {
+            SmtpTls::None => 25,
+            SmtpTls::StartTls => 587,
+            SmtpTls::Implicit => 465,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]

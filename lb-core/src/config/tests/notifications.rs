@@ -117,7 +117,7 @@ secret_env = "B"
     has(&e, "notifications.email[0].to: needs at least one address");
     has(
         &e,
-        "notifications.email[0].smtp_tls: `ssl` is not one of none, starttls, implicit",
+        "notifications.email[0].smtp_tls: unknown value `ssl` (expected none, starttls or implicit)",
     );
     has(&e, "notifications.email[0].username: SMTP auth needs both username and password_file/password_env");
     has(&e, "notifications.email[0].pools[0]");

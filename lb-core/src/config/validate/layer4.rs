@@ -47,7 +47,12 @@ impl Validator<'_> {
             other => {
                 self.sink.push(
                     format!("{path}.protocol"),
-                    format!("`{other}` is not one of http, tcp, udp"),
+                    format!(
+                        "unknown protocol `{other}` (expected {})",
+                        crate::choice::one_of(
+                            std::iter::once("http").chain(Transport::ALL.iter().map(|t| t.name()))
+                        )
+                    ),
                 );
                 return None;
             }
@@ -144,7 +149,10 @@ impl Validator<'_> {
             (other, _) => {
                 self.sink.push(
                     format!("{path}.proxy_protocol"),
-                    format!("`{other}` is not one of off, v1, v2, simple"),
+                    format!(
+                        "unknown value `{other}` (expected {})",
+                        <ProxyProtocol as crate::choice::Choice>::expected()
+                    ),
                 );
                 ProxyProtocol::Off
             }

@@ -126,8 +126,6 @@ struct Validator<'a> {
     pool_index: HashMap<String, PoolId>,
 }
 
-const MONITOR_TYPES: &str = "http, https, tcp, udp_icmp, icmp_ping, smtp, ldap";
-
 impl Validator<'_> {
     /// `raw` as one of `C`'s choices, else an error at `path` naming every choice
     /// (`unknown {what} `x` (expected a, b or c)`) and `fallback`.
@@ -198,74 +196,7 @@ impl Validator<'_> {
             );
         }
         let port = self.port(&format!("{path}.port"), m.port);
-        let is_http = matches!(m.kind.as_str(), "http" | "https");
-        if !is_http {
-            let http_only = [
-                ("expected_codes", m.expected_codes.is_some()),
-                ("expected_body", !m.expected_body.is_empty()),
-                ("follow_redirects", m.follow_redirects),
-                ("header", !m.header.is_empty()),
-                ("path", m.path != "/"),
-            ];
-            for (field, set) in http_only {
-                if set {
-                    self.sink.push(
-                        format!("{path}.{field}"),
-                        format!("only applies to http and https monitors, not {}", m.kind),
-                    );
-                }
-            }
-        }
-        let kind = match m.kind.as_str() {
-            "http" | "https" => {
-                let check = self.http_check(&path, m, port);
-                if m.kind == "http" {
-                    MonitorKind::Http(check)
-                } else {
-                    MonitorKind::Https(check)
-                }
-            }
-            "tcp" => {
-                self.method_must_be(&path, m, Some("connection_established"));
-                MonitorKind::Tcp { port }
-            }
-            "udp_icmp" => {
-                self.method_must_be(&path, m, None);
-                // Port 0: each endpoint's own port, which pool validation then requires.
-                MonitorKind::UdpIcmp { port }
-            }
-            "icmp_ping" => {
-                self.method_must_be(&path, m, None);
-                MonitorKind::IcmpPing
-            }
-            "smtp" => {
-                self.method_must_be(&path, m, None);
-                MonitorKind::Smtp { port }
-            }
-            "ldap" => {
-                self.method_must_be(&path, m, None);
-                MonitorKind::Ldap(self.ldap_check(&path, m, port))
-            }
-            other => {
-                self.sink.push(
-                    format!("{path}.type"),
-                    format!("unknown monitor type `{other}` (expected one of {MONITOR_TYPES})"),
-                );
-                return None;
-            }
-        };
-        if m.ldap.is_some() && m.kind != "ldap" {
-            self.sink.push(
-                format!("{path}.ldap"),
-                format!("only applies to ldap monitors, not {}", m.kind),
-            );
-        }
-        if m.ca_file.is_some() && !matches!(m.kind.as_str(), "https" | "ldap") {
-            self.sink.push(
-                format!("{path}.ca_file"),
-                format!("only applies to https and ldap monitors, not {}", m.kind),
-            );
-        }
+        let kind = self.monitor_kind(&path, m, port)?;
         let threshold = self.threshold(&path, m);
         if self.sink_len() != before {
             return None;
@@ -285,6 +216,76 @@ impl Validator<'_> {
         })
     }
 
+    /// The monitor's type-specific settings: its `type` among [`MonitorType::ALL`], the fields
+    /// that type does not take refused, and the type's own validation.
+    fn monitor_kind(&mut self, path: &str, m: &RawMonitor, port: u16) -> Option<MonitorKind> {
+        let Some(kind) = MonitorType::parse(&m.kind) else {
+            self.sink.push(
+                format!("{path}.type"),
+                format!(
+                    "unknown monitor type `{}` (expected one of {})",
+                    m.kind,
+                    MonitorType::ALL
+                        .iter()
+                        .map(|t| t.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+            return None;
+        };
+        if !kind.is_http() {
+            self.http_fields_refused(path, m);
+        }
+        if !kind.is_http() {
+            self.method_must_be(path, m, kind.method());
+        }
+        let built = match kind {
+            MonitorType::Http => MonitorKind::Http(self.http_check(path, m, port)),
+            MonitorType::Https => MonitorKind::Https(self.http_check(path, m, port)),
+            MonitorType::Tcp => MonitorKind::Tcp { port },
+            // Port 0: each endpoint's own port, which pool validation then requires.
+            MonitorType::UdpIcmp => MonitorKind::UdpIcmp { port },
+            MonitorType::IcmpPing => MonitorKind::IcmpPing,
+            MonitorType::Smtp => MonitorKind::Smtp { port },
+            MonitorType::Ldap => MonitorKind::Ldap(self.ldap_check(path, m, port)),
+        };
+        if m.ldap.is_some() && kind != MonitorType::Ldap {
+            self.sink.push(
+                format!("{path}.ldap"),
+                format!("only applies to ldap monitors, not {}", m.kind),
+            );
+        }
+        if m.ca_file.is_some() && !kind.takes_ca_file() {
+            self.sink.push(
+                format!("{path}.ca_file"),
+                format!("only applies to https and ldap monitors, not {}", m.kind),
+            );
+        }
+        Some(built)
+    }
+
+    /// The HTTP fields set on a monitor of another type, each refused by name.
+    fn http_fields_refused(&mut self, path: &str, m: &RawMonitor) {
+        {
+            let http_only = [
+                ("expected_codes", m.expected_codes.is_some()),
+                ("expected_body", !m.expected_body.is_empty()),
+                ("follow_redirects", m.follow_redirects),
+                ("header", !m.header.is_empty()),
+                ("path", m.path != "/"),
+            ];
+            for (field, set) in http_only {
+                if set {
+                    self.sink.push(
+                        format!("{path}.{field}"),
+                        format!("only applies to http and https monitors, not {}", m.kind),
+                    );
+                }
+            }
+        }
+    }
+
     fn threshold(&mut self, path: &str, m: &RawMonitor) -> Threshold {
         let consecutive = Threshold::Consecutive {
             up: m.consecutive_up.max(1),
@@ -294,6 +295,12 @@ impl Validator<'_> {
             return consecutive;
         };
         let tpath = format!("{path}.threshold");
+        let mode = self.choice(
+            format!("{tpath}.mode"),
+            "mode",
+            &t.mode,
+            ThresholdMode::Consecutive,
+        );
         let mut positive = |field: &str, value: Option<u32>, default: u32| {
             let v = value.unwrap_or(default);
             if !(1..=1000).contains(&v) {
@@ -308,14 +315,14 @@ impl Validator<'_> {
             t.sample_size.is_some() || t.successful_samples_required.is_some(),
             t.down_thresh.is_some() || t.ok_thresh.is_some() || t.up_thresh.is_some(),
         );
-        match t.mode.as_str() {
-            "consecutive" => {
+        match mode {
+            ThresholdMode::Consecutive => {
                 if window_fields || counter_fields {
                     self.sink.push(&tpath, "consecutive mode takes consecutive_up/consecutive_down on the monitor, no other threshold fields");
                 }
                 consecutive
             }
-            "window" => {
+            ThresholdMode::Window => {
                 // Azure Front Door's defaults: 3 of the last 4.
                 let sample_size = positive("sample_size", t.sample_size, 4);
                 let required = positive(
@@ -340,7 +347,7 @@ impl Validator<'_> {
                     required,
                 }
             }
-            "counter" => {
+            ThresholdMode::Counter => {
                 // gdnsd's defaults.
                 let down_thresh = positive("down_thresh", t.down_thresh, 10);
                 let ok_thresh = positive("ok_thresh", t.ok_thresh, 10);
@@ -357,13 +364,6 @@ impl Validator<'_> {
                     up_thresh,
                 }
             }
-            other => {
-                self.sink.push(
-                    format!("{tpath}.mode"),
-                    format!("unknown mode `{other}` (expected consecutive, window or counter)"),
-                );
-                consecutive
-            }
         }
     }
 
@@ -372,17 +372,13 @@ impl Validator<'_> {
         let (tls, bind, search_dn) = match &m.ldap {
             None => (false, None, None),
             Some(l) => {
-                let tls = match l.scheme.as_str() {
-                    "ldap" => false,
-                    "ldaps" => true,
-                    other => {
-                        self.sink.push(
-                            format!("{lpath}.scheme"),
-                            format!("unknown scheme `{other}` (expected ldap or ldaps)"),
-                        );
-                        false
-                    }
-                };
+                let scheme = self.choice(
+                    format!("{lpath}.scheme"),
+                    "scheme",
+                    &l.scheme,
+                    LdapScheme::Ldap,
+                );
+                let tls = scheme == LdapScheme::Ldaps;
                 let secret = match (&l.password_file, &l.password_env) {
                     (Some(f), None) => Some(SecretSource::File(f.into())),
                     (None, Some(e)) => Some(SecretSource::Env(e.clone())),
@@ -447,7 +443,10 @@ impl Validator<'_> {
             Some(_) => {
                 self.sink.push(
                     format!("{path}.method"),
-                    "HTTP monitors use GET or HEAD (Cloudflare's choice: probes must not change state)",
+                    format!(
+                        "HTTP monitors use {} (Cloudflare's choice: probes must not change state)",
+                        <HttpMethod as Choice>::expected()
+                    ),
                 );
                 HttpMethod::Get
             }

@@ -151,22 +151,10 @@ impl Validator<'_> {
                     .push(format!("{path}.smtp_host"), "must not be empty");
             }
             let smtp_tls = match e.smtp_tls.as_deref().unwrap_or("starttls") {
-                "none" => SmtpTls::None,
-                "starttls" => SmtpTls::StartTls,
-                "implicit" | "tls" => SmtpTls::Implicit,
-                other => {
-                    self.sink.push(
-                        format!("{path}.smtp_tls"),
-                        format!("`{other}` is not one of none, starttls, implicit"),
-                    );
-                    SmtpTls::StartTls
-                }
+                "tls" => SmtpTls::Implicit,
+                raw => self.choice(format!("{path}.smtp_tls"), "value", raw, SmtpTls::StartTls),
             };
-            let smtp_port = e.smtp_port.unwrap_or(match smtp_tls {
-                SmtpTls::None => 25,
-                SmtpTls::StartTls => 587,
-                SmtpTls::Implicit => 465,
-            });
+            let smtp_port = e.smtp_port.unwrap_or(smtp_tls.default_port());
             if smtp_port == 0 {
                 self.sink
                     .push(format!("{path}.smtp_port"), "must be 1..=65535");
