@@ -54,7 +54,7 @@ struct Sink(Arc<Counting>);
 impl ResultSink for Sink {
     fn publish(&self, r: ProbeReport) {
         self.0.done.fetch_add(1, Ordering::Relaxed);
-        if !r.result.attempt.passed {
+        if !r.probe.result.attempt.passed {
             self.0.failed.fetch_add(1, Ordering::Relaxed);
         }
     }

@@ -8,6 +8,8 @@
 //! - [`publisher`]: the sink that gossips results through the `mesh` crate.
 //! - [`once`]: targets probed once, now (`meshlb probe`).
 //! - [`preview`]: monitor previews the mesh asks for, run once and published.
+//! - [`probed`]: one target's probe, the one type `meshlb probe`, previews and scheduled
+//!   reports share.
 //! - [`node`]: the prober node as a library: start it with its settings, get a handle;
 //!   [`flags`]: `meshlb prober`'s flags and the settings they make.
 
@@ -19,6 +21,7 @@ pub mod node;
 pub mod once;
 pub mod outcome;
 pub mod preview;
+pub mod probed;
 pub mod publisher;
 pub mod scheduler;
 pub mod sink;
@@ -28,6 +31,7 @@ pub mod threshold;
 pub use failure::{Failure, Phase, SetupError};
 pub use lb_core::config::{Monitor, MonitorKind};
 pub use outcome::{Attempt, HttpTimings, ProbeResult};
+pub use probed::Probed;
 pub use publisher::GossipPublisher;
 pub use scheduler::{Scheduler, SchedulerSettings, SchedulerStats};
 pub use sink::{ChannelSink, JsonLinesSink, ProbeReport, ResultSink};

@@ -9,33 +9,8 @@ use lb_core::config::{Config, MemberRole};
 use serde::Serialize;
 
 use crate::monitors::{check_for, probe, IcmpClients};
+pub use crate::probed::Probed;
 use crate::{Attempt, Failure, ProbeResult, ProbeTarget};
-
-/// One target's probe.
-#[derive(Debug, Serialize)]
-pub struct Probed {
-    pub pool: String,
-    pub endpoint: String,
-    pub address: String,
-    pub port: u16,
-    pub monitor: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
-    /// The member's role in its group: decides, must_be_healthy or monitoring_only.
-    #[serde(skip_serializing_if = "Option::is_none", serialize_with = "role_name")]
-    pub role: Option<MemberRole>,
-    #[serde(flatten)]
-    pub result: ProbeResult,
-}
-
-fn role_name<S: serde::Serializer>(role: &Option<MemberRole>, s: S) -> Result<S::Ok, S::Error> {
-    match role {
-        Some(r) => s.serialize_str(r.name()),
-        None => s.serialize_none(),
-    }
-}
 
 /// What a monitor group makes of one endpoint's member results.
 #[derive(Debug, Serialize)]
@@ -75,17 +50,7 @@ pub async fn probe_once(config: &Config, targets: &[ProbeTarget]) -> Vec<Probed>
     targets
         .iter()
         .zip(results)
-        .map(|(t, result)| Probed {
-            pool: t.key.pool.clone(),
-            endpoint: t.key.endpoint.clone(),
-            address: t.address.to_string(),
-            port: t.port,
-            monitor: t.monitor.name.clone(),
-            kind: t.monitor.kind.type_name(),
-            group: t.group.clone(),
-            role: role(config, t),
-            result,
-        })
+        .map(|(t, result)| Probed::new(t, role(config, t), result))
         .collect()
 }
 

@@ -83,7 +83,7 @@ async fn run(
                         continue;
                     }
                     let healthy = r.state == DebouncedState::Healthy;
-                    let a = &r.result.attempt;
+                    let a = &r.probe.result.attempt;
                     let result = EndpointResult {
                         healthy,
                         rtt_ms: a.passed.then_some(a.rtt.as_secs_f64() * 1000.0),
@@ -94,12 +94,12 @@ async fn run(
                             a.reason.as_ref().map(ToString::to_string)
                         },
                     };
-                    let member = r.group.as_ref().map(|_| r.monitor.as_str());
-                    let key = keys::pool_key(&r.pool, member);
+                    let member = r.probe.group.as_ref().map(|_| r.probe.monitor.as_str());
+                    let key = keys::pool_key(&r.probe.pool, member);
                     let pool = published.entry(key.clone()).or_default();
-                    let changed = pool.get(&r.endpoint).is_none_or(|old| old.differs(&result));
+                    let changed = pool.get(&r.probe.endpoint).is_none_or(|old| old.differs(&result));
                     if changed {
-                        pool.insert(r.endpoint.clone(), result);
+                        pool.insert(r.probe.endpoint.clone(), result);
                         dirty.insert(key);
                     }
                 }

@@ -28,6 +28,7 @@ use lb_core::clock::unix_ms;
 use crate::failure::Failure;
 use crate::monitors::{check_for, probe, Check, IcmpClients};
 use crate::outcome::{Attempt, ProbeResult};
+use crate::probed::Probed;
 use crate::sink::{ProbeReport, ResultSink};
 use crate::target::{ProbeTarget, TargetKey};
 use crate::threshold::Debouncer;
@@ -357,14 +358,7 @@ impl Core {
         let t = &entry.target;
         record_probe(t.monitor.kind.type_name(), &done.result);
         self.sink.publish(ProbeReport {
-            pool: t.key.pool.clone(),
-            endpoint: t.key.endpoint.clone(),
-            address: t.address.to_string(),
-            port: t.port,
-            monitor: t.monitor.name.clone(),
-            kind: t.monitor.kind.type_name(),
-            group: t.group.clone(),
-            result: done.result,
+            probe: Probed::new(t, None, done.result),
             state,
             changed: state != before,
             seq: entry.seq,

@@ -7,24 +7,14 @@ use std::sync::Mutex;
 use serde::Serialize;
 use tokio::sync::mpsc;
 
-use crate::outcome::ProbeResult;
+use crate::probed::Probed;
 use crate::threshold::DebouncedState;
 
-/// One probe of one target, with the debounced state after it.
+/// One scheduled probe of one target, with the debounced state after it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProbeReport {
-    pub pool: String,
-    pub endpoint: String,
-    pub address: String,
-    pub port: u16,
-    pub monitor: String,
-    #[serde(rename = "type")]
-    pub kind: &'static str,
-    /// The monitor group `monitor` is a member of, when the pool uses one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub group: Option<String>,
     #[serde(flatten)]
-    pub result: ProbeResult,
+    pub probe: Probed,
     pub state: DebouncedState,
     /// The debounced state changed with this probe.
     pub changed: bool,

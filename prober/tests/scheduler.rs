@@ -41,7 +41,7 @@ async fn collect(
 fn per_pool(got: &[(Instant, ProbeReport)]) -> HashMap<String, Vec<Instant>> {
     let mut m: HashMap<String, Vec<Instant>> = HashMap::new();
     for (t, r) in got {
-        m.entry(r.pool.clone()).or_default().push(*t);
+        m.entry(r.probe.pool.clone()).or_default().push(*t);
     }
     m
 }
@@ -76,7 +76,7 @@ async fn first_probe_at_start_then_every_interval_without_drift() {
     // a loaded machine delays the receiver, not what the scheduler did.
     let mut by: HashMap<String, Vec<u64>> = HashMap::new();
     for (_, r) in &all {
-        by.entry(r.pool.clone()).or_default().push(r.at_ms);
+        by.entry(r.probe.pool.clone()).or_default().push(r.at_ms);
     }
     for (pool, times) in &by {
         assert!(times.len() >= 5, "{pool}: {} probes", times.len());
@@ -125,7 +125,7 @@ async fn a_hanging_endpoint_delays_nobody() {
     };
     let s = Scheduler::start(support::targets(&toml), settings, Arc::new(ChannelSink(tx)));
     let got = collect(&mut rx, Duration::from_secs(6), |g| {
-        g.iter().filter(|(_, r)| r.pool == "fast1").count() >= 4
+        g.iter().filter(|(_, r)| r.probe.pool == "fast1").count() >= 4
     })
     .await;
     let by = per_pool(&got);
@@ -159,28 +159,29 @@ async fn reload_adds_and_removes_targets_and_keeps_state() {
         Arc::new(ChannelSink(tx)),
     );
     collect(&mut rx, Duration::from_secs(5), |g| {
-        g.iter().filter(|(_, r)| r.pool == "a").count() >= 2
+        g.iter().filter(|(_, r)| r.probe.pool == "a").count() >= 2
     })
     .await;
     s.replace_targets(support::targets(&tcp_config(&["a", "c"], port, "")));
     // After the reload: c appears, b stops, a continues its sequence.
     let got = collect(&mut rx, Duration::from_secs(5), |g| {
-        g.iter().filter(|(_, r)| r.pool == "a").count() >= 2 && g.iter().any(|(_, r)| r.pool == "c")
+        g.iter().filter(|(_, r)| r.probe.pool == "a").count() >= 2
+            && g.iter().any(|(_, r)| r.probe.pool == "c")
     })
     .await;
     let a_seqs: Vec<u64> = got
         .iter()
-        .filter(|(_, r)| r.pool == "a")
+        .filter(|(_, r)| r.probe.pool == "a")
         .map(|(_, r)| r.seq)
         .collect();
     assert!(
         a_seqs.iter().all(|&s| s >= 3),
         "a kept its state: {a_seqs:?}"
     );
-    assert!(got.iter().any(|(_, r)| r.pool == "c" && r.seq == 1));
+    assert!(got.iter().any(|(_, r)| r.probe.pool == "c" && r.seq == 1));
     let late_b = got
         .iter()
-        .filter(|(t, r)| r.pool == "b" && t.elapsed() < Duration::from_secs(3))
+        .filter(|(t, r)| r.probe.pool == "b" && t.elapsed() < Duration::from_secs(3))
         .count();
     assert_eq!(late_b, 0, "b was removed");
     s.shutdown().await;
@@ -207,7 +208,7 @@ async fn debounced_state_follows_consecutive_down() {
     .await;
     let states: Vec<(bool, DebouncedState, bool)> = got
         .iter()
-        .map(|(_, r)| (r.result.attempt.passed, r.state, r.changed))
+        .map(|(_, r)| (r.probe.result.attempt.passed, r.state, r.changed))
         .collect();
     let first_fail = states.iter().position(|s| !s.0).expect("a failure");
     assert_eq!(
@@ -296,20 +297,20 @@ async fn a_reload_after_the_ca_file_changed_probes_with_the_new_ca() {
     );
     let got = collect(&mut rx, Duration::from_secs(5), |g| !g.is_empty()).await;
     assert!(
-        got.iter().all(|(_, r)| !r.result.attempt.passed),
+        got.iter().all(|(_, r)| !r.probe.result.attempt.passed),
         "another CA: the probe fails"
     );
     // The CA renewed in place (the same path, the same config text), then a reload.
     std::fs::copy(&pki.ca_file, &ca_file).expect("copy");
     s.replace_targets(support::targets(&config));
     let got = collect(&mut rx, Duration::from_secs(5), |g| {
-        g.iter().any(|(_, r)| r.result.attempt.passed)
+        g.iter().any(|(_, r)| r.probe.result.attempt.passed)
     })
     .await;
     assert!(
-        got.iter().any(|(_, r)| r.result.attempt.passed),
+        got.iter().any(|(_, r)| r.probe.result.attempt.passed),
         "the reload built the check from the new CA: {:?}",
-        got.last().map(|(_, r)| &r.result.attempt.reason)
+        got.last().map(|(_, r)| &r.probe.result.attempt.reason)
     );
     s.shutdown().await;
 }
