@@ -2,6 +2,7 @@
 //! (`pop_health`; meshlb's vantage points are its regions, each counted over its datacenters'
 //! probers) and the health events list.
 
+use super::query::QueryError;
 use lb_core::config::EndpointId;
 use lb_core::health::Verdict;
 use serde_json::{json, Map, Value};
@@ -110,9 +111,19 @@ fn event(id: usize, e: &HealthEvent) -> Option<Value> {
     }))
 }
 
+/// Why the events cannot be listed.
+#[derive(Debug, thiserror::Error)]
+pub enum EventsError {
+    #[error(transparent)]
+    Query(#[from] QueryError),
+    /// The log's lock was poisoned by a panic elsewhere.
+    #[error("the event log is unavailable")]
+    LogUnavailable,
+}
+
 /// `GET /user/load_balancing_analytics/events`: `pool_id`/`pool_name`, `origin_name`,
 /// `since`/`until` (RFC 3339 or unix ms), `origin_healthy`, `pool_healthy`, `limit`.
-pub fn events(shared: &Shared, query: &str) -> Result<Vec<Value>, String> {
+pub fn events(shared: &Shared, query: &str) -> Result<Vec<Value>, EventsError> {
     let mut filter = EventFilter::default();
     let mut origin_healthy = None;
     let mut pool_healthy = None;
@@ -121,7 +132,7 @@ pub fn events(shared: &Shared, query: &str) -> Result<Vec<Value>, String> {
         let flag = || match &*v {
             "true" => Ok(true),
             "false" => Ok(false),
-            _ => Err(format!("{k}: expected true or false, got `{v}`")),
+            _ => Err(QueryError::value(&k, "true or false", &v)),
         };
         match &*k {
             "since" | "until" => {
@@ -129,7 +140,7 @@ pub fn events(shared: &Shared, query: &str) -> Result<Vec<Value>, String> {
                     .parse::<u64>()
                     .ok()
                     .or_else(|| parse_rfc3339_ms(&v))
-                    .ok_or_else(|| format!("{k}: expected RFC 3339 or unix milliseconds, got `{v}`"))?;
+                    .ok_or_else(|| QueryError::value(&k, "RFC 3339 or unix milliseconds", &v))?;
                 if k == "since" {
                     filter.since_ms = Some(ms);
                 } else {
@@ -143,17 +154,21 @@ pub fn events(shared: &Shared, query: &str) -> Result<Vec<Value>, String> {
             "limit" => {
                 limit = v
                     .parse()
-                    .map_err(|_| format!("limit: expected a count, got `{v}`"))?
+                    .map_err(|_| QueryError::value("limit", "a count", &v))?
             }
-            other => return Err(format!(
-                "unknown parameter `{other}` (since, until, pool_id, pool_name, origin_name, origin_healthy, pool_healthy, limit)"
-            )),
+            other => {
+                return Err(QueryError::Unknown {
+                    param: other.to_string(),
+                    known: "since, until, pool_id, pool_name, origin_name, origin_healthy, pool_healthy, limit",
+                }
+                .into())
+            }
         }
     }
     let log = shared
         .events
         .lock()
-        .map_err(|_| "the event log is unavailable".to_string())?;
+        .map_err(|_| EventsError::LogUnavailable)?;
     Ok(log
         .query(&filter)
         .iter()

@@ -18,6 +18,7 @@ pub mod envelope;
 pub mod handlers;
 pub mod health;
 pub mod preview;
+pub mod query;
 pub mod regions;
 pub mod routes;
 pub mod search;

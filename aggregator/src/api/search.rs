@@ -7,6 +7,8 @@
 use lb_core::config::document::{Document, Kind};
 use lb_core::config::references::{references, Direction};
 use serde_json::{json, Value};
+
+use super::query::QueryError;
 use toml::Value as Toml;
 
 /// The arguments of a search.
@@ -20,7 +22,7 @@ pub struct Search {
 impl Search {
     /// From the query string (`query`, `references`, also as `search_params[...]`, the
     /// form of Cloudflare's documentation). An unknown `references` value is an error.
-    pub fn parse(query: &str) -> Result<Search, String> {
+    pub fn parse(query: &str) -> Result<Search, QueryError> {
         let mut out = Search::default();
         for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
             let k = k
@@ -36,8 +38,10 @@ impl Search {
                         "referrer" => Some(Some(Direction::Referrer)),
                         "referral" => Some(Some(Direction::Referral)),
                         other => {
-                            return Err(format!(
-                                "references: expected \"\", \"*\", \"referrer\" or \"referral\", got `{other}`"
+                            return Err(QueryError::value(
+                                "references",
+                                r#""", "*", "referrer" or "referral""#,
+                                other,
                             ))
                         }
                     }

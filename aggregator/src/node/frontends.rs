@@ -298,7 +298,7 @@ impl Frontends {
         &mut self,
         why: &str,
         text: &str,
-        persist: impl FnOnce() -> Result<(), String>,
+        persist: impl FnOnce() -> Result<(), meshlb_node::control::StoreError>,
     ) -> Outcome {
         let before = self.shared.in_force.load_full();
         let refused = |errors: Vec<String>| Outcome {
@@ -311,7 +311,7 @@ impl Frontends {
         let outcome = match self.prepare(&before, text) {
             Err(errors) => refused(errors),
             Ok(None) => match persist() {
-                Err(e) => refused(vec![e]),
+                Err(e) => refused(vec![e.to_string()]),
                 Ok(()) => Outcome {
                     reloaded: false,
                     generation: before.generation.id(),
@@ -321,10 +321,10 @@ impl Frontends {
                 },
             },
             Ok(Some(next)) => match persist() {
-                Err(e) => refused(vec![e]),
+                Err(e) => refused(vec![e.to_string()]),
                 Ok(()) => match self.apply(next).await {
                     Ok(outcome) => outcome,
-                    Err(e) => refused(vec![e]),
+                    Err(e) => refused(vec![e.to_string()]),
                 },
             },
         };
@@ -421,7 +421,7 @@ impl Frontends {
     }
 
     /// Has the tally loop adopt the generation, then serves it.
-    async fn apply(&mut self, next: Next) -> Result<Outcome, String> {
+    async fn apply(&mut self, next: Next) -> Result<Outcome, crate::adopt::LoopGone> {
         let outcome = Outcome {
             reloaded: true,
             generation: next.in_force.generation.id(),
@@ -429,10 +429,7 @@ impl Frontends {
             unchanged: false,
             errors: Vec::new(),
         };
-        self.adopter
-            .adopt(next.in_force)
-            .await
-            .map_err(|e| e.to_string())?;
+        self.adopter.adopt(next.in_force).await?;
         self.files = next.files;
         if let (Some(dns), Some((responder, serial))) = (&mut self.dns, next.responder) {
             dns.serving.replace(Arc::new(responder));
@@ -477,7 +474,7 @@ impl meshlb_node::control::Reload for Frontends {
         &mut self,
         why: &str,
         text: &str,
-        persist: impl FnOnce() -> Result<(), String> + Send,
+        persist: impl FnOnce() -> Result<(), meshlb_node::control::StoreError> + Send,
     ) -> impl std::future::Future<Output = Outcome> + Send {
         self.rebuild(why, text, persist)
     }

@@ -38,7 +38,7 @@ use arc_swap::ArcSwap;
 pub use announce::{Announcement, Primary};
 pub use protocol::{ConfigProtocol, Reload};
 pub use signing::ControlKey;
-pub use store::{ConfigStore, Side, Versioned};
+pub use store::{ConfigStore, Side, StoreError, Versioned};
 
 /// Which part this node plays in the control plane (its mesh role, prober or aggregator, is
 /// `mesh::Role`).

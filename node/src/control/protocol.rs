@@ -35,7 +35,7 @@ pub trait Reload {
         &mut self,
         why: &str,
         text: &str,
-        persist: impl FnOnce() -> Result<(), String> + Send,
+        persist: impl FnOnce() -> Result<(), super::store::StoreError> + Send,
     ) -> impl Future<Output = Outcome> + Send;
 }
 
@@ -316,9 +316,7 @@ impl ConfigProtocol {
         }
         let next = plane.sign(next);
         let outcome = node
-            .reload_text(why, &next.text, || {
-                self.store.commit(&next, false).map_err(|e| e.to_string())
-            })
+            .reload_text(why, &next.text, || self.store.commit(&next, false))
             .await;
         if outcome.reloaded || outcome.unchanged {
             plane.applied(next);
@@ -351,9 +349,7 @@ impl ConfigProtocol {
             });
         }
         let outcome = node
-            .reload_text(why, text, || {
-                self.store.commit(&next, true).map_err(|e| e.to_string())
-            })
+            .reload_text(why, text, || self.store.commit(&next, true))
             .await;
         if outcome.reloaded || outcome.unchanged {
             plane.applied(next.clone());
@@ -397,9 +393,7 @@ impl ConfigProtocol {
         if doc.generation > plane.generation() {
             let why = format!("generation {} from {}", doc.generation, fetched.primary);
             let outcome = node
-                .reload_text(&why, &doc.text, || {
-                    self.store.commit(&doc, false).map_err(|e| e.to_string())
-                })
+                .reload_text(&why, &doc.text, || self.store.commit(&doc, false))
                 .await;
             if outcome.reloaded || outcome.unchanged {
                 plane.applied(doc);

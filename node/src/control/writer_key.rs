@@ -26,6 +26,8 @@ pub enum KeyError {
     },
     #[error("{}: {why}", path.display())]
     Unusable { path: PathBuf, why: String },
+    #[error("cannot make an Ed25519 key pair: {0}")]
+    Generate(ring::error::Unspecified),
 }
 
 fn unusable(path: &Path, why: impl Into<String>) -> KeyError {
@@ -147,10 +149,11 @@ fn read_public(path: &Path) -> Result<[u8; 32], KeyError> {
 }
 
 /// A fresh key pair as PEM: (private PKCS#8, public SubjectPublicKeyInfo).
-pub fn generate() -> Result<(String, String), String> {
+pub fn generate() -> Result<(String, String), KeyError> {
     let rng = ring::rand::SystemRandom::new();
-    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(|e| e.to_string())?;
-    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref()).map_err(|e| e.to_string())?;
+    let pkcs8 = Ed25519KeyPair::generate_pkcs8(&rng).map_err(KeyError::Generate)?;
+    let pair = Ed25519KeyPair::from_pkcs8(pkcs8.as_ref())
+        .map_err(|e| KeyError::Generate(ring::error::Unspecified::from(e)))?;
     let mut spki = SPKI_PREFIX.to_vec();
     spki.extend_from_slice(pair.public_key().as_ref());
     Ok((pem("PRIVATE KEY", pkcs8.as_ref()), pem("PUBLIC KEY", &spki)))

@@ -54,14 +54,14 @@ impl Probing {
         &mut self,
         why: &str,
         text: &str,
-        persist: impl FnOnce() -> Result<(), String>,
+        persist: impl FnOnce() -> Result<(), meshlb_node::control::StoreError>,
     ) -> Outcome {
         let file = self.path.display().to_string();
         let parsed = self
             .parser
             .parse(&file, text, &self.regions)
             .map_err(|errors| errors.0.iter().map(ToString::to_string).collect::<Vec<_>>())
-            .and_then(|config| persist().map(|()| config).map_err(|e| vec![e]));
+            .and_then(|config| persist().map(|()| config).map_err(|e| vec![e.to_string()]));
         let config = match parsed {
             Ok(config) => config,
             Err(errors) => {
@@ -111,7 +111,7 @@ impl meshlb_node::control::Reload for Probing {
         &mut self,
         why: &str,
         text: &str,
-        persist: impl FnOnce() -> Result<(), String> + Send,
+        persist: impl FnOnce() -> Result<(), meshlb_node::control::StoreError> + Send,
     ) -> impl std::future::Future<Output = Outcome> + Send {
         self.replace(why, text, persist)
     }

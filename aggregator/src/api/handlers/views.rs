@@ -38,7 +38,7 @@ pub async fn references(call: Call<'_>) -> Served {
 /// `GET .../search`: resources by a query term, with their references.
 pub async fn search(call: Call<'_>) -> Served {
     let args = finder::Search::parse(&call.query)
-        .map_err(|m| refusal(StatusCode::BAD_REQUEST, code::INVALID, m))?;
+        .map_err(|e| refusal(StatusCode::BAD_REQUEST, code::INVALID, e.to_string()))?;
     let found = finder::search(&call.document()?, &args);
     let (page, per_page) = call.page()?;
     Ok(envelope::search(found, page, per_page, call.generation))
@@ -64,7 +64,15 @@ pub async fn regions(call: Call<'_>) -> Served {
 
 /// `GET /user/load_balancing_analytics/events`: health changes in Cloudflare's shape.
 pub async fn events(call: Call<'_>) -> Served {
-    let items = health::events(call.shared, &call.query)
-        .map_err(|m| refusal(StatusCode::BAD_REQUEST, code::INVALID, m))?;
+    let items = health::events(call.shared, &call.query).map_err(|e| match e {
+        health::EventsError::Query(q) => {
+            refusal(StatusCode::BAD_REQUEST, code::INVALID, q.to_string())
+        }
+        health::EventsError::LogUnavailable => refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            code::UNAVAILABLE,
+            e.to_string(),
+        ),
+    })?;
     Ok(envelope::list(items, 1, usize::MAX, call.generation))
 }

@@ -7,13 +7,26 @@ use super::*;
 
 use crate::config::{Layer4, PortMap, ProxyProtocol, Transport, MAX_LAYER4_PORTS};
 
+/// Why a port or range as written is none.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PortsError {
+    #[error("{0} is not a port (1..=65535)")]
+    NotAPort(i64),
+    #[error("`{0}` is not a port or a `first-last` range")]
+    NotPortOrRange(String),
+    #[error("`{0}` is not a `first-last` range of ports")]
+    NotRange(String),
+    #[error("`{0}`: the first port is above the last")]
+    Reversed(String),
+}
+
 /// A port or range as written: the ports, or why not.
-fn ports_of(raw: &RawPorts) -> Result<std::ops::RangeInclusive<u16>, String> {
-    let port = |n: i64| -> Result<u16, String> {
+fn ports_of(raw: &RawPorts) -> Result<std::ops::RangeInclusive<u16>, PortsError> {
+    let port = |n: i64| -> Result<u16, PortsError> {
         u16::try_from(n)
             .ok()
             .filter(|&p| p != 0)
-            .ok_or_else(|| format!("{n} is not a port (1..=65535)"))
+            .ok_or(PortsError::NotAPort(n))
     };
     match raw {
         RawPorts::One(n) => port(*n).map(|p| p..=p),
@@ -21,16 +34,16 @@ fn ports_of(raw: &RawPorts) -> Result<std::ops::RangeInclusive<u16>, String> {
             let Some((first, last)) = text.split_once('-') else {
                 return match text.trim().parse::<i64>() {
                     Ok(n) => port(n).map(|p| p..=p),
-                    Err(_) => Err(format!("`{text}` is not a port or a `first-last` range")),
+                    Err(_) => Err(PortsError::NotPortOrRange(text.clone())),
                 };
             };
             let (Ok(first), Ok(last)) = (first.trim().parse::<i64>(), last.trim().parse::<i64>())
             else {
-                return Err(format!("`{text}` is not a `first-last` range of ports"));
+                return Err(PortsError::NotRange(text.clone()));
             };
             let (first, last) = (port(first)?, port(last)?);
             if first > last {
-                return Err(format!("`{text}`: the first port is above the last"));
+                return Err(PortsError::Reversed(text.clone()));
             }
             Ok(first..=last)
         }
@@ -91,7 +104,7 @@ impl Validator<'_> {
                             }
                             listen.extend(range);
                         }
-                        Err(why) => self.sink.push(format!("{path}.listen[{j}]"), why),
+                        Err(why) => self.sink.push(format!("{path}.listen[{j}]"), why.to_string()),
                     }
                 }
             }
@@ -122,7 +135,8 @@ impl Validator<'_> {
                     vec![None; listen.len()]
                 }
                 Err(why) => {
-                    self.sink.push(format!("{path}.origin_port"), why);
+                    self.sink
+                        .push(format!("{path}.origin_port"), why.to_string());
                     vec![None; listen.len()]
                 }
             },
