@@ -9,9 +9,54 @@ impl Validator<'_> {
     pub(super) fn pool(&mut self, i: usize, p: &RawPool) -> Pool {
         let path = format!("pools[{i}]");
         let (checks, monitor_group) = self.pool_checks(&path, p);
-        let check_regions = match &p.check_regions {
+        let check_regions = self.check_regions(&path, p.check_regions.as_deref());
+        let coordinates = self.coordinates(&path, p.latitude, p.longitude);
+        let endpoints = self.pool_endpoints(&path, p, &checks);
+        if p.minimum_origins < 1 || p.minimum_origins as usize > endpoints.len().max(1) {
+            self.sink.push(
+                format!("{path}.minimum_origins"),
+                format!(
+                    "must be 1..={} (the pool's endpoint count) (got {})",
+                    endpoints.len().max(1),
+                    p.minimum_origins
+                ),
+            );
+        }
+        let load_shedding = p
+            .load_shedding
+            .as_ref()
+            .map(|s| self.load_shedding(&format!("{path}.load_shedding"), s))
+            .unwrap_or_default();
+        let origin_steering = p
+            .origin_steering
+            .as_ref()
+            .map(|s| self.origin_steering(&path, s))
+            .unwrap_or_default();
+        let health_sources = self.health_sources(&path, p.health_sources.as_deref());
+        Pool {
+            name: p.name.clone(),
+            description: p.description.clone(),
+            enabled: p.enabled,
+            minimum_origins: p.minimum_origins,
+            checks,
+            monitor_group,
+            check_regions,
+            coordinates,
+            endpoints,
+            load_shedding,
+            origin_steering,
+            health_sources,
+            notification_filter: Self::notification_filter(p.notification_filter.as_ref()),
+            notification_email: self.notification_email(&path, p.notification_email.as_deref()),
+        }
+    }
+
+    /// The regions whose probers check the pool: all of them unless `check_regions` names
+    /// some (`ALL_REGIONS` as all).
+    fn check_regions(&mut self, path: &str, list: Option<&[String]>) -> Vec<Region> {
+        match list {
             None => Region::ALL.to_vec(),
-            Some(list) if list.is_empty() => {
+            Some([]) => {
                 self.sink.push(
                     format!("{path}.check_regions"),
                     "must name at least one region, or be left unset for all regions",
@@ -35,8 +80,17 @@ impl Validator<'_> {
                 }
                 out
             }
-        };
-        let coordinates = match (p.latitude, p.longitude) {
+        }
+    }
+
+    /// The pool's coordinates, for proximity steering: both or neither.
+    fn coordinates(
+        &mut self,
+        path: &str,
+        latitude: Option<f64>,
+        longitude: Option<f64>,
+    ) -> Option<Coordinates> {
+        match (latitude, longitude) {
             (None, None) => None,
             (Some(lat), Some(lon)) => {
                 let c = Coordinates::new(lat, lon);
@@ -55,7 +109,12 @@ impl Validator<'_> {
                 );
                 None
             }
-        };
+        }
+    }
+
+    /// The pool's endpoints, each validated, with the rules that bind them together: unique
+    /// names, some weight, a port where a portless udp_icmp monitor needs one.
+    fn pool_endpoints(&mut self, path: &str, p: &RawPool, checks: &[PoolCheck]) -> Vec<Endpoint> {
         if p.origins.is_empty() {
             self.sink.push(
                 format!("{path}.origins"),
@@ -102,38 +161,26 @@ impl Validator<'_> {
                 }
             }
         }
-        if p.minimum_origins < 1 || p.minimum_origins as usize > endpoints.len().max(1) {
-            self.sink.push(
-                format!("{path}.minimum_origins"),
-                format!(
-                    "must be 1..={} (the pool's endpoint count) (got {})",
-                    endpoints.len().max(1),
-                    p.minimum_origins
-                ),
-            );
+        endpoints
+    }
+
+    /// `origin_steering`: its policy among [`OriginPolicy::ALL`].
+    fn origin_steering(&mut self, path: &str, s: &RawOriginSteering) -> OriginSteering {
+        let policy = self.choice(
+            format!("{path}.origin_steering.policy"),
+            "policy",
+            &s.policy,
+            OriginPolicy::Random,
+        );
+        OriginSteering {
+            policy,
+            latency_sensitivity_ms: s.latency_sensitivity_ms,
         }
-        let load_shedding = p
-            .load_shedding
-            .as_ref()
-            .map(|s| self.load_shedding(&format!("{path}.load_shedding"), s))
-            .unwrap_or_default();
-        let origin_steering = p
-            .origin_steering
-            .as_ref()
-            .map(|s| {
-                let policy = self.choice(
-                    format!("{path}.origin_steering.policy"),
-                    "policy",
-                    &s.policy,
-                    OriginPolicy::Random,
-                );
-                OriginSteering {
-                    policy,
-                    latency_sensitivity_ms: s.latency_sensitivity_ms,
-                }
-            })
-            .unwrap_or_default();
-        let health_sources = match p.health_sources.as_deref() {
+    }
+
+    /// `health_sources`: `["global"]` (Cloudflare) or `["regional", "global"]`.
+    fn health_sources(&mut self, path: &str, raw: Option<&[String]>) -> HealthSources {
+        match raw {
             None => HealthSources::Global,
             Some([g]) if g == "global" => HealthSources::Global,
             Some([r, g]) if r == "regional" && g == "global" => HealthSources::RegionalThenGlobal,
@@ -144,22 +191,6 @@ impl Validator<'_> {
                 );
                 HealthSources::Global
             }
-        };
-        Pool {
-            name: p.name.clone(),
-            description: p.description.clone(),
-            enabled: p.enabled,
-            minimum_origins: p.minimum_origins,
-            checks,
-            monitor_group,
-            check_regions,
-            coordinates,
-            endpoints,
-            load_shedding,
-            origin_steering,
-            health_sources,
-            notification_filter: Self::notification_filter(p.notification_filter.as_ref()),
-            notification_email: self.notification_email(&path, p.notification_email.as_deref()),
         }
     }
 
