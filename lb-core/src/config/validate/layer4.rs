@@ -53,6 +53,25 @@ fn ports_of(raw: &RawPorts) -> Result<std::ops::RangeInclusive<u16>, PortsError>
 impl Validator<'_> {
     /// The layer-4 settings of load balancer `path` (`None` for HTTP), each error reported.
     pub(super) fn layer4(&mut self, path: &str, lb: &RawLoadBalancer) -> Option<Layer4> {
+        let transport = self.transport(path, lb)?;
+        let listen = self.listen_ports(path, lb);
+        let origins = self.origin_ports(path, lb, listen.len());
+        let proxy_protocol = self.proxy_protocol(path, lb, transport);
+        self.http_only_fields_refused(path, lb);
+        Some(Layer4 {
+            transport,
+            ports: listen
+                .into_iter()
+                .zip(origins)
+                .map(|(listen, origin)| PortMap { listen, origin })
+                .collect(),
+            proxy_protocol,
+        })
+    }
+
+    /// The load balancer's transport: `None` for HTTP (whose layer-4 fields are refused) and
+    /// for an unknown protocol (refused).
+    fn transport(&mut self, path: &str, lb: &RawLoadBalancer) -> Option<Transport> {
         let transport = match lb.protocol.as_deref().unwrap_or("http") {
             "http" => None,
             "tcp" => Some(Transport::Tcp),
@@ -85,6 +104,11 @@ impl Validator<'_> {
             }
             return None;
         };
+        Some(transport)
+    }
+
+    /// `listen`: its ports and ranges, sorted, at most [`MAX_LAYER4_PORTS`], each once.
+    fn listen_ports(&mut self, path: &str, lb: &RawLoadBalancer) -> Vec<u16> {
         let mut listen: Vec<u16> = Vec::new();
         match lb.listen.as_deref() {
             None | Some([]) => self.sink.push(
@@ -116,32 +140,47 @@ impl Validator<'_> {
             self.sink
                 .push(format!("{path}.listen"), "a port is listed more than once");
         }
-        let origins: Vec<Option<u16>> = match &lb.origin_port {
-            None => vec![None; listen.len()],
+        listen
+    }
+
+    /// `origin_port` for each of `count` listened ports: one port for all, or a range as
+    /// long as `listen`; `None` (the endpoint's own port) when unset or refused.
+    fn origin_ports(&mut self, path: &str, lb: &RawLoadBalancer, count: usize) -> Vec<Option<u16>> {
+        match &lb.origin_port {
+            None => vec![None; count],
             Some(raw) => match ports_of(raw) {
                 Ok(range) if range.start() == range.end() => {
-                    vec![Some(*range.start()); listen.len()]
+                    vec![Some(*range.start()); count]
                 }
-                Ok(range) if range.len() == listen.len() => range.map(Some).collect(),
+                Ok(range) if range.len() == count => range.map(Some).collect(),
                 Ok(range) => {
                     self.sink.push(
                         format!("{path}.origin_port"),
                         format!(
                             "a range of {} ports for {} listened ports: give one port, or a range as long as `listen`",
                             range.len(),
-                            listen.len()
+                            count
                         ),
                     );
-                    vec![None; listen.len()]
+                    vec![None; count]
                 }
                 Err(why) => {
                     self.sink
                         .push(format!("{path}.origin_port"), why.to_string());
-                    vec![None; listen.len()]
+                    vec![None; count]
                 }
             },
-        };
-        let proxy_protocol = match (lb.proxy_protocol.as_deref().unwrap_or("off"), transport) {
+        }
+    }
+
+    /// `proxy_protocol`, which the transport must carry (v1 is TCP's, simple UDP's).
+    fn proxy_protocol(
+        &mut self,
+        path: &str,
+        lb: &RawLoadBalancer,
+        transport: Transport,
+    ) -> ProxyProtocol {
+        match (lb.proxy_protocol.as_deref().unwrap_or("off"), transport) {
             ("off", _) => ProxyProtocol::Off,
             ("v1", Transport::Tcp) => ProxyProtocol::V1,
             ("v2", _) => ProxyProtocol::V2,
@@ -170,8 +209,11 @@ impl Validator<'_> {
                 );
                 ProxyProtocol::Off
             }
-        };
-        // What layer 4 does not have (Spectrum's limits).
+        }
+    }
+
+    /// The HTTP load balancer's fields layer 4 does not have (Spectrum's limits), refused.
+    fn http_only_fields_refused(&mut self, path: &str, lb: &RawLoadBalancer) {
         if !lb.rules.is_empty() {
             self.sink.push(
                 format!("{path}.rules"),
@@ -204,15 +246,6 @@ impl Validator<'_> {
                 "a layer-4 load balancer carries TLS through untouched: leave origin_tls out",
             );
         }
-        Some(Layer4 {
-            transport,
-            ports: listen
-                .into_iter()
-                .zip(origins)
-                .map(|(listen, origin)| PortMap { listen, origin })
-                .collect(),
-            proxy_protocol,
-        })
     }
 
     /// Two layer-4 load balancers cannot listen on the same port of the same transport.
