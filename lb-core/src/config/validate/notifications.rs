@@ -117,120 +117,134 @@ impl Validator<'_> {
             }
         };
         let mut names = HashSet::new();
-        let mut email = Vec::new();
-        for (i, e) in n.email.iter().enumerate() {
-            let path = format!("notifications.email[{i}]");
-            if let Some(problem) = name_problem(&e.name) {
-                self.sink.push(format!("{path}.name"), problem);
-            } else if !names.insert(e.name.clone()) {
-                self.sink.push(
-                    format!("{path}.name"),
-                    format!("duplicate notification channel `{}`", e.name),
-                );
-            }
-            if !is_mailbox(&e.from) {
-                self.sink.push(
-                    format!("{path}.from"),
-                    format!("`{}` is not an email address", e.from),
-                );
-            }
-            if e.to.is_empty() {
-                self.sink
-                    .push(format!("{path}.to"), "needs at least one address");
-            }
-            for (j, t) in e.to.iter().enumerate() {
-                if !is_mailbox(t) {
-                    self.sink.push(
-                        format!("{path}.to[{j}]"),
-                        format!("`{t}` is not an email address"),
-                    );
-                }
-            }
-            if e.smtp_host.trim().is_empty() {
-                self.sink
-                    .push(format!("{path}.smtp_host"), "must not be empty");
-            }
-            let smtp_tls = match e.smtp_tls.as_deref().unwrap_or("starttls") {
-                "tls" => SmtpTls::Implicit,
-                raw => self.choice(format!("{path}.smtp_tls"), "value", raw, SmtpTls::StartTls),
-            };
-            let smtp_port = e.smtp_port.unwrap_or(smtp_tls.default_port());
-            if smtp_port == 0 {
-                self.sink
-                    .push(format!("{path}.smtp_port"), "must be 1..=65535");
-            }
-            let password = self.secret(
-                &path,
-                e.password_file.as_ref(),
-                e.password_env.as_ref(),
-                "password",
-            );
-            if password.is_some() != e.username.is_some() {
-                self.sink.push(
-                    format!("{path}.username"),
-                    "SMTP auth needs both username and password_file/password_env (passwords never sit in the config)",
-                );
-            }
-            if password.is_some() && smtp_tls == SmtpTls::None {
-                self.sink.push(
-                    format!("{path}.smtp_tls"),
-                    "a password is never sent in clear: use starttls or implicit",
-                );
-            }
-            let pools = self.channel_pools(&format!("{path}.pools"), &e.pools);
-            email.push(EmailChannel {
-                name: e.name.clone(),
-                from: e.from.clone(),
-                to: e.to.clone(),
-                smtp_host: e.smtp_host.clone(),
-                smtp_port,
-                smtp_tls,
-                username: e.username.clone(),
-                password,
-                ca_file: e.ca_file.as_ref().map(Into::into),
-                pools,
-            });
-        }
-        let mut webhooks = Vec::new();
-        for (i, w) in n.webhooks.iter().enumerate() {
-            let path = format!("notifications.webhooks[{i}]");
-            if let Some(problem) = name_problem(&w.name) {
-                self.sink.push(format!("{path}.name"), problem);
-            } else if !names.insert(w.name.clone()) {
-                self.sink.push(
-                    format!("{path}.name"),
-                    format!("duplicate notification channel `{}`", w.name),
-                );
-            }
-            let lower = w.url.to_ascii_lowercase();
-            let rest = lower
-                .strip_prefix("https://")
-                .or_else(|| lower.strip_prefix("http://"));
-            if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
-                self.sink.push(
-                    format!("{path}.url"),
-                    format!("`{}` is not an http:// or https:// URL", w.url),
-                );
-            }
-            let secret = self.secret(
-                &path,
-                w.secret_file.as_ref(),
-                w.secret_env.as_ref(),
-                "secret",
-            );
-            let pools = self.channel_pools(&format!("{path}.pools"), &w.pools);
-            webhooks.push(WebhookChannel {
-                name: w.name.clone(),
-                url: w.url.clone(),
-                secret,
-                pools,
-            });
-        }
+        let email = (n.email.iter().enumerate())
+            .map(|(i, e)| self.email_channel(&format!("notifications.email[{i}]"), e, &mut names))
+            .collect();
+        let webhooks = (n.webhooks.iter().enumerate())
+            .map(|(i, w)| self.webhook(&format!("notifications.webhooks[{i}]"), w, &mut names))
+            .collect();
         Notifications {
             batch_window,
             max_attempts,
             email,
             webhooks,
+        }
+    }
+
+    /// A channel's name: valid, and unique among every channel.
+    fn channel_name(&mut self, path: &str, name: &str, names: &mut HashSet<String>) {
+        if let Some(problem) = name_problem(name) {
+            self.sink.push(format!("{path}.name"), problem);
+        } else if !names.insert(name.to_string()) {
+            self.sink.push(
+                format!("{path}.name"),
+                format!("duplicate notification channel `{name}`"),
+            );
+        }
+    }
+
+    /// An email channel: its addresses, its SMTP server and how it is reached, its credentials.
+    fn email_channel(
+        &mut self,
+        path: &str,
+        e: &RawEmail,
+        names: &mut HashSet<String>,
+    ) -> EmailChannel {
+        self.channel_name(path, &e.name, names);
+        if !is_mailbox(&e.from) {
+            self.sink.push(
+                format!("{path}.from"),
+                format!("`{}` is not an email address", e.from),
+            );
+        }
+        if e.to.is_empty() {
+            self.sink
+                .push(format!("{path}.to"), "needs at least one address");
+        }
+        for (j, t) in e.to.iter().enumerate() {
+            if !is_mailbox(t) {
+                self.sink.push(
+                    format!("{path}.to[{j}]"),
+                    format!("`{t}` is not an email address"),
+                );
+            }
+        }
+        if e.smtp_host.trim().is_empty() {
+            self.sink
+                .push(format!("{path}.smtp_host"), "must not be empty");
+        }
+        let smtp_tls = match e.smtp_tls.as_deref().unwrap_or("starttls") {
+            "tls" => SmtpTls::Implicit,
+            raw => self.choice(format!("{path}.smtp_tls"), "value", raw, SmtpTls::StartTls),
+        };
+        let smtp_port = e.smtp_port.unwrap_or(smtp_tls.default_port());
+        if smtp_port == 0 {
+            self.sink
+                .push(format!("{path}.smtp_port"), "must be 1..=65535");
+        }
+        let password = self.secret(
+            path,
+            e.password_file.as_ref(),
+            e.password_env.as_ref(),
+            "password",
+        );
+        if password.is_some() != e.username.is_some() {
+            self.sink.push(
+                format!("{path}.username"),
+                "SMTP auth needs both username and password_file/password_env (passwords never sit in the config)",
+            );
+        }
+        if password.is_some() && smtp_tls == SmtpTls::None {
+            self.sink.push(
+                format!("{path}.smtp_tls"),
+                "a password is never sent in clear: use starttls or implicit",
+            );
+        }
+        let pools = self.channel_pools(&format!("{path}.pools"), &e.pools);
+        EmailChannel {
+            name: e.name.clone(),
+            from: e.from.clone(),
+            to: e.to.clone(),
+            smtp_host: e.smtp_host.clone(),
+            smtp_port,
+            smtp_tls,
+            username: e.username.clone(),
+            password,
+            ca_file: e.ca_file.as_ref().map(Into::into),
+            pools,
+        }
+    }
+
+    /// A webhook channel: its URL and signing secret.
+    fn webhook(
+        &mut self,
+        path: &str,
+        w: &RawWebhook,
+        names: &mut HashSet<String>,
+    ) -> WebhookChannel {
+        self.channel_name(path, &w.name, names);
+        let lower = w.url.to_ascii_lowercase();
+        let rest = lower
+            .strip_prefix("https://")
+            .or_else(|| lower.strip_prefix("http://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+            self.sink.push(
+                format!("{path}.url"),
+                format!("`{}` is not an http:// or https:// URL", w.url),
+            );
+        }
+        let secret = self.secret(
+            path,
+            w.secret_file.as_ref(),
+            w.secret_env.as_ref(),
+            "secret",
+        );
+        let pools = self.channel_pools(&format!("{path}.pools"), &w.pools);
+        WebhookChannel {
+            name: w.name.clone(),
+            url: w.url.clone(),
+            secret,
+            pools,
         }
     }
 }
