@@ -21,6 +21,39 @@ impl Validator<'_> {
             self.sink
                 .push(format!("{path}.default_pools"), "needs at least one pool");
         }
+        let (settings, has_geo) = self.steering_settings(&path, lb, proxied);
+        self.check_settings(&path, &settings);
+        let mut settings = settings;
+        if layer4.is_some() {
+            // A layer-4 connection whose connect is refused or times out is tried once more
+            // on another endpoint (docs/layer4.md).
+            settings.session_affinity.zero_downtime_failover = ZeroDowntimeFailover::Temporary;
+        }
+        let rules = self.rules(&path, lb, proxied, has_geo, &settings);
+        let origin_tls = self.origin_tls(&path, lb, proxied);
+        let origin_client_cert = self.origin_client_cert(&path, lb, origin_tls);
+        Some(LoadBalancer {
+            name,
+            description: lb.description.clone(),
+            enabled: lb.enabled,
+            proxied,
+            rules,
+            settings,
+            origin_tls,
+            origin_ca_file: lb.origin_ca_file.as_ref().map(Into::into),
+            origin_client_cert,
+            layer4,
+        })
+    }
+
+    /// How the load balancer steers: its pools and the geo maps, the policy and its weights,
+    /// affinity, location and TTL; and whether it has any geo map.
+    fn steering_settings(
+        &mut self,
+        path: &str,
+        lb: &RawLoadBalancer,
+        proxied: bool,
+    ) -> (SteeringSettings, bool) {
         let default_pools = self.pool_list(&format!("{path}.default_pools"), &lb.default_pools);
         let fallback_pool = lb
             .fallback_pool
@@ -41,7 +74,7 @@ impl Validator<'_> {
             lb.random_steering.as_ref(),
         );
         let session_affinity = self.session_affinity(
-            &path,
+            path,
             Some(&lb.session_affinity),
             lb.session_affinity_ttl,
             lb.session_affinity_attributes.as_ref(),
@@ -72,13 +105,18 @@ impl Validator<'_> {
             location_strategy,
             ttl,
         };
-        self.check_settings(&path, &settings);
-        let mut settings = settings;
-        if layer4.is_some() {
-            // A layer-4 connection whose connect is refused or times out is tried once more
-            // on another endpoint (docs/layer4.md).
-            settings.session_affinity.zero_downtime_failover = ZeroDowntimeFailover::Temporary;
-        }
+        (settings, has_geo)
+    }
+
+    /// The enabled custom rules, each validated, by priority.
+    fn rules(
+        &mut self,
+        path: &str,
+        lb: &RawLoadBalancer,
+        proxied: bool,
+        has_geo: bool,
+        settings: &SteeringSettings,
+    ) -> Vec<Rule> {
         let mut rule_names = HashSet::new();
         let mut rules: Vec<Rule> = Vec::new();
         for (j, r) in lb.rules.iter().enumerate() {
@@ -89,7 +127,7 @@ impl Validator<'_> {
                     format!("duplicate rule name `{}`", r.name),
                 );
             }
-            if let Some(rule) = self.rule(&rpath, r, proxied, has_geo, &settings) {
+            if let Some(rule) = self.rule(&rpath, r, proxied, has_geo, settings) {
                 if !r.disabled {
                     rules.push(rule);
                 }
@@ -97,6 +135,11 @@ impl Validator<'_> {
         }
         // Stable sort: equal priorities keep the order of the file.
         rules.sort_by_key(|r| r.priority);
+        rules
+    }
+
+    /// `origin_tls` (Cloudflare's SSL modes as they concern origins), and what it needs.
+    fn origin_tls(&mut self, path: &str, lb: &RawLoadBalancer, proxied: bool) -> OriginTls {
         let origin_tls = match lb.origin_tls.as_deref().unwrap_or("off") {
             "off" | "flexible" => OriginTls::Off,
             "full" => OriginTls::Full,
@@ -121,19 +164,7 @@ impl Validator<'_> {
                 "trust anchors are only used with origin_tls = \"strict\"",
             );
         }
-        let origin_client_cert = self.origin_client_cert(&path, lb, origin_tls);
-        Some(LoadBalancer {
-            name,
-            description: lb.description.clone(),
-            enabled: lb.enabled,
-            proxied,
-            rules,
-            settings,
-            origin_tls,
-            origin_ca_file: lb.origin_ca_file.as_ref().map(Into::into),
-            origin_client_cert,
-            layer4,
-        })
+        origin_tls
     }
 
     /// `origin_client_cert` and `origin_client_key`: both or neither, over TLS to origins.
@@ -381,97 +412,9 @@ impl Validator<'_> {
             || o.adaptive_routing.is_some()
             || o.location_strategy.is_some()
             || o.ttl.is_some();
-        let action = if let Some(f) = &r.fixed_response {
-            if has_overrides {
-                self.sink.push(
-                    format!("{path}.fixed_response"),
-                    "a rule either answers with a fixed response or overrides settings, not both",
-                );
-            }
-            if !proxied {
-                self.sink.push(
-                    format!("{path}.fixed_response"),
-                    "fixed responses need a proxied load balancer (DNS cannot carry them)",
-                );
-            }
-            if !(100..=599).contains(&f.status_code) {
-                self.sink.push(
-                    format!("{path}.fixed_response.status_code"),
-                    format!("must be 100..=599 (got {})", f.status_code),
-                );
-            }
-            RuleAction::FixedResponse(FixedResponse {
-                status_code: f.status_code,
-                message_body: f.message_body.clone(),
-                content_type: f.content_type.clone(),
-                location: f.location.clone(),
-            })
-        } else {
-            let opath = format!("{path}.overrides");
-            let region_pools = o
-                .region_pools
-                .as_ref()
-                .map(|m| self.region_pools(&format!("{opath}.region_pools"), m));
-            let country_pools = o
-                .country_pools
-                .as_ref()
-                .map(|m| self.country_pools(&format!("{opath}.country_pools"), m));
-            let pop_pools = o
-                .pop_pools
-                .as_ref()
-                .map(|m| self.pop_pools(&format!("{opath}.pop_pools"), m));
-            let has_geo = lb_has_geo
-                || region_pools.as_ref().is_some_and(|m| !m.is_empty())
-                || country_pools.as_ref().is_some_and(|m| !m.is_empty())
-                || pop_pools.as_ref().is_some_and(|m| !m.is_empty());
-            let affinity = if o.session_affinity.is_some()
-                || o.session_affinity_ttl.is_some()
-                || o.session_affinity_attributes.is_some()
-            {
-                Some(self.session_affinity(
-                    &opath,
-                    o.session_affinity.as_deref(),
-                    o.session_affinity_ttl,
-                    o.session_affinity_attributes.as_ref(),
-                    proxied,
-                    Some(&base.session_affinity),
-                ))
-            } else {
-                None
-            };
-            {
-                let overrides = Overrides {
-                    default_pools: o
-                        .default_pools
-                        .as_ref()
-                        .map(|l| self.pool_list(&format!("{opath}.default_pools"), l)),
-                    fallback_pool: o
-                        .fallback_pool
-                        .as_ref()
-                        .and_then(|f| self.pool_ref(&format!("{opath}.fallback_pool"), f)),
-                    region_pools,
-                    country_pools,
-                    pop_pools,
-                    steering_policy: o.steering_policy.as_ref().map(|s| {
-                        self.steering_policy(&format!("{opath}.steering_policy"), s, has_geo)
-                    }),
-                    random_steering: o.random_steering.as_ref().map(|r| {
-                        self.random_steering(&format!("{opath}.random_steering"), Some(r))
-                    }),
-                    session_affinity: affinity,
-                    adaptive_routing: o.adaptive_routing.as_ref().map(|a| AdaptiveRouting {
-                        failover_across_pools: a.failover_across_pools,
-                    }),
-                    location_strategy: o.location_strategy.as_ref().map(|l| {
-                        self.location_strategy(&format!("{opath}.location_strategy"), Some(l))
-                    }),
-                    ttl: o.ttl.map(|t| self.ttl(&format!("{opath}.ttl"), t)),
-                };
-                let mut effective = base.clone();
-                overrides.apply_to(&mut effective);
-                self.check_settings(&opath, &effective);
-                RuleAction::Overrides(Box::new(overrides))
-            }
+        let action = match &r.fixed_response {
+            Some(f) => self.fixed_response(path, f, has_overrides, proxied),
+            None => self.overrides(path, o, proxied, lb_has_geo, base),
         };
         Some(Rule {
             name: r.name.clone(),
@@ -480,6 +423,117 @@ impl Validator<'_> {
             terminates: r.terminates || matches!(action, RuleAction::FixedResponse(_)),
             action,
         })
+    }
+
+    /// A rule's fixed response: for a proxied load balancer, instead of overrides.
+    fn fixed_response(
+        &mut self,
+        path: &str,
+        f: &RawFixedResponse,
+        has_overrides: bool,
+        proxied: bool,
+    ) -> RuleAction {
+        if has_overrides {
+            self.sink.push(
+                format!("{path}.fixed_response"),
+                "a rule either answers with a fixed response or overrides settings, not both",
+            );
+        }
+        if !proxied {
+            self.sink.push(
+                format!("{path}.fixed_response"),
+                "fixed responses need a proxied load balancer (DNS cannot carry them)",
+            );
+        }
+        if !(100..=599).contains(&f.status_code) {
+            self.sink.push(
+                format!("{path}.fixed_response.status_code"),
+                format!("must be 100..=599 (got {})", f.status_code),
+            );
+        }
+        RuleAction::FixedResponse(FixedResponse {
+            status_code: f.status_code,
+            message_body: f.message_body.clone(),
+            content_type: f.content_type.clone(),
+            location: f.location.clone(),
+        })
+    }
+
+    /// A rule's overrides, checked as the settings they make of the load balancer's.
+    fn overrides(
+        &mut self,
+        path: &str,
+        o: &RawOverrides,
+        proxied: bool,
+        lb_has_geo: bool,
+        base: &SteeringSettings,
+    ) -> RuleAction {
+        let opath = format!("{path}.overrides");
+        let region_pools = o
+            .region_pools
+            .as_ref()
+            .map(|m| self.region_pools(&format!("{opath}.region_pools"), m));
+        let country_pools = o
+            .country_pools
+            .as_ref()
+            .map(|m| self.country_pools(&format!("{opath}.country_pools"), m));
+        let pop_pools = o
+            .pop_pools
+            .as_ref()
+            .map(|m| self.pop_pools(&format!("{opath}.pop_pools"), m));
+        let has_geo = lb_has_geo
+            || region_pools.as_ref().is_some_and(|m| !m.is_empty())
+            || country_pools.as_ref().is_some_and(|m| !m.is_empty())
+            || pop_pools.as_ref().is_some_and(|m| !m.is_empty());
+        let affinity = if o.session_affinity.is_some()
+            || o.session_affinity_ttl.is_some()
+            || o.session_affinity_attributes.is_some()
+        {
+            Some(self.session_affinity(
+                &opath,
+                o.session_affinity.as_deref(),
+                o.session_affinity_ttl,
+                o.session_affinity_attributes.as_ref(),
+                proxied,
+                Some(&base.session_affinity),
+            ))
+        } else {
+            None
+        };
+        let overrides = Overrides {
+            default_pools: o
+                .default_pools
+                .as_ref()
+                .map(|l| self.pool_list(&format!("{opath}.default_pools"), l)),
+            fallback_pool: o
+                .fallback_pool
+                .as_ref()
+                .and_then(|f| self.pool_ref(&format!("{opath}.fallback_pool"), f)),
+            region_pools,
+            country_pools,
+            pop_pools,
+            steering_policy: o
+                .steering_policy
+                .as_ref()
+                .map(|s| self.steering_policy(&format!("{opath}.steering_policy"), s, has_geo)),
+            random_steering: o
+                .random_steering
+                .as_ref()
+                .map(|r| self.random_steering(&format!("{opath}.random_steering"), Some(r))),
+            session_affinity: affinity,
+            adaptive_routing: o.adaptive_routing.as_ref().map(|a| AdaptiveRouting {
+                failover_across_pools: a.failover_across_pools,
+            }),
+            location_strategy: o
+                .location_strategy
+                .as_ref()
+                .map(|l| self.location_strategy(&format!("{opath}.location_strategy"), Some(l))),
+            ttl: o.ttl.map(|t| self.ttl(&format!("{opath}.ttl"), t)),
+        };
+        let mut effective = base.clone();
+        overrides.apply_to(&mut effective);
+        self.check_settings(&opath, &effective);
+        RuleAction::Overrides(Box::new(overrides))
     }
 
     /// Checks that need the whole of a load balancer's settings.
