@@ -345,3 +345,45 @@ fn the_readme_lists_every_command_and_verb_that_meshlb_help_lists() {
     }
     assert!(missing.is_empty(), "README.md#commands: {missing:#?}");
 }
+
+/// Whether `line` cites one of the user's source documents (`seed NNN`, the seeds directory)
+/// rather than saying what the cited behaviour is.
+fn cites_a_seed(line: &str) -> bool {
+    let lower = line.to_ascii_lowercase();
+    let numbered = lower.match_indices("seed ").any(|(i, m)| {
+        let rest = &lower.as_bytes()[i + m.len()..];
+        rest.len() >= 3
+            && rest[..3].iter().all(u8::is_ascii_digit)
+            && rest
+                .get(3)
+                .is_none_or(|b| !b.is_ascii_digit() && *b != b'.' && *b != b':')
+    });
+    numbered || lower.contains(concat!("seeds", "/"))
+}
+
+#[test]
+fn no_doc_or_comment_cites_the_seed_documents() {
+    let mut found = Vec::new();
+    for ext in [".md", ".rs"] {
+        let mut all = Vec::new();
+        files(&root(), ext, &mut all);
+        for file in all {
+            let text = std::fs::read_to_string(&file).unwrap_or_default();
+            for (n, line) in text.lines().enumerate() {
+                if cites_a_seed(line) {
+                    found.push(format!("{}:{}", file.display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "cite the behaviour, not the seed: {found:?}"
+    );
+}
+
+#[test]
+fn a_seed_citation_is_recognised() {
+    assert!(cites_a_seed(concat!("as the docs say (Seed", " 000)")));
+    assert!(!cites_a_seed(concat!("--seed", " 127.0.0.1:7946")));
+}
