@@ -113,8 +113,8 @@ pub(super) fn validate(
     })
 }
 
-struct Validator<'a> {
-    sink: ErrorSink,
+pub(in crate::config) struct Validator<'a> {
+    pub(in crate::config) sink: ErrorSink,
     regions: &'a RegionsTable,
     monitor_index: HashMap<String, usize>,
     /// The kind of each valid monitor, by index, for pool-level checks.
@@ -367,53 +367,6 @@ impl Validator<'_> {
         }
     }
 
-    fn ldap_check(&mut self, path: &str, m: &RawMonitor, port: u16) -> LdapCheck {
-        let lpath = format!("{path}.ldap");
-        let (tls, bind, search_dn) = match &m.ldap {
-            None => (false, None, None),
-            Some(l) => {
-                let scheme = self.choice(
-                    format!("{lpath}.scheme"),
-                    "scheme",
-                    &l.scheme,
-                    LdapScheme::Ldap,
-                );
-                let tls = scheme == LdapScheme::Ldaps;
-                let secret = match (&l.password_file, &l.password_env) {
-                    (Some(f), None) => Some(SecretSource::File(f.into())),
-                    (None, Some(e)) => Some(SecretSource::Env(e.clone())),
-                    (None, None) => None,
-                    (Some(_), Some(_)) => {
-                        self.sink
-                            .push(&lpath, "give password_file or password_env, not both");
-                        None
-                    }
-                };
-                let bind = match (&l.bind_dn, secret) {
-                    (Some(dn), Some(secret)) => Some((dn.clone(), secret)),
-                    (None, None) => None,
-                    (Some(_), None) => {
-                        self.sink.push(format!("{lpath}.bind_dn"), "a DN bind needs password_file or password_env (passwords never sit in the config)");
-                        None
-                    }
-                    (None, Some(_)) => {
-                        self.sink.push(format!("{lpath}.bind_dn"), "a password without bind_dn: set the DN, or drop the password for an anonymous bind");
-                        None
-                    }
-                };
-                (tls, bind, l.search_dn.clone())
-            }
-        };
-        LdapCheck {
-            port,
-            tls,
-            bind,
-            search_dn,
-            allow_insecure: m.allow_insecure,
-            ca_file: m.ca_file.as_ref().map(Into::into),
-        }
-    }
-
     fn sink_len(&self) -> usize {
         self.sink.len()
     }
@@ -436,49 +389,7 @@ impl Validator<'_> {
         }
     }
 
-    fn http_check(&mut self, path: &str, m: &RawMonitor, port: u16) -> HttpCheck {
-        let method = match m.method.as_deref().map(str::to_ascii_uppercase).as_deref() {
-            None | Some("GET") => HttpMethod::Get,
-            Some("HEAD") => HttpMethod::Head,
-            Some(_) => {
-                self.sink.push(
-                    format!("{path}.method"),
-                    format!(
-                        "HTTP monitors use {} (Cloudflare's choice: probes must not change state)",
-                        <HttpMethod as Choice>::expected()
-                    ),
-                );
-                HttpMethod::Get
-            }
-        };
-        if !m.path.starts_with('/') {
-            self.sink
-                .push(format!("{path}.path"), "must start with `/`");
-        }
-        let expected_codes =
-            match ExpectedCodes::parse(m.expected_codes.as_deref().unwrap_or("200")) {
-                Ok(c) => c,
-                Err(e) => {
-                    self.sink
-                        .push(format!("{path}.expected_codes"), e.to_string());
-                    ExpectedCodes::default()
-                }
-            };
-        let headers = self.headers(&format!("{path}.header"), &m.header, false);
-        HttpCheck {
-            method,
-            path: m.path.clone(),
-            port,
-            headers,
-            expected_codes,
-            expected_body: (!m.expected_body.is_empty()).then(|| m.expected_body.clone()),
-            follow_redirects: m.follow_redirects,
-            allow_insecure: m.allow_insecure,
-            ca_file: m.ca_file.as_ref().map(Into::into),
-        }
-    }
-
-    fn headers(
+    pub(in crate::config) fn headers(
         &mut self,
         path: &str,
         raw: &BTreeMap<String, HeaderValues>,

@@ -1,4 +1,14 @@
-//! Validated monitors: what a prober runs against each endpoint of a pool.
+//! Validated monitors: what a prober runs against each endpoint of a pool. The types with
+//! settings of their own have a module each, holding those settings, their defaults and their
+//! validation from the config's (Cloudflare's) fields: [`http`] (http and https) and
+//! [`ldap`]. The other types take only a port. A type's facts are [`MonitorType`]'s; its
+//! probe is `prober/src/monitors/<type>.rs`.
+
+mod http;
+mod ldap;
+
+pub use http::{CodesError, ExpectedCodes, HttpCheck, HttpMethod};
+pub use ldap::{LdapCheck, LdapScheme};
 
 use std::time::Duration;
 
@@ -98,15 +108,6 @@ impl Threshold {
     }
 }
 
-crate::choice! {
-    /// An LDAP monitor's `scheme`: `ldaps` speaks TLS from the first byte.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum LdapScheme {
-        Ldap => "ldap",
-        Ldaps => "ldaps",
-    }
-}
-
 /// Where a secret comes from: never the config file itself.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {
@@ -141,21 +142,6 @@ impl SecretSource {
             }
         }
     }
-}
-
-/// LDAP monitor settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LdapCheck {
-    pub port: u16,
-    /// ldaps:// (TLS from the first byte) rather than ldap://.
-    pub tls: bool,
-    /// DN bind; `None` binds anonymously.
-    pub bind: Option<(String, SecretSource)>,
-    /// Base-object search of this DN must succeed too.
-    pub search_dn: Option<String>,
-    /// Accept any certificate (ldaps).
-    pub allow_insecure: bool,
-    pub ca_file: Option<std::path::PathBuf>,
 }
 
 crate::choice! {
@@ -301,110 +287,5 @@ impl MonitorKind {
     /// The `type` value as written in the configuration.
     pub fn type_name(&self) -> &'static str {
         self.monitor_type().name()
-    }
-}
-
-/// HTTP and HTTPS monitor settings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HttpCheck {
-    pub method: HttpMethod,
-    /// Request path, starting with `/` (default `/`).
-    pub path: String,
-    /// Port, 0 = 80 for http and 443 for https (the endpoint's own port wins when set).
-    pub port: u16,
-    /// Request headers, names as written; `Host` here is overridden by the endpoint's.
-    pub headers: Vec<(String, Vec<String>)>,
-    pub expected_codes: ExpectedCodes,
-    /// Case-insensitive substring of the first 10 KiB of the body, if set.
-    pub expected_body: Option<String>,
-    /// Cloudflare: a 3xx fails unless redirects are followed.
-    pub follow_redirects: bool,
-    /// Accept self-signed or expired certificates and name mismatches.
-    pub allow_insecure: bool,
-    /// Extra trust anchors (PEM), for origins behind a private CA.
-    pub ca_file: Option<std::path::PathBuf>,
-}
-
-crate::choice! {
-    /// Cloudflare allows GET and HEAD for HTTP monitors.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub enum HttpMethod {
-        Get => "GET",
-        Head => "HEAD",
-    }
-}
-
-/// `expected_codes`: a comma-separated list of codes (`200`) and classes (`2xx`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpectedCodes(Vec<CodePattern>);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum CodePattern {
-    Exact(u16),
-    /// The hundreds digit: `2xx` is `Class(2)`.
-    Class(u16),
-}
-
-impl Default for ExpectedCodes {
-    /// Cloudflare's default, `"200"`.
-    fn default() -> Self {
-        ExpectedCodes(vec![CodePattern::Exact(200)])
-    }
-}
-
-/// A part of `expected_codes` that is neither a code nor a class.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CodesError {
-    #[error("`{0}` is not a status class such as 2xx")]
-    NotAClass(String),
-    #[error("`{0}` is not a status code (100-599) or class (2xx)")]
-    NotACode(String),
-}
-
-impl ExpectedCodes {
-    /// Parses `"200"`, `"2xx"`, `"200,301"`, `"2xx,304"`.
-    pub fn parse(text: &str) -> Result<Self, CodesError> {
-        let mut patterns = Vec::new();
-        for part in text.split(',').map(str::trim) {
-            let lower = part.to_ascii_lowercase();
-            let pattern = if let Some(d) = lower.strip_suffix("xx") {
-                match d.parse::<u16>() {
-                    Ok(c) if (1..=5).contains(&c) && d.len() == 1 => CodePattern::Class(c),
-                    _ => return Err(CodesError::NotAClass(part.to_string())),
-                }
-            } else {
-                match part.parse::<u16>() {
-                    Ok(c) if (100..=599).contains(&c) => CodePattern::Exact(c),
-                    _ => return Err(CodesError::NotACode(part.to_string())),
-                }
-            };
-            patterns.push(pattern);
-        }
-        Ok(ExpectedCodes(patterns))
-    }
-
-    pub fn matches(&self, status: u16) -> bool {
-        self.0.iter().any(|p| match *p {
-            CodePattern::Exact(c) => c == status,
-            CodePattern::Class(c) => status / 100 == c,
-        })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expected_codes_forms() {
-        let c = ExpectedCodes::parse("2xx,304").unwrap();
-        assert!(c.matches(200) && c.matches(299) && c.matches(304));
-        assert!(!c.matches(301) && !c.matches(500));
-        let c = ExpectedCodes::parse("200, 301").unwrap();
-        assert!(c.matches(301) && !c.matches(204));
-        assert!(ExpectedCodes::parse("2x").is_err());
-        assert!(ExpectedCodes::parse("600").is_err());
-        assert!(ExpectedCodes::parse("").is_err());
-        assert!(ExpectedCodes::parse("9xx").is_err());
     }
 }
