@@ -29,7 +29,8 @@ fn classes(lb: &str, pool: &str, endpoint: &str) -> Classes {
 
 #[derive(Debug)]
 pub(crate) struct LbMetrics {
-    /// Requests answered without an endpoint (no pool, fixed responses, unknown pools).
+    /// Requests answered without an endpoint (no pool took them, fixed responses); a request
+    /// a rule sent to a pool the load balancer does not list is counted under that pool.
     no_target: Classes,
     /// (pool, endpoint) -> counters, for every endpoint this load balancer can reach.
     targets: foldhash::HashMap<(usize, usize), Classes>,

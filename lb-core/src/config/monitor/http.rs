@@ -12,7 +12,8 @@ pub struct HttpCheck {
     pub method: HttpMethod,
     /// Request path, starting with `/` (default `/`).
     pub path: String,
-    /// Port, 0 = 80 for http and 443 for https (the endpoint's own port wins when set).
+    /// Port; 0 leaves it to the endpoint's own port, else 80 for http and 443 for https (the
+    /// monitor's port, when set, wins over the endpoint's: `MonitorKind::resolve_port`).
     pub port: u16,
     /// Request headers, names as written; `Host` here is overridden by the endpoint's.
     pub headers: Vec<(String, Vec<String>)>,

@@ -20,7 +20,8 @@ pub struct Monitor {
     pub kind: MonitorKind,
     /// Time between probes of one endpoint from one prober (1 s ..= 3600 s; default 60 s).
     pub interval: Duration,
-    /// Whole-probe deadline (default 5 s; always shorter than the interval).
+    /// The deadline of each attempt of a probe (default 5 s; 1 s up to the interval); each
+    /// retry gets its own (`prober/src/monitors/mod.rs`).
     pub timeout: Duration,
     /// Immediate retries after a failed probe (0..=5; default 2).
     pub retries: u8,
