@@ -15,20 +15,21 @@ use std::io;
 use std::pin::pin;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::{Bytes, BytesMut};
 use http::Method;
 use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
 use crate::answer::Answer;
+use crate::body::ProxyBody;
 use crate::client::prefixed::Prefixed;
 use crate::client::request_head::{build_request, parse_head, Head, Spans};
 use crate::client::response::{
-    encode_head, encode_origin_head, framing, map_fields, write_response,
+    encode_head, encode_origin_head, framing, map_fields, write_response, Framing,
 };
 use crate::lazy_timer::{deadline_after, LazyTimer};
 use crate::origin::pool::Upstream;
@@ -101,7 +102,8 @@ impl HeadTimer {
 
 /// Serves `io` until it closes or a request for hyper arrives. Each request is served by the
 /// proxy `serving` holds when its head has arrived, so a keep-alive connection takes a reload
-/// from its next request on.
+/// from its next request on. Per request: the head read, the request built, answered here or
+/// forwarded while the client is watched, the answer's head encoded and the answer written.
 pub async fn serve<I>(
     serving: &Serving<Proxy>,
     upstream: &Arc<Upstream>,
@@ -122,17 +124,9 @@ where
     loop {
         timer.start();
         let (len, close) = loop {
-            match parse_head(&buf, &mut spans) {
-                // hyper answers a head over the limit (431), however it arrived.
-                Head::Complete { len, .. } if len > max_head => {
-                    return Served::ToHyper(Prefixed::new(buf.freeze(), io))
-                }
+            match within_limit(parse_head(&buf, &mut spans), buf.len(), max_head) {
                 Head::Complete { len, close } => break (len, close),
                 Head::ForHyper => return Served::ToHyper(Prefixed::new(buf.freeze(), io)),
-                // hyper answers an oversized head (431).
-                Head::Partial if buf.len() >= max_head => {
-                    return Served::ToHyper(Prefixed::new(buf.freeze(), io))
-                }
                 Head::Partial => {}
             }
             match timer.read(&mut io, &mut buf).await {
@@ -142,17 +136,10 @@ where
         };
         let head = buf.split_to(len).freeze();
         let Some(req) = build_request(&head, &spans) else {
-            let mut unread = BytesMut::from(&head[..]);
-            unread.extend_from_slice(&buf);
-            return Served::ToHyper(Prefixed::new(unread.freeze(), io));
+            return Served::ToHyper(Prefixed::new(unread(&head, &buf), io));
         };
         drop(head);
-        {
-            let current = serving.load();
-            if !Arc::ptr_eq(&current, &proxy) {
-                proxy = arc_swap::Guard::into_inner(current);
-            }
-        }
+        take_reload(serving, &mut proxy);
         let head_request = req.method() == Method::HEAD;
         let answer = match proxy.begin(req, peer) {
             Begun::Answered(response) => Answer::Made(response),
@@ -161,24 +148,9 @@ where
                 // into place for every request.
                 let mut forwarding = pin!(proxy.forward(upstream, forwarding, &mut answer_timer));
                 make_room(&mut buf);
-                // While the request is out, the client is watched: when it goes away (end of
-                // stream or an error) before the answer, the forwarding is dropped, and with
-                // it the exchange with the origin, as hyper's server and nginx
-                // (`proxy_ignore_client_abort off`) do. Bytes that arrive meanwhile (a
-                // pipelined request) are kept in `buf`, and the watch ends.
                 let mut watching = true;
                 let answered = poll_fn(|cx| {
-                    if let Poll::Ready(answer) = forwarding.as_mut().poll(cx) {
-                        return Poll::Ready(Some(answer));
-                    }
-                    if watching {
-                        match tokio_util::io::poll_read_buf(Pin::new(&mut io), cx, &mut buf) {
-                            Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
-                            Poll::Ready(Ok(_)) => watching = false,
-                            Poll::Pending => {}
-                        }
-                    }
-                    Poll::Pending
+                    poll_watching(forwarding.as_mut(), &mut io, &mut buf, &mut watching, cx)
                 })
                 .await;
                 match answered {
@@ -187,22 +159,7 @@ where
                 }
             }
         };
-        let status = answer.status();
-        let (body, framing) = match answer {
-            Answer::Made(response) => {
-                let (parts, body) = response.into_parts();
-                let framing = framing(head_request, status, Body::size_hint(&body).exact());
-                encode_head(&mut out, status, map_fields(&parts.headers), framing, close);
-                crate::header_maps::give_back(parts.headers);
-                (body, framing)
-            }
-            // The origin's fields go out as they lie in its head.
-            Answer::Origin(head, body) => {
-                let framing = framing(head_request, status, Body::size_hint(&body).exact());
-                encode_origin_head(&mut out, &head, framing, close);
-                (body, framing)
-            }
-        };
+        let (body, framing) = encode_answer(&mut out, answer, head_request, close);
         if write_response(&mut io, &mut out, body, framing)
             .await
             .is_err()
@@ -212,6 +169,91 @@ where
         if close {
             let _ = io.shutdown().await;
             return Served::Done;
+        }
+    }
+}
+
+/// `parse_head`'s verdict with the size limit applied: a head over `max_head` bytes, whole
+/// or not yet (`buffered` bytes read), is hyper's, which answers it (431) however it arrived.
+#[inline]
+fn within_limit(head: Head, buffered: usize, max_head: usize) -> Head {
+    match head {
+        Head::Complete { len, .. } if len > max_head => Head::ForHyper,
+        Head::Partial if buffered >= max_head => Head::ForHyper,
+        head => head,
+    }
+}
+
+/// A head `build_request` did not take and the bytes read after it, for hyper to read again.
+fn unread(head: &[u8], rest: &[u8]) -> Bytes {
+    let mut unread = BytesMut::from(head);
+    unread.extend_from_slice(rest);
+    unread.freeze()
+}
+
+/// Takes the proxy `serving` holds now, when a reload has replaced the one in hand.
+#[inline]
+fn take_reload(serving: &Serving<Proxy>, proxy: &mut Arc<Proxy>) {
+    let current = serving.load();
+    if !Arc::ptr_eq(&current, proxy) {
+        *proxy = arc_swap::Guard::into_inner(current);
+    }
+}
+
+/// Polls the forwarding, and meanwhile watches the client: when it goes away (end of stream
+/// or an error) before the answer, `None`, and the caller drops the forwarding, and with it
+/// the exchange with the origin, as hyper's server and nginx (`proxy_ignore_client_abort
+/// off`) do. Bytes that arrive meanwhile (a pipelined request) are kept in `buf`, and the
+/// watch ends (`watching`).
+#[inline]
+fn poll_watching<F, I>(
+    forwarding: Pin<&mut F>,
+    io: &mut I,
+    buf: &mut BytesMut,
+    watching: &mut bool,
+    cx: &mut Context<'_>,
+) -> Poll<Option<Answer>>
+where
+    F: Future<Output = Answer>,
+    I: AsyncRead + Unpin,
+{
+    if let Poll::Ready(answer) = forwarding.poll(cx) {
+        return Poll::Ready(Some(answer));
+    }
+    if *watching {
+        match tokio_util::io::poll_read_buf(Pin::new(io), cx, buf) {
+            Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(None),
+            Poll::Ready(Ok(_)) => *watching = false,
+            Poll::Pending => {}
+        }
+    }
+    Poll::Pending
+}
+
+/// Encodes the answer's head into `out`, framed for the request (`head_request`: a HEAD) and
+/// the connection (`close`), and returns the body to write after it and how. The proxy's own
+/// answer gives its header map back for the worker's next request; the origin's fields go
+/// out as they lie in its head.
+#[inline]
+fn encode_answer(
+    out: &mut Vec<u8>,
+    answer: Answer,
+    head_request: bool,
+    close: bool,
+) -> (ProxyBody, Framing) {
+    let status = answer.status();
+    match answer {
+        Answer::Made(response) => {
+            let (parts, body) = response.into_parts();
+            let framing = framing(head_request, status, Body::size_hint(&body).exact());
+            encode_head(out, status, map_fields(&parts.headers), framing, close);
+            crate::header_maps::give_back(parts.headers);
+            (body, framing)
+        }
+        Answer::Origin(head, body) => {
+            let framing = framing(head_request, status, Body::size_hint(&body).exact());
+            encode_origin_head(out, &head, framing, close);
+            (body, framing)
         }
     }
 }

@@ -130,100 +130,15 @@ pub fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, 
         || status == StatusCode::NOT_MODIFIED;
     let http11 = parsed.version == Some(1);
     let mut fields = OriginFields::new(head.clone(), parsed.headers.len());
-    // Transfer-Encoding overrides Content-Length (RFC 9112 section 6.3): then the length is
-    // neither used nor passed on, and the connection is not trusted with another request.
-    let coded = parsed
-        .headers
-        .iter()
-        .any(|f| crate::headers::is_named(f.name.as_bytes(), b"transfer-encoding"));
-    let (mut chunked, mut close, mut keep_alive_token) = (false, false, false);
-    let mut length: Option<u64> = None;
-    let mut had_length = false;
-    // The fields a `Connection` names: hop-by-hop too.
-    let mut named: SmallVec<[&[u8]; 4]> = SmallVec::new();
+    let mut hop = HopFields::new(parsed.headers, switching);
     for field in parsed.headers.iter() {
         let name = field.name.as_bytes();
-        match field_role(name) {
-            FieldRole::TransferEncoding => {
-                // Only a final `chunked` delimits the body; any other coding runs to the
-                // close.
-                chunked = field
-                    .value
-                    .rsplit(|&b| b == b',')
-                    .next()
-                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
-                continue;
-            }
-            FieldRole::ContentLength => {
-                had_length = true;
-                if coded {
-                    continue;
-                }
-                // A list of equal values is one length; differing ones are an attack or a
-                // broken origin.
-                for item in field.value.split(|&b| b == b',') {
-                    let n = parse_length(item).ok_or(HeadError::Broken)?;
-                    if length.is_some_and(|l| l != n) {
-                        return Err(HeadError::Broken);
-                    }
-                    length = Some(n);
-                }
-                // Noted, not passed on as written: the client's hop announces a length of its
-                // own (one field, one number), the body's or, for an answer without a body,
-                // the origin's (`encode_origin_head`).
-                continue;
-            }
-            FieldRole::Connection => {
-                for token in crate::headers::tokens(field.value) {
-                    let (c, k) = (
-                        token.eq_ignore_ascii_case(b"close"),
-                        token.eq_ignore_ascii_case(b"keep-alive"),
-                    );
-                    (close, keep_alive_token) = (close | c, keep_alive_token | k);
-                    // An upgrade keeps its `Upgrade` (the client needs it to switch).
-                    let upgrade = switching && token.eq_ignore_ascii_case(b"upgrade");
-                    if !(c || k || upgrade || token.is_empty()) {
-                        named.push(token);
-                    }
-                }
-                continue;
-            }
-            // Only a 101 passes `Upgrade` on.
-            FieldRole::Upgrade if !switching => continue,
-            FieldRole::HopByHop => continue,
-            FieldRole::Upgrade | FieldRole::EndToEnd => {}
+        if hop.note(name, field.value)? {
+            fields.push(name, field.value);
         }
-        fields.push(name, field.value);
     }
-    if !named.is_empty() {
-        fields.retain(|name| !named.iter().any(|n| n.eq_ignore_ascii_case(name)));
-    }
-    let length_named = named
-        .iter()
-        .any(|n| n.eq_ignore_ascii_case(b"content-length"));
-    fields.set_length(length.filter(|_| !coded && !length_named));
-    let framing = if switching {
-        Framing::Upgrade
-    } else if bodiless {
-        Framing::Empty
-    } else if coded {
-        if chunked {
-            Framing::Chunked
-        } else {
-            Framing::UntilClose
-        }
-    } else {
-        match length {
-            Some(0) => Framing::Empty,
-            Some(n) => Framing::Length(n),
-            None => Framing::UntilClose,
-        }
-    };
-    let smuggling_shaped = coded && had_length;
-    let keep_alive = !close
-        && !smuggling_shaped
-        && (http11 || keep_alive_token)
-        && !matches!(framing, Framing::UntilClose | Framing::Upgrade);
+    hop.keep_off(&mut fields);
+    let framing = hop.framing(bodiless);
     Ok(Some(ResponseHead {
         answer: OriginHead {
             status,
@@ -231,8 +146,162 @@ pub fn interpret(head: &Bytes, method: &Method) -> Result<Option<ResponseHead>, 
             connected_in: None,
         },
         framing,
-        keep_alive,
+        keep_alive: hop.keep_alive(http11, framing),
     }))
+}
+
+/// What a response head's hop-by-hop fields tell this hop: how the body is framed, whether
+/// the connection can be kept, and which other fields a `Connection` names.
+struct HopFields<'h> {
+    /// A 101: the connection switches protocols.
+    switching: bool,
+    /// Transfer-Encoding overrides Content-Length (RFC 9112 section 6.3): then the length is
+    /// neither used nor passed on, and the connection is not trusted with another request.
+    coded: bool,
+    /// The last transfer coding is `chunked`.
+    chunked: bool,
+    /// `Connection: close`.
+    close: bool,
+    /// `Connection: keep-alive`.
+    keep_alive_token: bool,
+    /// The body's length, from the Content-Length fields (when not `coded`).
+    length: Option<u64>,
+    /// A Content-Length field came, used or not.
+    had_length: bool,
+    /// The fields a `Connection` names: hop-by-hop too.
+    named: SmallVec<[&'h [u8]; 4]>,
+}
+
+impl<'h> HopFields<'h> {
+    /// Nothing noted yet, but whether any field is a Transfer-Encoding.
+    #[inline]
+    fn new(headers: &[httparse::Header<'h>], switching: bool) -> Self {
+        HopFields {
+            switching,
+            coded: headers
+                .iter()
+                .any(|f| crate::headers::is_named(f.name.as_bytes(), b"transfer-encoding")),
+            chunked: false,
+            close: false,
+            keep_alive_token: false,
+            length: None,
+            had_length: false,
+            named: SmallVec::new(),
+        }
+    }
+
+    /// Notes what a field tells this hop; `Ok(true)` when the client gets it as it is.
+    #[inline]
+    fn note(&mut self, name: &[u8], value: &'h [u8]) -> Result<bool, HeadError> {
+        match field_role(name) {
+            FieldRole::TransferEncoding => {
+                // Only a final `chunked` delimits the body; any other coding runs to the
+                // close.
+                self.chunked = value
+                    .rsplit(|&b| b == b',')
+                    .next()
+                    .is_some_and(|last| last.trim_ascii().eq_ignore_ascii_case(b"chunked"));
+                Ok(false)
+            }
+            FieldRole::ContentLength => {
+                self.had_length = true;
+                if !self.coded {
+                    self.note_length(value)?;
+                }
+                // Noted, not passed on as written: the client's hop announces a length of its
+                // own (one field, one number), the body's or, for an answer without a body,
+                // the origin's (`encode_origin_head`).
+                Ok(false)
+            }
+            FieldRole::Connection => {
+                self.note_connection(value);
+                Ok(false)
+            }
+            // Only a 101 passes `Upgrade` on.
+            FieldRole::Upgrade => Ok(self.switching),
+            FieldRole::HopByHop => Ok(false),
+            FieldRole::EndToEnd => Ok(true),
+        }
+    }
+
+    /// Notes a Content-Length value. A list of equal values is one length; differing ones
+    /// are an attack or a broken origin.
+    #[inline]
+    fn note_length(&mut self, value: &[u8]) -> Result<(), HeadError> {
+        for item in value.split(|&b| b == b',') {
+            let n = parse_length(item).ok_or(HeadError::Broken)?;
+            if self.length.is_some_and(|l| l != n) {
+                return Err(HeadError::Broken);
+            }
+            self.length = Some(n);
+        }
+        Ok(())
+    }
+
+    /// Notes a Connection field's `close` and `keep-alive`, and the fields it names.
+    #[inline]
+    fn note_connection(&mut self, value: &'h [u8]) {
+        for token in crate::headers::tokens(value) {
+            let (c, k) = (
+                token.eq_ignore_ascii_case(b"close"),
+                token.eq_ignore_ascii_case(b"keep-alive"),
+            );
+            (self.close, self.keep_alive_token) = (self.close | c, self.keep_alive_token | k);
+            // An upgrade keeps its `Upgrade` (the client needs it to switch).
+            let upgrade = self.switching && token.eq_ignore_ascii_case(b"upgrade");
+            if !(c || k || upgrade || token.is_empty()) {
+                self.named.push(token);
+            }
+        }
+    }
+
+    /// Drops from `fields` those a `Connection` named, and sets the length the client's hop
+    /// may announce: the origin's, unless coded or named.
+    #[inline]
+    fn keep_off(&self, fields: &mut OriginFields) {
+        if !self.named.is_empty() {
+            fields.retain(|name| !self.named.iter().any(|n| n.eq_ignore_ascii_case(name)));
+        }
+        let length_named = self
+            .named
+            .iter()
+            .any(|n| n.eq_ignore_ascii_case(b"content-length"));
+        fields.set_length(self.length.filter(|_| !self.coded && !length_named));
+    }
+
+    /// How the body is delimited (RFC 9112 section 6.3), `bodiless` for HEAD, 204 and 304.
+    #[inline]
+    fn framing(&self, bodiless: bool) -> Framing {
+        if self.switching {
+            Framing::Upgrade
+        } else if bodiless {
+            Framing::Empty
+        } else if self.coded {
+            if self.chunked {
+                Framing::Chunked
+            } else {
+                Framing::UntilClose
+            }
+        } else {
+            match self.length {
+                Some(0) => Framing::Empty,
+                Some(n) => Framing::Length(n),
+                None => Framing::UntilClose,
+            }
+        }
+    }
+
+    /// Whether the connection can carry another request once a body so framed is read: not
+    /// after `close`, nor a head with both codings and a length (shaped for smuggling), and
+    /// for HTTP/1.0 only with `keep-alive`.
+    #[inline]
+    fn keep_alive(&self, http11: bool, framing: Framing) -> bool {
+        let smuggling_shaped = self.coded && self.had_length;
+        !self.close
+            && !smuggling_shaped
+            && (http11 || self.keep_alive_token)
+            && !matches!(framing, Framing::UntilClose | Framing::Upgrade)
+    }
 }
 
 #[cfg(test)]

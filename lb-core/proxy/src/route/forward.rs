@@ -2,9 +2,11 @@
 //! endpoint and perhaps one retry elsewhere (zero-downtime failover), the origin's answer
 //! bounded by the response timeout, and the response shaped for the client.
 //!
-//! All of it is one async function on purpose: every async layer a request goes through is
-//! a future built and then copied into its parent's state, for every request, and the copies
-//! showed in profiles (bench/proxy.sh). What needs no waiting is in plain functions.
+//! All its waiting is in one async function, `Proxy::forward`, on purpose: every async layer a
+//! request goes through is a future built and then copied into its parent's state, for every
+//! request, and the copies showed in profiles (bench/proxy.sh). What needs no waiting (the
+//! buffered body, each attempt's head, the retry's decision, the failure's answer, the access
+//! record) is in plain functions.
 
 use std::future::poll_fn;
 use std::pin::pin;
@@ -12,8 +14,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::header::{self, HeaderValue};
-use http::{Response, StatusCode};
-use http_body_util::BodyExt;
+use http::{Method, Response, StatusCode};
+use http_body_util::{BodyExt, Collected};
 use hyper::body::Body;
 use hyper_util::rt::TokioIo;
 use tokio::io::AsyncWriteExt;
@@ -47,6 +49,34 @@ enum Failure {
     BrokenAnswer,
 }
 
+impl Failure {
+    /// An endpoint the config does not have (a rule's stale target) counts as unreachable.
+    const UNREACHABLE: Failure =
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::Unreachable));
+
+    /// How an attempt that brought no answer failed, by the upstream's error.
+    #[inline]
+    fn of(e: UpstreamError) -> Failure {
+        match e {
+            UpstreamError::Exchange => Failure::Exchange { timed_out: false },
+            UpstreamError::BrokenAnswer => Failure::BrokenAnswer,
+            e => Failure::Connect(e),
+        }
+    }
+
+    /// Whether the request is safe to send again after this: nothing reached the origin, or
+    /// the connection broke before any response byte on an idempotent request (RFC 9110
+    /// section 9.2.2).
+    #[inline]
+    fn retryable(&self, method: &Method) -> bool {
+        match self {
+            Failure::Connect(_) => true,
+            Failure::Exchange { timed_out: false } => method.is_idempotent(),
+            _ => false,
+        }
+    }
+}
+
 /// Where and how one attempt reaches its endpoint.
 struct OriginRoute<'a> {
     /// `host:port`, for plain HTTP or TLS as the load balancer speaks to its origins.
@@ -56,6 +86,21 @@ struct OriginRoute<'a> {
     tls: Option<&'a Arc<rustls::ClientConfig>>,
     /// The TLS server name: the Host the origin gets.
     tls_name: Option<String>,
+}
+
+impl OriginRoute<'_> {
+    /// The request's head as this route sends it to the origin.
+    #[inline]
+    fn request_head<'p>(&'p self, p: &'p Prepared) -> RequestHead<'p> {
+        RequestHead {
+            method: &p.method,
+            target: p.target.as_str(),
+            headers: &p.headers,
+            forwarded: Some(&p.forwarded),
+            host: self.host.as_ref(),
+            trailers: p.trailers,
+        }
+    }
 }
 
 /// The TLS server name for a Host: without its port, lower case, without a trailing dot
@@ -68,7 +113,9 @@ fn tls_server_name(host: &str) -> String {
 }
 
 impl Proxy {
-    /// Forwards a request `begin` steered to an origin, and records its metrics.
+    /// Forwards a request `begin` steered to an origin, and records its metrics: the body
+    /// buffered when a retry could replay it, the first try and perhaps one retry, the answer
+    /// or the failure's own, then the record and the access log.
     pub async fn forward(
         &self,
         upstream: &Arc<Upstream>,
@@ -84,124 +131,56 @@ impl Proxy {
             retry,
             prepared: p,
             body,
-            client_upgrade,
+            client_upgrade: upgrade,
             log: mut record,
         } = f;
         let lb = self.config.lb(lb_index);
         let mut last_target = first_target;
         let response = 'answer: {
-            // A body that fits the replay limit is buffered so that a retry can send it again.
-            let buffer = body.is_end_stream()
-                || body
-                    .size_hint()
-                    .exact()
-                    .is_some_and(|n| n <= self.settings.replay_limit);
-            let (first_body, body_for_retry) = if buffer {
+            let (first_body, body_for_retry) = if self.replayable(&body) {
                 match body.collect().await {
-                    Ok(c) => {
-                        let bytes = c.to_bytes();
-                        if let Some(r) = record.as_mut() {
-                            r.bytes_in = bytes.len() as u64;
-                        }
-                        (ProxyBody::bytes(bytes.clone()), Some(bytes))
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
-                        break 'answer Answer::Made(text(
-                            StatusCode::REQUEST_TIMEOUT,
-                            "meshlb: the request body did not arrive in time\n".into(),
-                        ))
-                    }
-                    Err(_) => {
-                        break 'answer Answer::Made(text(
-                            StatusCode::BAD_REQUEST,
-                            "meshlb: the request body broke off\n".into(),
-                        ))
-                    }
+                    Ok(collected) => buffered(collected, &mut record),
+                    Err(e) => break 'answer body_not_received(&e),
                 }
             } else {
                 (body, None)
             };
             // The first try, then perhaps one retry.
-            let (mut target, mut body) = (first_target, first_body);
-            let mut used_retry = false;
+            let (mut target, mut body, mut used_retry) = (first_target, first_body, false);
             // An answer leaves the loop at once, as the client's: the response is a few hundred
             // bytes, copied at every step it is handed on.
             let failure = loop {
                 let in_flight = self.live.start(target);
                 last_target = target;
                 let sent_at = record.as_ref().map(|_| std::time::Instant::now());
-                let failure = match self.origin_route(lb_index, target, &p) {
-                    None => Failure::Connect(UpstreamError::Connect(ConnectFailure::Unreachable)),
-                    Some(route) => {
-                        let head = RequestHead {
-                            method: &p.method,
-                            target: p.target.as_str(),
-                            headers: &p.headers,
-                            forwarded: Some(&p.forwarded),
-                            host: route.host.as_ref(),
-                            trailers: p.trailers,
-                        };
-                        let origin = Origin {
-                            authority: route.authority,
-                            tls: route.tls.zip(route.tls_name.as_deref()),
-                            opened: self.live.connection_counter(target),
-                        };
-                        let deadline =
-                            crate::lazy_timer::deadline_after(self.settings.response_timeout);
-                        let mut send =
-                            pin!(upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO));
-                        match poll_fn(|cx| answer_timer.poll_within(send.as_mut(), deadline, cx))
-                            .await
-                        {
-                            Some(Ok((resp, reply))) => {
-                                if let (Some(r), Some(at)) = (record.as_mut(), sent_at) {
-                                    r.first_byte = Some(at.elapsed());
-                                    r.connect = resp.connected_in;
-                                }
-                                let cookie = affinity_cookie(&decision, used_retry, lb);
-                                break 'answer for_client(
-                                    resp,
-                                    reply,
-                                    cookie,
-                                    in_flight,
-                                    client_upgrade,
-                                    lb,
-                                );
-                            }
-                            Some(Err(UpstreamError::Exchange)) => {
-                                Failure::Exchange { timed_out: false }
-                            }
-                            Some(Err(UpstreamError::BrokenAnswer)) => Failure::BrokenAnswer,
-                            Some(Err(e)) => Failure::Connect(e),
-                            None => Failure::Exchange { timed_out: true },
+                let failure = 'attempt: {
+                    let Some(route) = self.origin_route(lb_index, target, &p) else {
+                        break 'attempt Failure::UNREACHABLE;
+                    };
+                    let head = route.request_head(&p);
+                    let origin = self.origin(&route, target);
+                    let deadline =
+                        crate::lazy_timer::deadline_after(self.settings.response_timeout);
+                    let mut send = pin!(upstream.send(origin, &head, body, BUFFER_RESPONSE_UP_TO));
+                    match poll_fn(|cx| answer_timer.poll_within(send.as_mut(), deadline, cx)).await
+                    {
+                        Some(Ok(answer)) => {
+                            note_first_byte(record.as_mut(), sent_at, &answer.0);
+                            let cookie = affinity_cookie(&decision, used_retry, lb);
+                            break 'answer for_client(answer, cookie, in_flight, upgrade, lb);
                         }
+                        Some(Err(e)) => Failure::of(e),
+                        None => Failure::Exchange { timed_out: true },
                     }
                 };
                 drop(in_flight);
-                // Safe to send again: nothing reached the origin, or the connection broke
-                // before any response byte on an idempotent request (RFC 9110 section 9.2.2).
-                let retryable = match &failure {
-                    Failure::Connect(_) => true,
-                    Failure::Exchange { timed_out: false } => p.method.is_idempotent(),
-                    _ => false,
-                };
-                if let (false, true, Some(retry), Some(bytes)) =
-                    (used_retry, retryable, retry, &body_for_retry)
-                {
-                    if let Some(m) = self.metrics.lbs.get(lb_index.0) {
-                        m.retries.increment(1);
-                    }
-                    (target, body) = (retry, ProxyBody::bytes(bytes.clone()));
-                    used_retry = true;
-                    continue;
+                let retry = retry.filter(|_| !used_retry);
+                match self.retry_after(&failure, &p, lb_index, retry, body_for_retry.as_ref()) {
+                    Some(again) => (target, body, used_retry) = (again.0, again.1, true),
+                    None => break failure,
                 }
-                break failure;
             };
-            let (code, response) = failure_response(&failure, lb);
-            if let Some(m) = self.metrics.lbs.get(lb_index.0) {
-                m.error(code);
-            }
-            Answer::Made(response)
+            self.failed(&failure, lb_index, lb)
         };
         self.record(
             start,
@@ -211,10 +190,74 @@ impl Proxy {
             had_binding,
             &decision,
         );
+        self.access_logged(response, record, lb_index, (first_target, last_target))
+    }
+
+    /// Whether the request's body is buffered, so that a retry can send it again: it has
+    /// ended, or its announced length fits the replay limit.
+    #[inline]
+    fn replayable(&self, body: &ProxyBody) -> bool {
+        body.is_end_stream()
+            || body
+                .size_hint()
+                .exact()
+                .is_some_and(|n| n <= self.settings.replay_limit)
+    }
+
+    /// The origin's connection settings for one attempt along `route`.
+    #[inline]
+    fn origin<'r>(&'r self, route: &'r OriginRoute<'_>, target: Target) -> Origin<'r> {
+        Origin {
+            authority: route.authority,
+            tls: route.tls.zip(route.tls_name.as_deref()),
+            opened: self.live.connection_counter(target),
+        }
+    }
+
+    /// The retry after `failure`, with the buffered body to send again, when it is safe
+    /// (`Failure::retryable`) and a retry is left; counted in the load balancer's retries.
+    fn retry_after(
+        &self,
+        failure: &Failure,
+        p: &Prepared,
+        lb_index: LbId,
+        retry: Option<Target>,
+        replay: Option<&Bytes>,
+    ) -> Option<(Target, ProxyBody)> {
+        let retryable = failure.retryable(&p.method);
+        let (true, Some(retry), Some(bytes)) = (retryable, retry, replay) else {
+            return None;
+        };
+        if let Some(m) = self.metrics.lbs.get(lb_index.0) {
+            m.retries.increment(1);
+        }
+        Some((retry, ProxyBody::bytes(bytes.clone())))
+    }
+
+    /// The answer when no attempt brought one (`failure_response`), counted as the load
+    /// balancer's error.
+    fn failed(&self, failure: &Failure, lb_index: LbId, lb: &LoadBalancer) -> Answer {
+        let (code, response) = failure_response(failure, lb);
+        if let Some(m) = self.metrics.lbs.get(lb_index.0) {
+            m.error(code);
+        }
+        Answer::Made(response)
+    }
+
+    /// The answer with its access record completed and handed on (`logged`), when the access
+    /// log is on and the request has a record; `targets` are the first and last tried.
+    #[inline]
+    fn access_logged(
+        &self,
+        response: Answer,
+        record: Option<crate::access::Pending>,
+        lb_index: LbId,
+        targets: (Target, Target),
+    ) -> Answer {
         match (record, &self.settings.access_log) {
             (Some(mut r), Some(log)) => {
                 let tls = matches!(self.origin_tls.get(lb_index.0), Some(Some(_)));
-                crate::access::sent(&mut r, (first_target, last_target), tls);
+                crate::access::sent(&mut r, targets, tls);
                 logged(response, r, log)
             }
             _ => response,
@@ -260,6 +303,50 @@ impl Proxy {
             tls,
             tls_name,
         })
+    }
+}
+
+/// The request's body as buffered for the first try and kept for a retry, its length noted
+/// in the access record.
+#[inline]
+fn buffered(
+    collected: Collected<Bytes>,
+    record: &mut Option<crate::access::Pending>,
+) -> (ProxyBody, Option<Bytes>) {
+    let bytes = collected.to_bytes();
+    if let Some(r) = record.as_mut() {
+        r.bytes_in = bytes.len() as u64;
+    }
+    (ProxyBody::bytes(bytes.clone()), Some(bytes))
+}
+
+/// The answer to a request whose body did not arrive whole: 408 when it took too long, 400
+/// when it broke off.
+fn body_not_received(e: &std::io::Error) -> Answer {
+    if e.kind() == std::io::ErrorKind::TimedOut {
+        Answer::Made(text(
+            StatusCode::REQUEST_TIMEOUT,
+            "meshlb: the request body did not arrive in time\n".into(),
+        ))
+    } else {
+        Answer::Made(text(
+            StatusCode::BAD_REQUEST,
+            "meshlb: the request body broke off\n".into(),
+        ))
+    }
+}
+
+/// Notes in the access record how long the origin took to its first byte since `sent_at`,
+/// and to connect when the answer came on a new connection.
+#[inline]
+fn note_first_byte(
+    record: Option<&mut crate::access::Pending>,
+    sent_at: Option<std::time::Instant>,
+    resp: &OriginHead,
+) {
+    if let (Some(r), Some(at)) = (record, sent_at) {
+        r.first_byte = Some(at.elapsed());
+        r.connect = resp.connected_in;
     }
 }
 
@@ -313,8 +400,7 @@ fn affinity_cookie(decision: &Decision, used_retry: bool, lb: &LoadBalancer) -> 
 /// fields stayed on the origin's hop, `interpret`), the body whole, streamed (counted as
 /// outstanding until it ends) or tunnelled.
 fn for_client(
-    mut head: OriginHead,
-    reply: Reply,
+    (mut head, reply): (OriginHead, Reply),
     cookie: Option<SetCookie>,
     in_flight: InFlight,
     client_upgrade: Option<ClientUpgrade>,
