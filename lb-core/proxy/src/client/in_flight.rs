@@ -4,12 +4,15 @@
 //! Over HTTP/1 a client that stops reading stalls the socket's writes, which `TimedWrite`
 //! (lb-core/edge/src/timed_write.rs) times out. Over HTTP/2 a client stalls a stream by withholding its
 //! WINDOW_UPDATE frames (or by announcing a zero initial window, RFC 9113 section 6.9.2):
-//! hyper then stops polling the answer's body, nothing is written, and the stream would hold
-//! its origin connection and that origin's outstanding count forever. So each HTTP/2 answer's
+//! hyper (1.x) still polls the answer's body for a frame, but then holds that frame until the
+//! window opens and polls the body no more: nothing is written, and the stream would hold its
+//! origin connection and that origin's outstanding count forever. So each HTTP/2 answer's
 //! body is watched: when a frame has been handed over and hyper has not come back for the next
-//! one within the send timeout, the body (with its origin connection) is dropped, as nginx
-//! ends an HTTP/2 stream whose `send_timeout` expires; hyper resets the stream when it next
-//! polls it.
+//! one within the send timeout, the cut is counted and then the body (with its origin
+//! connection) is dropped, as nginx ends an HTTP/2 stream whose `send_timeout` expires. hyper
+//! resets the stream when it next polls the body, once the window opens and the frame it
+//! holds is sent; else the stream ends with its connection, which, with nothing else in
+//! flight, goes at the idle timeout.
 
 use std::io;
 use std::pin::Pin;
@@ -75,7 +78,8 @@ impl Activity {
     pub(super) fn watch(self: &Arc<Self>, body: ProxyBody, busy: Busy) -> Answer {
         let stream = Arc::new(Stream {
             body: Mutex::new(Some((body, busy))),
-            // The head is handed over: the body's first poll is up to the client's window.
+            // The head is handed over; hyper polls the body for its first frame next, window
+            // or not.
             handed_at: AtomicU64::new(self.now()),
             started: self.started,
         });
@@ -89,8 +93,30 @@ impl Activity {
     }
 
     /// Drops every watched answer whose client has not taken a handed frame for `timeout`;
-    /// returns how many.
-    pub(super) fn cut_stalled(&self, timeout: Duration) -> usize {
+    /// returns how many. They are counted in the counter named `counter` before any is
+    /// dropped, as every limit counts before it closes: whoever sees the origin's connection
+    /// end then finds the cut counted.
+    pub(super) fn cut_stalled(&self, timeout: Duration, counter: &'static str) -> usize {
+        let cut = self.take_stalled(timeout);
+        if !cut.is_empty() {
+            metrics::counter!(counter).increment(cut.len() as u64);
+        }
+        for stream in &cut {
+            // Dropped here, outside the list's lock: the origin connection and the request's
+            // place in flight go with it.
+            let taken = stream
+                .body
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            drop(taken);
+        }
+        cut.len()
+    }
+
+    /// Takes off the watch the answers whose client has not taken a handed frame for
+    /// `timeout`, and prunes the ended ones.
+    fn take_stalled(&self, timeout: Duration) -> Vec<Arc<Stream>> {
         let now = self.now();
         let limit = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
         let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
@@ -106,19 +132,7 @@ impl Activity {
             }
             true
         });
-        drop(streams);
-        let n = cut.len();
-        for stream in cut {
-            // Dropped here, outside the list's lock: the origin connection and the request's
-            // place in flight go with it.
-            let taken = stream
-                .body
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            drop(taken);
-        }
-        n
+        cut
     }
 
     /// Milliseconds since the connection started, plus one (0 means "not waiting").
@@ -233,6 +247,9 @@ impl Body for Answer {
 mod tests {
     use super::*;
 
+    /// The counter the cuts go to (no recorder is installed here).
+    const COUNTER: &str = "meshlb_proxy_send_timeouts_total";
+
     async fn poll(answer: &mut Answer) -> Poll<Option<io::Result<Frame<Bytes>>>> {
         std::future::poll_fn(|cx| Poll::Ready(Pin::new(&mut *answer).poll_frame(cx))).await
     }
@@ -242,10 +259,10 @@ mod tests {
         let activity = Arc::new(Activity::default());
         let mut answer = activity.watch(ProxyBody::bytes("x"), Busy::new(&activity));
         tokio::time::advance(Duration::from_millis(400)).await;
-        assert_eq!(activity.cut_stalled(Duration::from_millis(500)), 0);
+        assert_eq!(activity.cut_stalled(Duration::from_millis(500), COUNTER), 0);
         assert!(!activity.idle_for(Duration::ZERO), "still in flight");
         tokio::time::advance(Duration::from_millis(200)).await;
-        assert_eq!(activity.cut_stalled(Duration::from_millis(500)), 1);
+        assert_eq!(activity.cut_stalled(Duration::from_millis(500), COUNTER), 1);
         assert!(activity.idle_for(Duration::ZERO), "no longer in flight");
         assert!(
             !answer.is_end_stream(),
@@ -261,11 +278,11 @@ mod tests {
         let mut answer = activity.watch(ProxyBody::bytes("x"), Busy::new(&activity));
         assert!(matches!(poll(&mut answer).await, Poll::Ready(Some(Ok(_)))));
         tokio::time::advance(Duration::from_millis(400)).await;
-        assert_eq!(activity.cut_stalled(Duration::from_millis(500)), 0);
+        assert_eq!(activity.cut_stalled(Duration::from_millis(500), COUNTER), 0);
         // The client took it: hyper came back (here, for the body's end).
         assert!(matches!(poll(&mut answer).await, Poll::Ready(None)));
         tokio::time::advance(Duration::from_secs(60)).await;
-        assert_eq!(activity.cut_stalled(Duration::from_millis(500)), 0);
+        assert_eq!(activity.cut_stalled(Duration::from_millis(500), COUNTER), 0);
         assert!(
             !activity.idle_for(Duration::ZERO),
             "in flight until dropped"

@@ -260,10 +260,8 @@ async fn serve_h2_until_idle<F>(
             _ = conn.as_mut() => return,
             () = tokio::time::sleep_until(give_up), if shutting_down => return,
             () = tokio::time::sleep(check) => {
-                let cut = activity.cut_stalled(send_timeout);
-                if cut > 0 {
-                    metrics::counter!(SEND_TIMEOUTS).increment(cut as u64);
-                }
+                // Counted before the bodies (and their origin connections) are dropped.
+                activity.cut_stalled(send_timeout, SEND_TIMEOUTS);
                 if !shutting_down && activity.idle_for(idle) {
                     conn.as_mut().shutdown_gracefully();
                     shutting_down = true;
