@@ -108,108 +108,31 @@ impl RegionsTable {
 
     /// Parses and validates a regions file: all 13 regions exactly once, three or more
     /// datacenters each with unique codes and valid coordinates, countries mapped to regions.
+    /// Every error is reported, in the file's order (the countries by code, after the regions).
     pub fn parse(file: &str, text: &str) -> Result<Self, ConfigErrors> {
         let (raw, mut sink): (RawTable, ErrorSink) = parse_toml_strict(file, text)?;
         let mut by_region: Vec<Option<RegionInfo>> = vec![None; 13];
         let mut dc_codes = HashMap::new();
         for (i, r) in raw.regions.iter().enumerate() {
             let path = format!("regions[{i}]");
-            let region = match r.code.parse::<Region>() {
-                Ok(region) => region,
-                Err(e) => {
-                    sink.push(format!("{path}.code"), e.to_string());
-                    continue;
-                }
+            let Some(info) = region_info(&path, r, &mut dc_codes, &mut sink) else {
+                continue;
             };
-            let coordinates = Coordinates::new(r.latitude, r.longitude);
-            if !coordinates.is_valid() {
-                sink.push(
-                    &path,
-                    "latitude must be within -90..90 and longitude within -180..180",
-                );
-            }
-            if r.datacenters.len() < 3 {
-                sink.push(
-                    format!("{path}.datacenters"),
-                    format!("needs at least 3 datacenters (a region verdict is a majority of its datacenters), found {}", r.datacenters.len()),
-                );
-            }
-            let mut datacenters = Vec::new();
-            for (j, d) in r.datacenters.iter().enumerate() {
-                let dpath = format!("{path}.datacenters[{j}]");
-                let code = d.code.to_ascii_lowercase();
-                if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
-                    sink.push(format!("{dpath}.code"), "must be letters, digits or '-'");
-                }
-                if let Some(other) = dc_codes.insert(code.clone(), dpath.clone()) {
-                    sink.push(
-                        format!("{dpath}.code"),
-                        format!("duplicate datacenter code `{code}` (also at {other})"),
-                    );
-                }
-                let country = match d.country.parse::<CountryCode>() {
-                    Ok(cc) => cc,
-                    Err(e) => {
-                        sink.push(format!("{dpath}.country"), e);
-                        continue;
-                    }
-                };
-                let c = Coordinates::new(d.latitude, d.longitude);
-                if !c.is_valid() {
-                    sink.push(
-                        &dpath,
-                        "latitude must be within -90..90 and longitude within -180..180",
-                    );
-                }
-                datacenters.push(Datacenter {
-                    code,
-                    city: d.city.clone(),
-                    country,
-                    coordinates: c,
-                    region,
-                });
-            }
-            if by_region[region.index()].is_some() {
+            let slot = &mut by_region[info.region.index()];
+            if slot.is_some() {
                 sink.push(
                     format!("{path}.code"),
-                    format!("region {region} is listed twice"),
+                    format!("region {} is listed twice", info.region),
                 );
             }
-            by_region[region.index()] = Some(RegionInfo {
-                region,
-                name: r.name.clone(),
-                coordinates,
-                datacenters,
-            });
+            *slot = Some(info);
         }
         for region in Region::ALL {
             if by_region[region.index()].is_none() {
                 sink.push("regions", format!("region {region} is missing"));
             }
         }
-        let mut countries = HashMap::new();
-        let mut keys: Vec<_> = raw.countries.iter().collect();
-        keys.sort();
-        for (cc, region) in keys {
-            let path = format!("countries.{cc}");
-            let code = match cc.parse::<CountryCode>() {
-                Ok(code) if cc.chars().all(|c| c.is_ascii_uppercase()) => code,
-                Ok(_) => {
-                    sink.push(&path, "country codes are written upper-case");
-                    continue;
-                }
-                Err(e) => {
-                    sink.push(&path, e);
-                    continue;
-                }
-            };
-            match region.parse::<Region>() {
-                Ok(r) => {
-                    countries.insert(code, r);
-                }
-                Err(e) => sink.push(&path, e.to_string()),
-            }
-        }
+        let countries = countries(&raw.countries, &mut sink);
         let regions: Vec<RegionInfo> = by_region.into_iter().flatten().collect();
         sink.finish(RegionsTable { regions, countries })
     }
@@ -259,6 +182,123 @@ impl RegionsTable {
             .flat_map(|r| r.datacenters.iter())
             .find(|d| d.code.eq_ignore_ascii_case(code))
     }
+}
+
+/// The region a `[[regions]]` entry at `path` describes, with its datacenters; errors go to
+/// `sink`, and `None` when its code names no region. `dc_codes` holds the datacenter codes
+/// seen so far, each with where it was.
+fn region_info(
+    path: &str,
+    r: &RawRegion,
+    dc_codes: &mut HashMap<String, String>,
+    sink: &mut ErrorSink,
+) -> Option<RegionInfo> {
+    let region = match r.code.parse::<Region>() {
+        Ok(region) => region,
+        Err(e) => {
+            sink.push(format!("{path}.code"), e.to_string());
+            return None;
+        }
+    };
+    let coordinates = Coordinates::new(r.latitude, r.longitude);
+    if !coordinates.is_valid() {
+        sink.push(
+            path,
+            "latitude must be within -90..90 and longitude within -180..180",
+        );
+    }
+    if r.datacenters.len() < 3 {
+        sink.push(
+            format!("{path}.datacenters"),
+            format!("needs at least 3 datacenters (a region verdict is a majority of its datacenters), found {}", r.datacenters.len()),
+        );
+    }
+    let datacenters = r
+        .datacenters
+        .iter()
+        .enumerate()
+        .filter_map(|(j, d)| {
+            let dpath = format!("{path}.datacenters[{j}]");
+            datacenter(&dpath, d, region, dc_codes, sink)
+        })
+        .collect();
+    Some(RegionInfo {
+        region,
+        name: r.name.clone(),
+        coordinates,
+        datacenters,
+    })
+}
+
+/// The datacenter a `datacenters` entry at `dpath` describes, in `region`; errors go to
+/// `sink`, and `None` when its country is no country code.
+fn datacenter(
+    dpath: &str,
+    d: &RawDatacenter,
+    region: Region,
+    dc_codes: &mut HashMap<String, String>,
+    sink: &mut ErrorSink,
+) -> Option<Datacenter> {
+    let code = d.code.to_ascii_lowercase();
+    if code.is_empty() || !code.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+        sink.push(format!("{dpath}.code"), "must be letters, digits or '-'");
+    }
+    if let Some(other) = dc_codes.insert(code.clone(), dpath.to_owned()) {
+        sink.push(
+            format!("{dpath}.code"),
+            format!("duplicate datacenter code `{code}` (also at {other})"),
+        );
+    }
+    let country = match d.country.parse::<CountryCode>() {
+        Ok(cc) => cc,
+        Err(e) => {
+            sink.push(format!("{dpath}.country"), e);
+            return None;
+        }
+    };
+    let c = Coordinates::new(d.latitude, d.longitude);
+    if !c.is_valid() {
+        sink.push(
+            dpath,
+            "latitude must be within -90..90 and longitude within -180..180",
+        );
+    }
+    Some(Datacenter {
+        code,
+        city: d.city.clone(),
+        country,
+        coordinates: c,
+        region,
+    })
+}
+
+/// The `[countries]` table, taken in code order: each code upper-case and a country code,
+/// each mapped to a region; errors go to `sink`.
+fn countries(raw: &HashMap<String, String>, sink: &mut ErrorSink) -> HashMap<CountryCode, Region> {
+    let mut countries = HashMap::new();
+    let mut keys: Vec<_> = raw.iter().collect();
+    keys.sort();
+    for (cc, region) in keys {
+        let path = format!("countries.{cc}");
+        let code = match cc.parse::<CountryCode>() {
+            Ok(code) if cc.chars().all(|c| c.is_ascii_uppercase()) => code,
+            Ok(_) => {
+                sink.push(&path, "country codes are written upper-case");
+                continue;
+            }
+            Err(e) => {
+                sink.push(&path, e);
+                continue;
+            }
+        };
+        match region.parse::<Region>() {
+            Ok(r) => {
+                countries.insert(code, r);
+            }
+            Err(e) => sink.push(&path, e.to_string()),
+        }
+    }
+    countries
 }
 
 #[cfg(test)]

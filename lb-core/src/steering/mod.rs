@@ -128,6 +128,18 @@ impl Why {
             location: None,
         }
     }
+
+    /// The why of a decision about to be steered by `policy`, with where the client was
+    /// located when the policy reads it.
+    #[inline]
+    fn located(policy: SteeringPolicy, location: &ClientLocation) -> Why {
+        Why {
+            location: policy
+                .reads_location()
+                .then_some((location.region, location.source)),
+            ..Why::new(policy)
+        }
+    }
 }
 
 /// How the pool was reached.
@@ -208,7 +220,9 @@ impl<'a> Engine<'a> {
     }
 
     /// `decide`; with `keep_dns_draw`, also the choices a DNS answer's one endpoint was drawn
-    /// from, when it was drawn by weight.
+    /// from, when it was drawn by weight. The steps: a disabled load balancer answers no pool;
+    /// the custom rules may answer or override the settings; then the client is located, the
+    /// draws' RNG and the header session chosen, and the request steered (`steer`).
     fn decide_keeping_draw(
         &self,
         lb: &LoadBalancer,
@@ -221,46 +235,13 @@ impl<'a> Engine<'a> {
         let mut matched_rules = Vec::new();
         if !lb.enabled {
             trace.note(|| format!("load balancer {} is disabled", lb.name));
-            let mut decision = finish(
-                Outcome::NoPool,
-                lb.settings.ttl,
-                AffinityUpdate::None,
-                matched_rules,
-                trace,
-            );
-            decision.why = Why::new(lb.settings.steering_policy);
+            let decision = unsteered(Outcome::NoPool, &lb.settings, matched_rules, trace);
             return (decision, None);
         }
-        let mut settings = Cow::Borrowed(&lb.settings);
-        if !lb.rules.is_empty() {
-            let input = rule_input::build(lb, ctx);
-            for rule in &lb.rules {
-                if !rule.condition.matches(&input) {
-                    continue;
-                }
-                matched_rules.push(rule.name.clone());
-                trace.note(|| format!("rule `{}` matched: {}", rule.name, rule.condition.source()));
-                match &rule.action {
-                    RuleAction::FixedResponse(f) => {
-                        trace.note(|| format!("fixed response {}", f.status_code));
-                        let ttl = settings.ttl;
-                        let mut decision = finish(
-                            Outcome::Fixed(f.clone()),
-                            ttl,
-                            AffinityUpdate::None,
-                            matched_rules,
-                            trace,
-                        );
-                        decision.why = Why::new(settings.steering_policy);
-                        return (decision, None);
-                    }
-                    RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
-                }
-                if rule.terminates {
-                    trace.note(|| format!("rule `{}` terminates rule evaluation", rule.name));
-                    break;
-                }
-            }
+        let (settings, fixed) = apply_rules(lb, ctx, &mut trace, &mut matched_rules);
+        if let Some(f) = fixed {
+            let decision = unsteered(Outcome::Fixed(f.clone()), &settings, matched_rules, trace);
+            return (decision, None);
         }
         let settings: &SteeringSettings = &settings;
         let location = location::locate(
@@ -272,60 +253,69 @@ impl<'a> Engine<'a> {
         // ip_cookie: every draw for a client comes from an RNG seeded by its address, so the
         // same client gets the same pick on every node (DNS-only affinity, docs/design.md#session-affinity).
         let mut seeded;
-        let rng: &mut dyn RngCore = match (settings.session_affinity.kind, ctx.client_ip) {
-            (AffinityKind::IpCookie, Some(ip)) => {
+        let rng: &mut dyn RngCore = match ip_cookie_seed(settings, lb, ctx) {
+            Some(seed) => {
                 // ChaCha8 is specified and portable: every build of every node draws alike.
-                seeded =
-                    ChaCha8Rng::seed_from_u64(weighted::client_hash(ip, &["ip_cookie", &lb.name]));
+                seeded = ChaCha8Rng::seed_from_u64(seed);
                 &mut seeded
             }
-            _ => rng,
+            None => rng,
         };
-        let header_key = match (settings.session_affinity.kind, ctx.mode, ctx.http.as_ref()) {
-            (AffinityKind::Header, Mode::Proxy, Some(http)) => {
-                header_session_key(&settings.session_affinity, &lb.name, http)
-            }
-            _ => None,
-        };
+        let header_key = header_session(settings, lb, ctx);
         let mut step = Step {
             settings,
             lb,
             ctx,
-            pools: PoolView {
-                config: self.config,
-                health,
-                location,
-                mode: ctx.mode,
-                pop_region: ctx.pop.region,
-                pop_datacenter: ctx.pop.datacenter,
-                load: ctx.load,
-            },
-            endpoints: EndpointView {
-                config: self.config,
-                health,
-                mode: ctx.mode,
-                pop_region: ctx.pop.region,
-                client_ip: ctx.client_ip,
-                load: ctx.load,
-            },
+            pools: self.pool_view(health, location, ctx),
+            endpoints: self.endpoint_view(health, ctx),
             rng,
             trace,
             header_key,
             keep_dns_draw,
             dns_draw: None,
-            why: Why {
-                location: settings
-                    .steering_policy
-                    .reads_location()
-                    .then_some((location.region, location.source)),
-                ..Why::new(settings.steering_policy)
-            },
+            why: Why::located(settings.steering_policy, &location),
         };
         let (outcome, affinity, retry_cookie) = self.steer(&mut step);
         let mut decision = finish(outcome, settings.ttl, affinity, matched_rules, step.trace);
         decision.retry_cookie = retry_cookie;
         decision.why = step.why;
         (decision, step.dns_draw)
+    }
+
+    /// How traffic steering sees the pools for this request.
+    #[inline]
+    fn pool_view(
+        &self,
+        health: &'a HealthSnapshot,
+        location: ClientLocation,
+        ctx: &RequestContext<'a>,
+    ) -> PoolView<'a> {
+        PoolView {
+            config: self.config,
+            health,
+            location,
+            mode: ctx.mode,
+            pop_region: ctx.pop.region,
+            pop_datacenter: ctx.pop.datacenter,
+            load: ctx.load,
+        }
+    }
+
+    /// How endpoint steering sees the endpoints for this request.
+    #[inline]
+    fn endpoint_view(
+        &self,
+        health: &'a HealthSnapshot,
+        ctx: &RequestContext<'a>,
+    ) -> EndpointView<'a> {
+        EndpointView {
+            config: self.config,
+            health,
+            mode: ctx.mode,
+            pop_region: ctx.pop.region,
+            client_ip: ctx.client_ip,
+            load: ctx.load,
+        }
     }
 
     fn steer(&self, s: &mut Step<'_, '_>) -> (Outcome, AffinityUpdate, Option<SetCookie>) {
@@ -690,6 +680,93 @@ impl<'a> Engine<'a> {
             &settings.session_affinity,
             ctx.http.is_some_and(|h| h.tls),
         )
+    }
+}
+
+/// Runs the load balancer's custom rules in order: each that matches is named in
+/// `matched_rules` and the trace and applies its overrides to the settings, until one
+/// terminates evaluation or answers with a fixed response, returned with the settings so far.
+#[inline]
+fn apply_rules<'l>(
+    lb: &'l LoadBalancer,
+    ctx: &RequestContext<'_>,
+    trace: &mut Trace,
+    matched_rules: &mut Vec<String>,
+) -> (Cow<'l, SteeringSettings>, Option<&'l FixedResponse>) {
+    let mut settings = Cow::Borrowed(&lb.settings);
+    if lb.rules.is_empty() {
+        return (settings, None);
+    }
+    let input = rule_input::build(lb, ctx);
+    for rule in &lb.rules {
+        if !rule.condition.matches(&input) {
+            continue;
+        }
+        matched_rules.push(rule.name.clone());
+        trace.note(|| format!("rule `{}` matched: {}", rule.name, rule.condition.source()));
+        match &rule.action {
+            RuleAction::FixedResponse(f) => {
+                trace.note(|| format!("fixed response {}", f.status_code));
+                return (settings, Some(f));
+            }
+            RuleAction::Overrides(o) => o.apply_to(settings.to_mut()),
+        }
+        if rule.terminates {
+            trace.note(|| format!("rule `{}` terminates rule evaluation", rule.name));
+            break;
+        }
+    }
+    (settings, None)
+}
+
+/// A decision made before steering (a disabled load balancer, a rule's fixed response): the
+/// settings' TTL and policy, no affinity.
+fn unsteered(
+    outcome: Outcome,
+    settings: &SteeringSettings,
+    matched_rules: Vec<String>,
+    trace: Trace,
+) -> Decision {
+    let mut decision = finish(
+        outcome,
+        settings.ttl,
+        AffinityUpdate::None,
+        matched_rules,
+        trace,
+    );
+    decision.why = Why::new(settings.steering_policy);
+    decision
+}
+
+/// With `ip_cookie` affinity and a known client address, the seed of the client's draws:
+/// its address hashed with the load balancer's name.
+#[inline]
+fn ip_cookie_seed(
+    settings: &SteeringSettings,
+    lb: &LoadBalancer,
+    ctx: &RequestContext<'_>,
+) -> Option<u64> {
+    match (settings.session_affinity.kind, ctx.client_ip) {
+        (AffinityKind::IpCookie, Some(ip)) => {
+            Some(weighted::client_hash(ip, &["ip_cookie", &lb.name]))
+        }
+        _ => None,
+    }
+}
+
+/// With `header` affinity, at the proxy: the key of the request's header session, when its
+/// headers name one.
+#[inline]
+fn header_session(
+    settings: &SteeringSettings,
+    lb: &LoadBalancer,
+    ctx: &RequestContext<'_>,
+) -> Option<u64> {
+    match (settings.session_affinity.kind, ctx.mode, ctx.http.as_ref()) {
+        (AffinityKind::Header, Mode::Proxy, Some(http)) => {
+            header_session_key(&settings.session_affinity, &lb.name, http)
+        }
+        _ => None,
     }
 }
 
