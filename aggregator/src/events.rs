@@ -4,7 +4,7 @@
 
 use std::collections::VecDeque;
 
-use lb_core::config::{Config, EndpointId, MemberRole, PoolId};
+use lb_core::config::{Config, EndpointId, LbId, MemberRole, PoolId};
 use lb_core::health::{HealthSnapshot, PoolState, Verdict};
 use serde::Serialize;
 
@@ -192,19 +192,11 @@ pub fn from_changes(
     at_ms: u64,
     votes: impl Fn(PoolId, usize, EndpointId) -> Vec<RegionVotes>,
 ) -> Vec<HealthEvent> {
-    let member = |pool: PoolId, check: usize| {
-        let p = config.pool(pool);
-        let c = &p.checks[check];
-        (config.check_monitor(c).name.clone(), c.role)
-    };
-    // Whether a pool's state so far still counted endpoints without a verdict: its next change
-    // is a first verdict, not news.
-    let had_unknown = |pool: PoolId| {
-        let p = config.pool(pool);
-        p.is_monitored()
-            && p.endpoints.iter().enumerate().any(|(i, e)| {
-                e.enabled && before.endpoint(pool, EndpointId(i)).verdict == Verdict::Unknown
-            })
+    let events = Events {
+        config,
+        before,
+        at_ms,
+        votes,
     };
     changes
         .iter()
@@ -216,34 +208,7 @@ pub fn from_changes(
                 to,
                 ref members,
                 ..
-            } => HealthEvent {
-                at_ms,
-                change: Change::Endpoint {
-                    pool: config.pool(pool).name.clone(),
-                    endpoint: config.pool(pool).endpoints[endpoint.0].name.clone(),
-                    from,
-                    to,
-                },
-                regions: if members.is_empty() {
-                    votes(pool, 0, endpoint)
-                } else {
-                    Vec::new()
-                },
-                members: members
-                    .iter()
-                    .enumerate()
-                    .map(|(ci, &(verdict, changed))| {
-                        let (monitor, role) = member(pool, ci);
-                        MemberVerdict {
-                            monitor,
-                            role,
-                            verdict,
-                            changed,
-                        }
-                    })
-                    .collect(),
-                initial: from == Verdict::Unknown,
-            },
+            } => events.endpoint(pool, endpoint, (from, to), members),
             HealthChange::Check {
                 pool,
                 endpoint,
@@ -251,50 +216,144 @@ pub fn from_changes(
                 from,
                 to,
                 ..
-            } => {
-                let (monitor, role) = member(pool, check);
-                HealthEvent {
-                    at_ms,
-                    change: Change::Member {
-                        pool: config.pool(pool).name.clone(),
-                        endpoint: config.pool(pool).endpoints[endpoint.0].name.clone(),
-                        monitor,
-                        role,
-                        from,
-                        to,
-                    },
-                    regions: votes(pool, check, endpoint),
-                    members: Vec::new(),
-                    initial: from == Verdict::Unknown,
-                }
-            }
-            HealthChange::Pool { pool, from, to } => HealthEvent {
-                at_ms,
-                change: Change::Pool {
-                    pool: config.pool(pool).name.clone(),
-                    from,
-                    to,
-                },
-                regions: Vec::new(),
-                members: Vec::new(),
-                initial: had_unknown(pool),
-            },
-            HealthChange::LoadBalancer { lb, from, to } => HealthEvent {
-                at_ms,
-                change: Change::LoadBalancer {
-                    load_balancer: config.lb(lb).name.clone(),
-                    from,
-                    to,
-                },
-                regions: Vec::new(),
-                members: Vec::new(),
-                initial: from.is_none()
-                    || (0..config.pools.len()).any(|p| {
-                        config.lb(lb).settings.uses_pool(PoolId(p)) && had_unknown(PoolId(p))
-                    }),
-            },
+            } => events.check(pool, endpoint, check, (from, to)),
+            HealthChange::Pool { pool, from, to } => events.pool(pool, from, to),
+            HealthChange::LoadBalancer { lb, from, to } => events.load_balancer(lb, from, to),
         })
         .collect()
+}
+
+/// What the events of one tally are made from: the config naming what changed, the snapshot
+/// before the tally (for first verdicts), the time, and where the votes come from.
+struct Events<'a, V> {
+    config: &'a Config,
+    before: &'a HealthSnapshot,
+    at_ms: u64,
+    votes: V,
+}
+
+impl<V: Fn(PoolId, usize, EndpointId) -> Vec<RegionVotes>> Events<'_, V> {
+    /// An endpoint's verdict changed: with the votes behind it for a pool with one monitor,
+    /// with each member's verdict for a monitor group's.
+    fn endpoint(
+        &self,
+        pool: PoolId,
+        endpoint: EndpointId,
+        (from, to): (Verdict, Verdict),
+        members: &[(Verdict, bool)],
+    ) -> HealthEvent {
+        HealthEvent {
+            at_ms: self.at_ms,
+            change: Change::Endpoint {
+                pool: self.config.pool(pool).name.clone(),
+                endpoint: self.endpoint_name(pool, endpoint),
+                from,
+                to,
+            },
+            regions: if members.is_empty() {
+                (self.votes)(pool, 0, endpoint)
+            } else {
+                Vec::new()
+            },
+            members: members
+                .iter()
+                .enumerate()
+                .map(|(ci, &(verdict, changed))| {
+                    let (monitor, role) = self.member(pool, ci);
+                    MemberVerdict {
+                        monitor,
+                        role,
+                        verdict,
+                        changed,
+                    }
+                })
+                .collect(),
+            initial: from == Verdict::Unknown,
+        }
+    }
+
+    /// A monitor group member's own verdict on an endpoint changed, with the votes behind it.
+    fn check(
+        &self,
+        pool: PoolId,
+        endpoint: EndpointId,
+        check: usize,
+        (from, to): (Verdict, Verdict),
+    ) -> HealthEvent {
+        let (monitor, role) = self.member(pool, check);
+        HealthEvent {
+            at_ms: self.at_ms,
+            change: Change::Member {
+                pool: self.config.pool(pool).name.clone(),
+                endpoint: self.endpoint_name(pool, endpoint),
+                monitor,
+                role,
+                from,
+                to,
+            },
+            regions: (self.votes)(pool, check, endpoint),
+            members: Vec::new(),
+            initial: from == Verdict::Unknown,
+        }
+    }
+
+    /// A pool's state changed: a first verdict while its state still counted endpoints
+    /// without one.
+    fn pool(&self, pool: PoolId, from: PoolState, to: PoolState) -> HealthEvent {
+        HealthEvent {
+            at_ms: self.at_ms,
+            change: Change::Pool {
+                pool: self.config.pool(pool).name.clone(),
+                from,
+                to,
+            },
+            regions: Vec::new(),
+            members: Vec::new(),
+            initial: self.had_unknown(pool),
+        }
+    }
+
+    /// A load balancer's state changed: a first verdict when it had none, or while a pool it
+    /// uses still counted endpoints without one.
+    fn load_balancer(&self, lb: LbId, from: Option<LbState>, to: LbState) -> HealthEvent {
+        let config = self.config;
+        HealthEvent {
+            at_ms: self.at_ms,
+            change: Change::LoadBalancer {
+                load_balancer: config.lb(lb).name.clone(),
+                from,
+                to,
+            },
+            regions: Vec::new(),
+            members: Vec::new(),
+            initial: from.is_none()
+                || (0..config.pools.len()).any(|p| {
+                    config.lb(lb).settings.uses_pool(PoolId(p)) && self.had_unknown(PoolId(p))
+                }),
+        }
+    }
+
+    /// An endpoint's name in the config.
+    fn endpoint_name(&self, pool: PoolId, endpoint: EndpointId) -> String {
+        self.config.pool(pool).endpoints[endpoint.0].name.clone()
+    }
+
+    /// The monitor and role of a pool's check (`Pool::checks`).
+    fn member(&self, pool: PoolId, check: usize) -> (String, MemberRole) {
+        let p = self.config.pool(pool);
+        let c = &p.checks[check];
+        (self.config.check_monitor(c).name.clone(), c.role)
+    }
+
+    /// Whether a pool's state so far still counted endpoints without a verdict: its next
+    /// change is a first verdict, not news.
+    fn had_unknown(&self, pool: PoolId) -> bool {
+        let p = self.config.pool(pool);
+        p.is_monitored()
+            && p.endpoints.iter().enumerate().any(|(i, e)| {
+                e.enabled && self.before.endpoint(pool, EndpointId(i)).verdict == Verdict::Unknown
+            })
+    }
 }
 
 /// One event per endpoint a reload from `old` to `new` removed (`removed`: their old

@@ -1,8 +1,13 @@
 //! `GET /explain?lb=NAME[&pop=REGION][&client=IP][&mode=dns|proxy]`: why a request from
 //! there goes where it goes, on the current snapshot (one steering decision, explained).
 
+use std::net::IpAddr;
+
 use http::StatusCode;
-use lb_core::config::EndpointId;
+use lb_core::config::{Config, EndpointId, PoolId};
+use lb_core::request::{Mode, Pop, RequestContext};
+use lb_core::steering::{Engine, Outcome};
+use lb_core::Region;
 use serde::Serialize;
 
 use super::reply::{error, json, Reply};
@@ -30,52 +35,22 @@ struct PopExplained {
     distance_km: f64,
 }
 
+/// Explains one steering decision for the query's load balancer, PoP, client and mode: the
+/// query read, the load balancer found and its mode settled, the request made up, decided and
+/// told. A proxied load balancer asked over DNS is answered with PoPs (`explain_pops`).
 pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
-    use lb_core::request::{Mode, Pop, RequestContext};
-    use lb_core::steering::{Engine, Outcome};
-    let (mut lb_name, mut pop, mut client, mut mode) =
-        (None, shared.setup.settings.region, None, None);
-    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
-        match &*k {
-            "lb" => lb_name = Some(v.into_owned()),
-            "pop" => match v.parse() {
-                Ok(r) => pop = r,
-                Err(e) => return error(StatusCode::BAD_REQUEST, &format!("pop: {e}")),
-            },
-            "client" => match v.parse::<std::net::IpAddr>() {
-                Ok(ip) => client = Some(ip),
-                Err(_) => {
-                    return error(
-                        StatusCode::BAD_REQUEST,
-                        &format!("client: `{v}` is not an IP address"),
-                    )
-                }
-            },
-            "mode" => mode = Some(v.into_owned()),
-            other => {
-                return error(
-                    StatusCode::BAD_REQUEST,
-                    &format!("unknown parameter `{other}` (lb, pop, client, mode)"),
-                )
-            }
-        }
-    }
+    let asked = match Asked::parse(query, shared.setup.settings.region) {
+        Ok(asked) => asked,
+        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
+    };
     let in_force = shared.in_force.load();
     let config = in_force.config();
-    let Some(lb) = lb_name.as_deref().and_then(|n| config.load_balancer(n)) else {
+    let Some(lb) = asked.lb.as_deref().and_then(|n| config.load_balancer(n)) else {
         return error(StatusCode::NOT_FOUND, "lb: no such load balancer");
     };
-    let mode = match mode.as_deref() {
-        Some("dns") => Mode::Dns,
-        Some("proxy") => Mode::Proxy,
-        None if lb.proxied => Mode::Proxy,
-        None => Mode::Dns,
-        Some(other) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                &format!("mode: `{other}` (dns or proxy)"),
-            )
-        }
+    let mode = match mode_for(asked.mode.as_deref(), lb.proxied) {
+        Ok(mode) => mode,
+        Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
     // The table the aggregator runs with (`--regions`), not the embedded one.
     let regions = &shared.setup.regions;
@@ -83,6 +58,7 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
     let engine = Engine::new(config, regions, &key);
     let snapshot = in_force.generation.snapshot();
     let now = lb_core::clock::unix_secs();
+    let pop = asked.pop;
     let mut ctx = RequestContext::new(
         mode,
         Pop {
@@ -93,21 +69,90 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
         },
         now,
     );
-    ctx.client_ip = client;
+    ctx.client_ip = asked.client;
     ctx.explain = true;
     if lb.proxied && mode == Mode::Dns {
         return explain_pops(shared, lb, &ctx);
     }
     let mut rng = rand::rng();
     let d = engine.decide(lb, &snapshot, &ctx, &mut rng);
-    let name = |p: lb_core::config::PoolId, e: EndpointId| {
+    json(
+        StatusCode::OK,
+        &Explained {
+            load_balancer: lb.name.clone(),
+            pop: pop.code().to_string(),
+            mode: if mode == Mode::Dns { "dns" } else { "proxy" },
+            outcome: outcome_text(config, &d.outcome),
+            ttl: d.ttl,
+            matched_rules: d.matched_rules,
+            steps: d.explanation,
+            pops: Vec::new(),
+        },
+    )
+}
+
+/// What `/explain` was asked: the load balancer, the PoP's region (this aggregator's unless
+/// given), the client's address, the mode.
+struct Asked {
+    lb: Option<String>,
+    pop: Region,
+    client: Option<IpAddr>,
+    mode: Option<String>,
+}
+
+impl Asked {
+    /// Reads the query string; the error names the parameter at fault.
+    fn parse(query: &str, here: Region) -> Result<Asked, String> {
+        let mut asked = Asked {
+            lb: None,
+            pop: here,
+            client: None,
+            mode: None,
+        };
+        for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+            match &*k {
+                "lb" => asked.lb = Some(v.into_owned()),
+                "pop" => match v.parse() {
+                    Ok(r) => asked.pop = r,
+                    Err(e) => return Err(format!("pop: {e}")),
+                },
+                "client" => match v.parse::<IpAddr>() {
+                    Ok(ip) => asked.client = Some(ip),
+                    Err(_) => return Err(format!("client: `{v}` is not an IP address")),
+                },
+                "mode" => asked.mode = Some(v.into_owned()),
+                other => {
+                    return Err(format!(
+                        "unknown parameter `{other}` (lb, pop, client, mode)"
+                    ))
+                }
+            }
+        }
+        Ok(asked)
+    }
+}
+
+/// The mode asked for, else the load balancer's own: the proxy's when it is proxied.
+fn mode_for(asked: Option<&str>, proxied: bool) -> Result<Mode, String> {
+    match asked {
+        Some("dns") => Ok(Mode::Dns),
+        Some("proxy") => Ok(Mode::Proxy),
+        None if proxied => Ok(Mode::Proxy),
+        None => Ok(Mode::Dns),
+        Some(other) => Err(format!("mode: `{other}` (dns or proxy)")),
+    }
+}
+
+/// A decision's outcome in words, its endpoints named `pool/endpoint`.
+fn outcome_text(config: &Config, outcome: &Outcome) -> String {
+    let name = |p: PoolId, e: EndpointId| {
         format!(
             "{}/{}",
             config.pool(p).name,
             config.pool(p).endpoints[e.0].name
         )
     };
-    let outcome = match &d.outcome {
+    match outcome {
         Outcome::Forward { target, retry } => format!(
             "forward to {}{}",
             name(target.pool, target.endpoint),
@@ -126,20 +171,7 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
         }
         Outcome::Fixed(f) => format!("fixed response {}", f.status_code),
         Outcome::NoPool => "no pool: HTTP 530 / NODATA with the SOA".to_string(),
-    };
-    json(
-        StatusCode::OK,
-        &Explained {
-            load_balancer: lb.name.clone(),
-            pop: pop.code().to_string(),
-            mode: if mode == Mode::Dns { "dns" } else { "proxy" },
-            outcome,
-            ttl: d.ttl,
-            matched_rules: d.matched_rules,
-            steps: d.explanation,
-            pops: Vec::new(),
-        },
-    )
+    }
 }
 
 /// A proxied load balancer over DNS: the live, ready PoPs, nearest to the client first, as

@@ -7,13 +7,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use lb_core::clock::unix_secs;
-use lb_core::config::{Config, EndpointId, PoolId};
-use lb_core::health::Verdict;
+use lb_core::config::{Config, Endpoint, EndpointId, Pool, PoolId};
+use lb_core::health::{HealthSnapshot, Verdict};
+use lb_core::region::{Region, RegionMap};
 use serde::Serialize;
 
 use crate::events::RegionVotes;
-use crate::shared::Shared;
-use crate::tally::LbState;
+use crate::shared::{InForce, Shared};
+use crate::tally::{Ballot, LbState};
 
 #[derive(Serialize)]
 pub(super) struct Status {
@@ -127,6 +128,8 @@ fn drain_status(
     })
 }
 
+/// The status of the config in force, all of it read from one load of each part: the
+/// pools' and the load balancers' states, then the aggregator's own.
 pub(super) fn status(shared: &Shared) -> Status {
     let in_force = shared.in_force.load();
     let config = &**in_force.config();
@@ -134,96 +137,22 @@ pub(super) fn status(shared: &Shared) -> Status {
     let ballots = in_force.ballots.load();
     let lb_states = in_force.lb_states.load();
     let check_verdicts = in_force.check_verdicts.load();
-    let region = shared.setup.settings.region;
-    let now = unix_secs();
-    // Drained through the API: the tables are kept by name-carried positions of their own
-    // config, which is this one once the loop has adopted it.
-    let api_drained = shared
-        .drains
-        .tables
-        .lock()
-        .ok()
-        .filter(|t| Arc::ptr_eq(&t.config, in_force.config()))
-        .map(|t| t.in_force.keys().copied().collect::<BTreeSet<_>>())
-        .unwrap_or_default();
+    let view = View {
+        shared,
+        in_force: &in_force,
+        config,
+        snapshot: &snapshot,
+        ballots: &ballots,
+        check_verdicts: &check_verdicts,
+        region: shared.setup.settings.region,
+        now: unix_secs(),
+        api_drained: api_drained(shared, &in_force),
+    };
     let pools = config
         .pools
         .iter()
         .enumerate()
-        .map(|(pi, p)| PoolStatus {
-            name: p.name.clone(),
-            state: snapshot.shown_pool_state(config, PoolId(pi), region).name(),
-            rtt_ms: snapshot
-                .pool(PoolId(pi))
-                .rtt_ms
-                .iter()
-                .map(|(r, v)| (r.code().to_string(), v))
-                .collect(),
-            endpoints: p
-                .endpoints
-                .iter()
-                .enumerate()
-                .map(|(ei, e)| {
-                    let h = snapshot.endpoint(PoolId(pi), EndpointId(ei));
-                    EndpointStatus {
-                        name: e.name.clone(),
-                        address: e.address.to_string(),
-                        enabled: e.enabled,
-                        healthy: match h.verdict {
-                            Verdict::Healthy => Some(true),
-                            Verdict::Unhealthy => Some(false),
-                            Verdict::Unknown => None,
-                        },
-                        verdict: h.verdict.name(),
-                        drained_since: h.disabled_at,
-                        drain: drain_status(
-                            config,
-                            PoolId(pi),
-                            h.disabled_at,
-                            api_drained.contains(&(PoolId(pi), EndpointId(ei))),
-                            in_force
-                                .config_drains
-                                .contains_key(&(PoolId(pi), EndpointId(ei))),
-                            now,
-                        ),
-                        rtt_ms: h
-                            .rtt_ms
-                            .iter()
-                            .map(|(r, v)| (r.code().to_string(), v))
-                            .collect(),
-                        regions: shared.monitor_votes(config, &ballots, PoolId(pi), EndpointId(ei)),
-                        members: p
-                            .checks
-                            .iter()
-                            .enumerate()
-                            .filter(|_| p.monitor_group.is_some())
-                            .map(|(ci, c)| {
-                                let m = config.check_monitor(c);
-                                MemberStatus {
-                                    monitor: m.name.clone(),
-                                    kind: m.kind.type_name(),
-                                    role: c.role.name(),
-                                    verdict: check_verdicts
-                                        .get(pi)
-                                        .and_then(|p| p.get(ci))
-                                        .and_then(|v| v.get(ei))
-                                        .copied()
-                                        .unwrap_or_default()
-                                        .name(),
-                                    regions: shared.endpoint_votes(
-                                        config,
-                                        &ballots,
-                                        PoolId(pi),
-                                        ci,
-                                        EndpointId(ei),
-                                    ),
-                                }
-                            })
-                            .collect(),
-                    }
-                })
-                .collect(),
-        })
+        .map(|(pi, p)| view.pool(PoolId(pi), p))
         .collect();
     Status {
         config_generation: in_force.generation.id(),
@@ -237,26 +166,157 @@ pub(super) fn status(shared: &Shared) -> Status {
             .flatten(),
         votes_counted: shared.latest.votes_counted.load(Ordering::Relaxed),
         mesh_config: Some(crate::api::config_state(&shared.control)),
-        load_balancers: config
-            .load_balancers
+        load_balancers: lb_statuses(config, &lb_states),
+        pools,
+    }
+}
+
+/// The endpoints drained through the API. The tables are kept by name-carried positions of
+/// their own config, which is the one in force once the loop has adopted it: until then,
+/// none.
+fn api_drained(shared: &Shared, in_force: &InForce) -> BTreeSet<(PoolId, EndpointId)> {
+    shared
+        .drains
+        .tables
+        .lock()
+        .ok()
+        .filter(|t| Arc::ptr_eq(&t.config, in_force.config()))
+        .map(|t| t.in_force.keys().copied().collect::<BTreeSet<_>>())
+        .unwrap_or_default()
+}
+
+/// Each load balancer's state as the tally last judged it, and what it serves.
+fn lb_statuses(config: &Config, lb_states: &[Option<LbState>]) -> Vec<LbStatus> {
+    config
+        .load_balancers
+        .iter()
+        .enumerate()
+        .map(|(i, lb)| LbStatus {
+            name: lb.name.clone(),
+            state: lb_states
+                .get(i)
+                .copied()
+                .flatten()
+                .map_or("unknown", LbState::name),
+            proxied: lb.proxied,
+            protocol: lb.layer4.as_ref().map_or("http", |l| l.transport.name()),
+            listen: lb
+                .layer4
+                .as_ref()
+                .map(|l| l.ports.iter().map(|p| p.listen).collect())
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// An EWMA RTT per region, by region code.
+fn rtt_by_code(rtt_ms: &RegionMap<f64>) -> BTreeMap<String, f64> {
+    rtt_ms
+        .iter()
+        .map(|(r, v)| (r.code().to_string(), v))
+        .collect()
+}
+
+/// What one `/status` reads of the config in force and its health, loaded once.
+struct View<'a> {
+    shared: &'a Shared,
+    in_force: &'a InForce,
+    config: &'a Config,
+    snapshot: &'a HealthSnapshot,
+    ballots: &'a [Ballot],
+    /// Each check's own verdict, `[pool][check][endpoint]`.
+    check_verdicts: &'a [Vec<Vec<Verdict>>],
+    /// This aggregator's region, whose view of regional health a pool's state shows.
+    region: Region,
+    now: u64,
+    api_drained: BTreeSet<(PoolId, EndpointId)>,
+}
+
+impl View<'_> {
+    /// A pool's state, RTTs and endpoints.
+    fn pool(&self, pool: PoolId, p: &Pool) -> PoolStatus {
+        let state = self
+            .snapshot
+            .shown_pool_state(self.config, pool, self.region);
+        PoolStatus {
+            name: p.name.clone(),
+            state: state.name(),
+            rtt_ms: rtt_by_code(&self.snapshot.pool(pool).rtt_ms),
+            endpoints: p
+                .endpoints
+                .iter()
+                .enumerate()
+                .map(|(ei, e)| self.endpoint(pool, p, EndpointId(ei), e))
+                .collect(),
+        }
+    }
+
+    /// An endpoint's verdict, drain, RTTs and the votes behind its verdict (a monitor group's
+    /// by member).
+    fn endpoint(
+        &self,
+        pool: PoolId,
+        p: &Pool,
+        endpoint: EndpointId,
+        e: &Endpoint,
+    ) -> EndpointStatus {
+        let h = self.snapshot.endpoint(pool, endpoint);
+        EndpointStatus {
+            name: e.name.clone(),
+            address: e.address.to_string(),
+            enabled: e.enabled,
+            healthy: match h.verdict {
+                Verdict::Healthy => Some(true),
+                Verdict::Unhealthy => Some(false),
+                Verdict::Unknown => None,
+            },
+            verdict: h.verdict.name(),
+            drained_since: h.disabled_at,
+            drain: drain_status(
+                self.config,
+                pool,
+                h.disabled_at,
+                self.api_drained.contains(&(pool, endpoint)),
+                self.in_force.config_drains.contains_key(&(pool, endpoint)),
+                self.now,
+            ),
+            rtt_ms: rtt_by_code(&h.rtt_ms),
+            regions: self
+                .shared
+                .monitor_votes(self.config, self.ballots, pool, endpoint),
+            members: self.members(pool, p, endpoint),
+        }
+    }
+
+    /// For a monitor group's endpoint, each member's verdict and votes; else none.
+    fn members(&self, pool: PoolId, p: &Pool, endpoint: EndpointId) -> Vec<MemberStatus> {
+        p.checks
             .iter()
             .enumerate()
-            .map(|(i, lb)| LbStatus {
-                name: lb.name.clone(),
-                state: lb_states
-                    .get(i)
-                    .copied()
-                    .flatten()
-                    .map_or("unknown", LbState::name),
-                proxied: lb.proxied,
-                protocol: lb.layer4.as_ref().map_or("http", |l| l.transport.name()),
-                listen: lb
-                    .layer4
-                    .as_ref()
-                    .map(|l| l.ports.iter().map(|p| p.listen).collect())
-                    .unwrap_or_default(),
+            .filter(|_| p.monitor_group.is_some())
+            .map(|(ci, c)| {
+                let m = self.config.check_monitor(c);
+                MemberStatus {
+                    monitor: m.name.clone(),
+                    kind: m.kind.type_name(),
+                    role: c.role.name(),
+                    verdict: self
+                        .check_verdicts
+                        .get(pool.0)
+                        .and_then(|p| p.get(ci))
+                        .and_then(|v| v.get(endpoint.0))
+                        .copied()
+                        .unwrap_or_default()
+                        .name(),
+                    regions: self.shared.endpoint_votes(
+                        self.config,
+                        self.ballots,
+                        pool,
+                        ci,
+                        endpoint,
+                    ),
+                }
             })
-            .collect(),
-        pools,
+            .collect()
     }
 }
