@@ -27,6 +27,9 @@ fn region_cell(r: &Value) -> String {
     )
 }
 
+/// Prints the aggregator's `/status` (as JSON with `--json`): fail static, the load
+/// balancers, the endpoints pool by pool with their votes, the snapshot; then, from
+/// `/members`, the configs the mesh's nodes run.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let status = args.admin.get("/status")?;
     if args.admin.json {
@@ -36,93 +39,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if status["fail_static"].as_bool() == Some(true) {
         println!("FAIL STATIC: no votes from any prober; serving the last known health\n");
     }
-    println!("{:<32} {:<10} MODE", "LOAD BALANCER", "STATE");
-    for lb in status["load_balancers"].as_array().into_iter().flatten() {
-        println!(
-            "{:<32} {:<10} {}",
-            lb["name"].as_str().unwrap_or(""),
-            lb["state"].as_str().unwrap_or(""),
-            if lb["proxied"].as_bool() == Some(true) {
-                "proxied"
-            } else {
-                "dns"
-            }
-        );
-    }
+    print_load_balancers(&status);
     println!();
-    println!(
-        "{:<20} {:<10} {:<20} {:<10} {:<22} REGIONS (+/-/? verdict, healthy/unhealthy/silent DCs)",
-        "POOL", "STATE", "ENDPOINT", "VERDICT", "ADDRESS"
-    );
-    for pool in status["pools"].as_array().into_iter().flatten() {
-        for (i, e) in pool["endpoints"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let regions: Vec<String> = e["regions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|r| format!("{} {}", r["region"].as_str().unwrap_or(""), region_cell(r)))
-                .collect();
-            let drain = &e["drain"];
-            let drain = if drain.is_object() {
-                let by: Vec<&str> = drain["by"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                format!(
-                    "  DRAINING by {} ({} s of sessions left)",
-                    by.join("+"),
-                    drain["seconds_left"]
-                )
-            } else {
-                String::new()
-            };
-            let (name, state) = if i == 0 {
-                (
-                    pool["name"].as_str().unwrap_or(""),
-                    pool["state"].as_str().unwrap_or(""),
-                )
-            } else {
-                ("", "")
-            };
-            println!(
-                "{:<20} {:<10} {:<20} {:<10} {:<22} {}{drain}",
-                name,
-                state,
-                e["name"].as_str().unwrap_or(""),
-                e["verdict"].as_str().unwrap_or(""),
-                e["address"].as_str().unwrap_or(""),
-                regions.join("  ")
-            );
-            // A monitor group endpoint: one line per member, its own verdict and votes.
-            for m in e["members"].as_array().into_iter().flatten() {
-                let role = m["role"].as_str().unwrap_or("");
-                let label = match role {
-                    "decides" => m["monitor"].as_str().unwrap_or("").to_string(),
-                    _ => format!("{} ({role})", m["monitor"].as_str().unwrap_or("")),
-                };
-                let regions: Vec<String> = m["regions"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|r| format!("{} {}", r["region"].as_str().unwrap_or(""), region_cell(r)))
-                    .collect();
-                println!(
-                    "{:<31} └ {:<30} {:<10} {}",
-                    "",
-                    label,
-                    m["verdict"].as_str().unwrap_or(""),
-                    regions.join("  ")
-                );
-            }
-        }
-    }
+    print_endpoints(&status);
     println!(
         "\nsnapshot {} — {} votes counted — config generation {} ({})",
         status["snapshot_version"],
@@ -136,6 +55,108 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!("{line}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The load balancers' table: name, state, and whether proxied or DNS-only.
+fn print_load_balancers(status: &Value) {
+    println!("{:<32} {:<10} MODE", "LOAD BALANCER", "STATE");
+    for lb in status["load_balancers"].as_array().into_iter().flatten() {
+        println!(
+            "{:<32} {:<10} {}",
+            lb["name"].as_str().unwrap_or(""),
+            lb["state"].as_str().unwrap_or(""),
+            if lb["proxied"].as_bool() == Some(true) {
+                "proxied"
+            } else {
+                "dns"
+            }
+        );
+    }
+}
+
+/// The endpoints' table, pool by pool (the pool's name and state on its first endpoint's
+/// line): each endpoint's verdict, address, votes per region and drain, then a monitor
+/// group endpoint's members.
+fn print_endpoints(status: &Value) {
+    println!(
+        "{:<20} {:<10} {:<20} {:<10} {:<22} REGIONS (+/-/? verdict, healthy/unhealthy/silent DCs)",
+        "POOL", "STATE", "ENDPOINT", "VERDICT", "ADDRESS"
+    );
+    for pool in status["pools"].as_array().into_iter().flatten() {
+        for (i, e) in pool["endpoints"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
+            let (name, state) = if i == 0 {
+                (
+                    pool["name"].as_str().unwrap_or(""),
+                    pool["state"].as_str().unwrap_or(""),
+                )
+            } else {
+                ("", "")
+            };
+            println!(
+                "{:<20} {:<10} {:<20} {:<10} {:<22} {}{}",
+                name,
+                state,
+                e["name"].as_str().unwrap_or(""),
+                e["verdict"].as_str().unwrap_or(""),
+                e["address"].as_str().unwrap_or(""),
+                region_cells(&e["regions"]),
+                drain_note(&e["drain"])
+            );
+            print_members(e);
+        }
+    }
+}
+
+/// A monitor group endpoint's members: one line each, its own verdict and votes.
+fn print_members(endpoint: &Value) {
+    for m in endpoint["members"].as_array().into_iter().flatten() {
+        let role = m["role"].as_str().unwrap_or("");
+        let label = match role {
+            "decides" => m["monitor"].as_str().unwrap_or("").to_string(),
+            _ => format!("{} ({role})", m["monitor"].as_str().unwrap_or("")),
+        };
+        println!(
+            "{:<31} └ {:<30} {:<10} {}",
+            "",
+            label,
+            m["verdict"].as_str().unwrap_or(""),
+            region_cells(&m["regions"])
+        );
+    }
+}
+
+/// Each region's votes (`WEU +3/0/0`), two spaces apart.
+fn region_cells(regions: &Value) -> String {
+    let cells: Vec<String> = regions
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| format!("{} {}", r["region"].as_str().unwrap_or(""), region_cell(r)))
+        .collect();
+    cells.join("  ")
+}
+
+/// An endpoint's drain, when it has one: who drains it and how long its sessions hold.
+fn drain_note(drain: &Value) -> String {
+    if !drain.is_object() {
+        return String::new();
+    }
+    let by: Vec<&str> = drain["by"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!(
+        "  DRAINING by {} ({} s of sessions left)",
+        by.join("+"),
+        drain["seconds_left"]
+    )
 }
 
 /// The live nodes per config they run (by hash), this aggregator's first: how many of each

@@ -32,7 +32,8 @@ fn hhmmss(ms: u64) -> String {
     format!("{:02}:{:02}:{:02}", (s / 3600) % 24, (s / 60) % 60, s % 60)
 }
 
-/// The whole screen.
+/// The whole screen: where things listen, then (once the aggregator answers) the grid, the
+/// pools' and load balancers' states, the recent changes and what to try.
 pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -> String {
     let mut out = String::new();
     out.push_str(&format!(
@@ -43,6 +44,16 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
         out.push_str("waiting for the aggregator ...\n");
         return out;
     };
+    grid(&mut out, status, info.origins);
+    states(&mut out, status);
+    recent_changes(&mut out, events);
+    what_to_try(&mut out, info);
+    out
+}
+
+/// The regions x endpoints grid: a row per endpoint with each region's verdict, the
+/// endpoint's, and whether its demo origin runs.
+fn grid(out: &mut String, status: &Value, origins: &[(String, bool)]) {
     out.push_str(&format!(
         "{:<16}{}  {:>9}  {:>8}\n",
         "endpoint",
@@ -62,8 +73,7 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
                 .iter()
                 .map(|code| cell(regions.and_then(|rs| rs.iter().find(|r| r["region"] == *code))))
                 .collect();
-            let running = info
-                .origins
+            let running = origins
                 .iter()
                 .find(|(n, _)| n == ename)
                 .map_or("", |(_, up)| if *up { "running" } else { "STOPPED" });
@@ -75,6 +85,10 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
             ));
         }
     }
+}
+
+/// One line of the pools' states (with their WEU RTT), one of the load balancers'.
+fn states(out: &mut String, status: &Value) {
     out.push_str("\npools: ");
     let pools: Vec<String> = status["pools"]
         .as_array()
@@ -107,6 +121,10 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
         })
         .collect();
     out.push_str(&lbs.join(" | "));
+}
+
+/// The last eight health changes that are news (first verdicts left out), oldest first.
+fn recent_changes(out: &mut String, events: Option<&Value>) {
     out.push_str("\n\nrecent health changes:\n");
     let recent: Vec<&Value> = events
         .and_then(Value::as_array)
@@ -131,6 +149,11 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
             e["to"].as_str().unwrap_or("?")
         ));
     }
+}
+
+/// Commands to try against the demo, the commands it takes, where its logs are, and the
+/// last command's message.
+fn what_to_try(out: &mut String, info: &Info<'_>) {
     let (dns_ip, dns_port) = info.dns.rsplit_once(':').unwrap_or((info.dns, "53"));
     out.push_str(&format!(
         "\ntry:\n  dig @{dns_ip} -p {dns_port} failover.demo.test A +short\n  \
@@ -146,7 +169,6 @@ pub fn render(status: Option<&Value>, events: Option<&Value>, info: &Info<'_>) -
     if !info.message.is_empty() {
         out.push_str(&format!("> {}\n", info.message));
     }
-    out
 }
 
 #[cfg(test)]
