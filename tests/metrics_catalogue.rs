@@ -5,7 +5,7 @@
 //! entry, an entry left behind by a removed metric, or a row of the docs that drifted fails
 //! here.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use lb_core::metric::Metric;

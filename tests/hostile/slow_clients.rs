@@ -172,8 +172,8 @@ pub fn an_http2_client_that_opens_no_window_frees_the_origin_at_the_send_timeout
         !outcome,
         "the origin could not have sent 16 MiB through a closed window"
     );
-    // The proxy drops the cut body (and with it the origin's connection) before it counts the
-    // cut, so the origin can see its connection end a moment before /metrics shows the count.
+    // The proxy counts the cut before it drops the body (client/in_flight.rs), so the count is
+    // there once the origin sees its connection end; the wait only bounds the check.
     wait_for("the send timeout counted", Duration::from_secs(10), || {
         metric(admin, "meshlb_proxy_send_timeouts_total") >= 1.0
     });
