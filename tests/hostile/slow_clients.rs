@@ -172,8 +172,9 @@ pub fn an_http2_client_that_opens_no_window_frees_the_origin_at_the_send_timeout
         !outcome,
         "the origin could not have sent 16 MiB through a closed window"
     );
-    // The proxy counts the cut before it drops the body (client/in_flight.rs), so the count is
-    // there once the origin sees its connection end; the wait only bounds the check.
+    // The proxy counts the cut before it drops the body
+    // (lb-core/proxy/src/client/in_flight.rs), so the count is there once the origin sees its
+    // connection end; the wait only bounds the check.
     wait_for("the send timeout counted", Duration::from_secs(10), || {
         metric(admin, "meshlb_proxy_send_timeouts_total") >= 1.0
     });
