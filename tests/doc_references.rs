@@ -37,29 +37,20 @@ const TOP: &[&str] = &[
 /// The extensions of the files prose names.
 const EXTENSIONS: &[&str] = &[".rs", ".md", ".sh", ".toml", ".yml", ".yaml", ".json"];
 
+/// Whether a folder holds the project's own text (not one of [`SKIPPED`]).
+fn ours(dir: &Path) -> bool {
+    let rel = dir
+        .strip_prefix(root())
+        .unwrap_or(dir)
+        .to_string_lossy()
+        .to_string();
+    !SKIPPED
+        .iter()
+        .any(|s| rel == *s || rel.ends_with(&format!("/{s}")))
+}
+
 fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in entries.flatten() {
-        let p = e.path();
-        let rel = p
-            .strip_prefix(root())
-            .unwrap_or(&p)
-            .to_string_lossy()
-            .to_string();
-        if SKIPPED
-            .iter()
-            .any(|s| rel == *s || rel.ends_with(&format!("/{s}")))
-        {
-            continue;
-        }
-        if p.is_dir() {
-            files(&p, ext, out);
-        } else if rel.ends_with(ext) {
-            out.push(p);
-        }
-    }
+    out.extend(test_support::repo_files::repo_files(dir, ext, &ours));
 }
 
 /// GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens, a

@@ -34,24 +34,21 @@ fn catalogued() -> BTreeMap<&'static str, Metric> {
         .collect()
 }
 
-/// The Rust sources of the crates (not tests, benches' data, vendor or build output).
+/// The Rust sources of the crates (not tests, vendor or build output).
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
+    let enter = |p: &Path| {
+        let name = p.file_name().map(|n| n.to_string_lossy().to_string());
+        !["target", "vendor", "tests", "fuzz", ".git", "node_modules"]
+            .contains(&name.as_deref().unwrap_or(""))
     };
-    for e in entries.flatten() {
-        let p = e.path();
-        let name = e.file_name().to_string_lossy().to_string();
-        if p.is_dir() {
-            if !["target", "vendor", "tests", "fuzz", ".git", "node_modules"]
-                .contains(&name.as_str())
-            {
-                sources(&p, out);
-            }
-        } else if name.ends_with(".rs") && !name.ends_with("_tests.rs") && name != "tests.rs" {
-            out.push(p);
-        }
-    }
+    out.extend(
+        test_support::repo_files::repo_files(dir, ".rs", &enter)
+            .into_iter()
+            .filter(|p| {
+                let name = p.to_string_lossy();
+                !name.ends_with("_tests.rs") && !name.ends_with("/tests.rs")
+            }),
+    );
 }
 
 /// The `meshlb_*` name starting at `text`, if one does.

@@ -33,6 +33,8 @@ pub mod ports;
 #[cfg(feature = "harness")]
 pub mod processes;
 #[cfg(feature = "harness")]
+pub mod repo_files;
+#[cfg(feature = "harness")]
 pub mod scratch;
 #[cfg(feature = "harness")]
 pub mod trials;
