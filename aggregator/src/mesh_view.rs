@@ -411,6 +411,8 @@ mod tests {
                 extra_liveness_predicate: None,
                 protocol_version: chitchat::ProtocolVersion::V0,
                 bounded: None,
+                tier: chitchat::Tier::Core,
+                view: chitchat::ViewSettings::default(),
             },
             seeds,
             tags.iter()

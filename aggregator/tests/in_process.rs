@@ -56,6 +56,7 @@ fn node(
             keys: mesh::KeyRing::new(KEY, None).expect("the cluster key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
             max_datagram: None,
+            tier: mesh::Tier::Core,
         },
         control: ControlSettings {
             role,

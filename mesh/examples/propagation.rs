@@ -45,6 +45,7 @@ fn main() {
                 keys: ring.clone(),
                 dead_node_grace: mesh::DEAD_NODE_GRACE,
                 max_datagram: None,
+                tier: mesh::Tier::Core,
             };
             let identity = NodeIdentity { node_id: format!("n{i:03}"), role: mesh::Role::Prober, region: "WEU".into(), datacenter: format!("dc{i}"), config_hash: "x".into(), config_loaded_at: 0 };
             let node = mesh::start(&identity, &settings).await.expect("node");

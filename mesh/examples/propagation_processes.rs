@@ -85,6 +85,7 @@ fn child(i: usize) {
             keys: KeyRing::new("propagation benchmark cluster key", None).expect("key"),
             dead_node_grace: mesh::DEAD_NODE_GRACE,
             max_datagram: (max_datagram > 0).then_some(max_datagram),
+            tier: mesh::Tier::Core,
         };
         let identity = NodeIdentity {
             node_id: format!("n{i:03}"),

@@ -18,6 +18,7 @@ pub mod role;
 pub mod seal;
 pub mod transport;
 
+pub use chitchat::Tier;
 pub use node::{
     start, start_on, MeshNode, MeshSettings, NodeIdentity, StartError, DEAD_NODE_GRACE,
     DEFAULT_MAX_DATAGRAM, MIN_MAX_DATAGRAM,

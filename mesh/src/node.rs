@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use chitchat::{
     spawn_chitchat, ChitchatConfig, ChitchatHandle, ChitchatId, FailureDetectorConfig,
-    ProtocolVersion,
+    ProtocolVersion, Tier, ViewSettings,
 };
 
 use super::keys;
@@ -51,6 +51,9 @@ pub struct MeshSettings {
     /// (`vendor/chitchat/src/bounded.rs`, protocol version 2, which releases before it cannot
     /// read). `None`: every digest lists every member (protocol version 0).
     pub max_datagram: Option<usize>,
+    /// An edge holds the core's state and no other edge's, and sends none of its own
+    /// (`vendor/chitchat/src/tier.rs`): a PoP in a mesh of thousands. Needs bounded gossip.
+    pub tier: Tier,
 }
 
 /// The smallest `max_datagram` bounded gossip takes: a digest entry, a delta's minimum and the
@@ -97,6 +100,12 @@ pub async fn start_on(
     settings: &MeshSettings,
     net: Arc<dyn DatagramNet>,
 ) -> Result<MeshNode, StartError> {
+    if settings.tier == Tier::Edge && settings.max_datagram.is_none() {
+        return Err(StartError {
+            listen: settings.listen,
+            reason: "an edge needs bounded gossip (a --gossip-max-datagram above 0)".into(),
+        });
+    }
     let transport = SealedTransport::new(
         settings.keys.clone(),
         settings.cluster_id.clone(),
@@ -163,6 +172,8 @@ pub async fn start_on(
             ProtocolVersion::V0
         },
         bounded,
+        tier: settings.tier,
+        view: ViewSettings::default(),
     };
     let tags = vec![
         (keys::ROLE.to_string(), identity.role.to_string()),

@@ -408,6 +408,7 @@ mod tests {
         ChitchatEnvelope {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::BadCluster,
+            peers: Vec::new(),
         }
     }
 

@@ -11,6 +11,7 @@ fn header() -> Vec<u8> {
     let mut h = ChitchatEnvelope {
         version: ProtocolVersion::V0,
         message: ChitchatMessage::BadCluster,
+        peers: Vec::new(),
     }
     .serialize_to_vec();
     h.truncate(3);

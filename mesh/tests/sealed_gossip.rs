@@ -57,6 +57,8 @@ async fn node_sending(
         extra_liveness_predicate: None,
         protocol_version: ProtocolVersion::V0,
         bounded: None,
+        tier: chitchat::Tier::Core,
+        view: chitchat::ViewSettings::default(),
     };
     let handle = spawn_chitchat(config, vec![("role".into(), name.into())], &transport)
         .await
@@ -259,6 +261,7 @@ fn mesh_settings(listen: SocketAddr, seeds: Vec<String>) -> mesh::MeshSettings {
         keys: KeyRing::new(KEY, None).expect("key"),
         dead_node_grace: mesh::DEAD_NODE_GRACE,
         max_datagram: None,
+        tier: mesh::Tier::Core,
     }
 }
 
@@ -301,6 +304,7 @@ fn a_decompression_bomb_is_refused() {
     let mut bytes = ChitchatEnvelope {
         version: ProtocolVersion::V0,
         message: ChitchatMessage::BadCluster,
+        peers: Vec::new(),
     }
     .serialize_to_vec();
     bytes.truncate(3); // magic and protocol version
@@ -361,6 +365,7 @@ async fn a_malformed_delta_is_refused_and_the_node_keeps_gossiping() {
     let mut envelope = chitchat::ChitchatEnvelope {
         version: ProtocolVersion::V0,
         message: chitchat::ChitchatMessage::BadCluster,
+        peers: Vec::new(),
     }
     .serialize_to_vec();
     envelope.truncate(3);
@@ -439,6 +444,7 @@ async fn bounded_gossip_carries_a_large_state_in_datagrams_within_the_bound() {
     let settings = |listen: SocketAddr, seeds: Vec<String>| mesh::MeshSettings {
         gossip_interval: Duration::from_millis(50),
         max_datagram: Some(BOUND),
+        tier: mesh::Tier::Core,
         ..mesh_settings(listen, seeds)
     };
     let a_addr = free_udp();
@@ -491,6 +497,7 @@ fn a_bounded_digest_claiming_more_heartbeats_than_it_holds_is_refused() {
     let mut bytes = ChitchatEnvelope {
         version: ProtocolVersion::V2,
         message: ChitchatMessage::BadCluster,
+        peers: Vec::new(),
     }
     .serialize_to_vec();
     bytes.truncate(3); // magic and protocol version

@@ -224,6 +224,7 @@ pub fn drains_forged_by_a_prober_or_stamped_in_the_future_change_nothing() {
                     keys: mesh::KeyRing::new(passphrase.trim(), None).expect("key"),
                     dead_node_grace: Duration::from_secs(60),
                     max_datagram: None,
+                    tier: mesh::Tier::Core,
                 },
             )
             .await

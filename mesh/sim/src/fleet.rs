@@ -35,6 +35,9 @@ pub struct Member {
     _listener: ListenerHandle,
 }
 
+/// A fleet's gossip interval, bound, nodes listing every member, and core size.
+type FleetSettings = (Duration, Option<usize>, BTreeSet<usize>, usize);
+
 /// The fleet.
 pub struct Fleet {
     pub net: SimNet,
@@ -44,6 +47,8 @@ pub struct Fleet {
     max_datagram: Option<usize>,
     /// Nodes that list every member in their digests whatever `max_datagram` says.
     full_digests: BTreeSet<usize>,
+    /// Nodes `0..core` are core members; the rest are edges (`vendor/chitchat/src/tier.rs`).
+    core: usize,
 }
 
 impl Fleet {
@@ -67,6 +72,31 @@ impl Fleet {
         max_datagram: Option<usize>,
         full_digests: BTreeSet<usize>,
     ) -> anyhow::Result<Fleet> {
+        let settings = (gossip_interval, max_datagram, full_digests, n);
+        Fleet::start_all(net, n, settings).await
+    }
+
+    /// As [`Fleet::start`], nodes `0..core` core members (probers and aggregators that
+    /// decide) and the rest edges (PoPs that hold the core's state only).
+    pub async fn start_tiered(
+        net: SimNet,
+        n: usize,
+        core: usize,
+        gossip_interval: Duration,
+        max_datagram: Option<usize>,
+    ) -> anyhow::Result<Fleet> {
+        let core = core.clamp(1, n.max(1));
+        let settings = (gossip_interval, max_datagram, BTreeSet::new(), core);
+        Fleet::start_all(net, n, settings).await
+    }
+
+    /// Starts `n` nodes with these settings: the gossip interval, the bound, the nodes that
+    /// list every member, and how many are core.
+    async fn start_all(
+        net: SimNet,
+        n: usize,
+        (gossip_interval, max_datagram, full_digests, core): FleetSettings,
+    ) -> anyhow::Result<Fleet> {
         let mut fleet = Fleet {
             net,
             members: Vec::with_capacity(n),
@@ -74,6 +104,7 @@ impl Fleet {
             gossip_interval,
             max_datagram,
             full_digests,
+            core,
         };
         // Nodes start spread over one gossip interval, as processes started at different
         // moments are: started at one simulated instant, every node would tick at once and a
@@ -115,6 +146,11 @@ impl Fleet {
             } else {
                 self.max_datagram
             },
+            tier: if i < self.core {
+                mesh::Tier::Core
+            } else {
+                mesh::Tier::Edge
+            },
         };
         let node = mesh::start_on(&identity, &settings, Arc::new(self.net.clone())).await?;
         let arrivals = Arc::clone(&self.arrivals);
@@ -143,23 +179,59 @@ impl Fleet {
         self.members.is_empty()
     }
 
+    /// How many nodes are core members (`0..core`); the rest are edges.
+    pub fn core(&self) -> usize {
+        self.core
+    }
+
     pub fn handle(&self, i: usize) -> Option<&ChitchatHandle> {
         self.members.get(i)?.as_ref().map(|m| &m.node.handle)
     }
 
-    /// How many running nodes hold every other running node live.
+    /// How many running nodes hold every other running core member live (in a fleet with no
+    /// edges, every other running node).
     pub async fn fully_live(&self) -> usize {
-        let running = self.members.iter().filter(|m| m.is_some()).count();
+        let running_core = self.members[..self.core.min(self.len())]
+            .iter()
+            .filter(|m| m.is_some())
+            .count();
         let mut n = 0;
-        for m in self.members.iter().flatten() {
-            if m.node.handle.chitchat().lock().await.live_nodes().count() >= running {
+        for (i, m) in self.members.iter().enumerate() {
+            let Some(m) = m else { continue };
+            // live_nodes counts this node itself.
+            let others_live = m.node.handle.chitchat().lock().await.live_nodes().count() - 1;
+            if others_live + usize::from(i < self.core) >= running_core {
                 n += 1;
             }
         }
         n
     }
 
-    /// Waits (at most `within`) until every running node holds every other live.
+    /// The mean number of edges in a running node's view, and the smallest.
+    pub async fn views(&self) -> (f64, usize) {
+        let mut sum = 0;
+        let mut least = usize::MAX;
+        let mut count = 0;
+        for m in self.members.iter().flatten() {
+            let len = m.node.handle.chitchat().lock().await.view().len();
+            sum += len;
+            least = least.min(len);
+            count += 1;
+        }
+        (sum as f64 / count.max(1) as f64, least)
+    }
+
+    /// How many member states the running nodes hold in all.
+    pub async fn held_states(&self) -> usize {
+        let mut n = 0;
+        for m in self.members.iter().flatten() {
+            n += m.node.handle.chitchat().lock().await.node_states().len();
+        }
+        n
+    }
+
+    /// Waits (at most `within`) until every running node holds every other running core
+    /// member live.
     pub async fn wait_converged(&self, within: Duration) -> Option<Duration> {
         let start = Instant::now();
         let running = self.members.iter().filter(|m| m.is_some()).count();

@@ -20,13 +20,19 @@ pub struct Spread {
     pub all: Option<Duration>,
 }
 
-/// Publishes `trials` changes, one every `every`, each from a random running node, and
+/// Publishes `trials` changes, one every `every`, each from a random running core member (a
+/// prober's, in a tiered fleet; any node's otherwise), and
 /// measures each one's spread. Trials overlap when one takes longer than `every`, as health
 /// changes from many probers do in a fleet; each is measured from its own publish.
 pub async fn propagation(fleet: &Fleet, trials: usize, every: Duration, seed: u64) -> Vec<Spread> {
     let mut rng = SmallRng::seed_from_u64(seed);
     let running: Vec<usize> = (0..fleet.len())
         .filter(|&i| fleet.handle(i).is_some())
+        .collect();
+    let publishers: Vec<usize> = running
+        .iter()
+        .copied()
+        .filter(|&i| i < fleet.core())
         .collect();
     let others = running.len().saturating_sub(1);
     let want99 = ((others as f64) * 0.99).ceil() as usize;
@@ -39,7 +45,9 @@ pub async fn propagation(fleet: &Fleet, trials: usize, every: Duration, seed: u6
     };
     let mut published: Vec<(String, Instant)> = Vec::with_capacity(trials);
     for t in 0..trials {
-        let from = running[rng.random_range(0..running.len())];
+        let Some(&from) = publishers.get(rng.random_range(0..publishers.len().max(1))) else {
+            break;
+        };
         let value = format!("{seed}-{t}");
         fleet
             .publish(from, &format!("health-{}", t % 64), &value)

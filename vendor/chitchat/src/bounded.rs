@@ -21,9 +21,9 @@
 //! - A member held dead, or an older generation of a live node id, is left out of partial
 //!   digests at once: a rolling restart does not double them.
 //!
-//! A cluster whose full digest fits sends it, as version 1 did. Nodes of the previous release
-//! cannot read version 2; `mesh/src/node.rs` turns it on only when the operator asks, once
-//! every node runs a release that reads it (docs/operations.md#gossip-at-fleet-size).
+//! A cluster whose full digest fits sends it, as version 1 did. Releases before this patch
+//! cannot read version 2; meshlb turns it on by default and `--gossip-max-datagram 0` off,
+//! for a rolling upgrade from such a release (docs/operations.md#gossip-at-fleet-size).
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;

@@ -43,6 +43,11 @@ pub struct ChitchatConfig {
     pub protocol_version: ProtocolVersion,
     /// meshlb patch: bounded gossip (`src/bounded.rs`); needs `protocol_version` V2.
     pub bounded: Option<crate::BoundedGossip>,
+    /// meshlb patch: which members this node holds and sends (`src/tier.rs`); an edge needs
+    /// `bounded`.
+    pub tier: crate::Tier,
+    /// meshlb patch: how this node keeps the edges it knows of (`src/tier.rs`).
+    pub view: crate::ViewSettings,
 }
 
 impl ChitchatConfig {
@@ -62,6 +67,8 @@ impl ChitchatConfig {
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
             bounded: None,
+            tier: crate::Tier::Core,
+            view: crate::ViewSettings::default(),
         }
     }
 }
@@ -83,6 +90,8 @@ impl Default for ChitchatConfig {
             extra_liveness_predicate: None,
             protocol_version: ProtocolVersion::V0,
             bounded: None,
+            tier: crate::Tier::Core,
+            view: crate::ViewSettings::default(),
         }
     }
 }

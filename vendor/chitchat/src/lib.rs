@@ -12,6 +12,7 @@ mod message_serialize;
 pub(crate) mod serialize;
 mod server;
 mod state;
+mod tier;
 pub mod transport;
 mod types;
 
@@ -31,6 +32,8 @@ use tokio_stream::wrappers::WatchStream;
 use tracing::{error, info, warn};
 
 pub use self::bounded::BoundedGossip;
+pub use self::tier::{MAX_CARDS, PeerCard, Tier, ViewSettings};
+use self::tier::View;
 use self::bounded::Recency;
 pub use self::configuration::{CatchupCallback, ChitchatConfig};
 pub use self::state::{ClusterStateSnapshot, NodeState};
@@ -139,6 +142,8 @@ pub struct Chitchat {
     live_nodes_watcher_rx: watch::Receiver<BTreeMap<ChitchatId, NodeState>>,
     /// meshlb patch: what bounded gossip remembers (`src/bounded.rs`).
     recency: Recency,
+    /// meshlb patch: the edges this node knows of (`src/tier.rs`).
+    view: View,
 }
 
 impl Chitchat {
@@ -148,6 +153,7 @@ impl Chitchat {
         initial_key_values: Vec<(String, String)>,
     ) -> Self {
         let failure_detector = FailureDetector::new(config.failure_detector_config.clone());
+        let view = View::new(config.view.clone());
         let previous_live_nodes = HashMap::new();
         let (live_nodes_watcher_tx, live_nodes_watcher_rx) = watch::channel(BTreeMap::new());
         let mut chitchat = Chitchat {
@@ -158,6 +164,7 @@ impl Chitchat {
             live_nodes_watcher_tx,
             live_nodes_watcher_rx,
             recency: Recency::default(),
+            view,
         };
 
         let self_node_state = chitchat.self_node_state();
@@ -172,9 +179,11 @@ impl Chitchat {
         chitchat
     }
 
-    pub(crate) fn create_syn_message(&mut self) -> ChitchatMessage {
+    /// meshlb patch: `reserved` bytes of a bounded message are left for its cards
+    /// (`src/tier.rs`).
+    pub(crate) fn create_syn_message(&mut self, reserved: usize) -> ChitchatMessage {
         if let Some(bounded) = self.config.bounded.clone() {
-            return self.create_bounded_syn(&bounded);
+            return self.create_bounded_syn(&bounded, reserved);
         }
         let scheduled_for_deletion: HashSet<_> = self.scheduled_for_deletion_nodes().collect();
         let digest = self.compute_digest(&scheduled_for_deletion);
@@ -187,11 +196,12 @@ impl Chitchat {
 
     /// meshlb patch: a Syn of bounded gossip, its digest bounded and its rumours pushed
     /// (`src/bounded.rs`).
-    fn create_bounded_syn(&mut self, bounded: &BoundedGossip) -> ChitchatMessage {
+    fn create_bounded_syn(&mut self, bounded: &BoundedGossip, reserved: usize) -> ChitchatMessage {
         let now = tokio::time::Instant::now();
         self.recency.expire(now, bounded.hot_for);
         self.note_self_moved(now);
-        let fixed = ChitchatEnvelope::HEADER_LEN + self.config.cluster_id.serialized_len();
+        let fixed =
+            ChitchatEnvelope::HEADER_LEN + self.config.cluster_id.serialized_len() + reserved;
         let room = bounded.max_message.saturating_sub(fixed);
         let mut digest = self.bounded_digest(None, room / 2);
         let mtu = room.saturating_sub(digest.serialized_len(ProtocolVersion::V2));
@@ -207,6 +217,10 @@ impl Chitchat {
 
     /// meshlb patch: this node's own changes become hot as any member's do.
     fn note_self_moved(&mut self, now: tokio::time::Instant) {
+        if self.is_edge() {
+            // An edge's own state is never sent (`src/tier.rs`).
+            return;
+        }
         let self_max = self.self_node_state().max_version();
         if self_max > self.recency.self_max {
             let from = self.recency.self_max;
@@ -222,11 +236,15 @@ impl Chitchat {
     fn bounded_digest(&mut self, echo: Option<&Digest>, budget: usize) -> Digest {
         let node_count = self.cluster_state.node_states().len();
         // An entry is at least ~35 bytes (a short id, a v4 address, three u64s).
+        let edge = self.is_edge();
         if node_count.saturating_mul(35) <= budget {
-            let scheduled: HashSet<&ChitchatId> = self
+            let mut scheduled: HashSet<&ChitchatId> = self
                 .failure_detector
                 .scheduled_for_deletion_nodes()
                 .collect();
+            if edge {
+                scheduled.insert(&self.config.chitchat_id);
+            }
             let full = self.cluster_state.compute_digest(&scheduled);
             if full.serialized_len(ProtocolVersion::V2) <= budget {
                 return full;
@@ -244,6 +262,9 @@ impl Chitchat {
         let mut used = 3usize;
         let add = |id: &ChitchatId, limit: usize, digest: &mut Digest, used: &mut usize| -> bool {
             if digest.node_digests.contains_key(id) || detector.is_scheduled_for_deletion(id) {
+                return true;
+            }
+            if edge && id == self_id {
                 return true;
             }
             if id != self_id && (detector.is_dead(id) || superseded(state, id)) {
@@ -301,11 +322,12 @@ impl Chitchat {
     fn bounded_delta(&mut self, digest: Option<&Digest>, mtu: usize, pushes: u32) -> Delta {
         let rumours = self.recency.rumours(pushes);
         let detector = &self.failure_detector;
+        let hidden = self.is_edge().then_some(&self.config.chitchat_id);
         let (delta, pushed) = self.cluster_state.compute_bounded_delta(
             digest,
             &rumours,
             mtu.max(MIN_DELTA_MTU),
-            |id| detector.is_scheduled_for_deletion(id),
+            |id| detector.is_scheduled_for_deletion(id) || hidden == Some(id),
         );
         for id in &pushed {
             self.recency.pushed(id);
@@ -366,6 +388,7 @@ impl Chitchat {
             return;
         }
         let count = cap.min(room / 16);
+        let hidden = self.is_edge().then_some(&self.config.chitchat_id);
         let mut last = None;
         let node_count = self.cluster_state.node_states().len();
         for id in self
@@ -377,7 +400,10 @@ impl Chitchat {
                 break;
             }
             last = Some(id);
-            if digest.node_digests.contains_key(id) || self.failure_detector.is_dead(id) {
+            if digest.node_digests.contains_key(id)
+                || self.failure_detector.is_dead(id)
+                || hidden == Some(id)
+            {
                 continue;
             }
             if let Some(node_state) = self.cluster_state.node_state(id) {
@@ -409,7 +435,12 @@ impl Chitchat {
         }
     }
 
-    pub(crate) fn process_message(&mut self, msg: ChitchatMessage) -> Option<ChitchatMessage> {
+    /// meshlb patch: `reserved` bytes of a bounded reply are left for its cards (`src/tier.rs`).
+    pub(crate) fn process_message(
+        &mut self,
+        msg: ChitchatMessage,
+        reserved: usize,
+    ) -> Option<ChitchatMessage> {
         self.update_self_heartbeat();
 
         match msg {
@@ -433,11 +464,11 @@ impl Chitchat {
                     self.note_self_moved(tokio::time::Instant::now());
                     let room = bounded
                         .max_message
-                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN + reserved);
                     let bulk = bounded
                         .max_bulk_message
                         .max(bounded.max_message)
-                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN + reserved);
                     let mut self_digest = self.bounded_digest(Some(&digest), room / 2);
                     let digest_len = self_digest.serialized_len(ProtocolVersion::V2);
                     let mtu = bulk.saturating_sub(digest_len);
@@ -483,7 +514,7 @@ impl Chitchat {
                     let mtu = bounded
                         .max_bulk_message
                         .max(bounded.max_message)
-                        .saturating_sub(ChitchatEnvelope::HEADER_LEN);
+                        .saturating_sub(ChitchatEnvelope::HEADER_LEN + reserved);
                     let delta = self.bounded_delta(Some(&digest), mtu, bounded.rumour_pushes);
                     return Some(ChitchatMessage::Ack { delta });
                 }
@@ -517,6 +548,84 @@ impl Chitchat {
                 panic!("panic message received");
             }
         }
+    }
+
+    /// meshlb patch: whether this node is an edge (`src/tier.rs`). Tiers need bounded gossip:
+    /// without it a node is core, whatever its config says.
+    pub fn is_edge(&self) -> bool {
+        self.config.tier == Tier::Edge && self.config.bounded.is_some()
+    }
+
+    /// meshlb patch: the gossip addresses of the edges this node knows of (`src/tier.rs`).
+    pub fn view(&self) -> Vec<SocketAddr> {
+        self.view.addrs()
+    }
+
+    /// meshlb patch: keeps what a message's cards say (`src/tier.rs`).
+    pub(crate) fn note_cards(&mut self, cards: &[PeerCard]) {
+        if self.config.bounded.is_none() || cards.is_empty() {
+            return;
+        }
+        let own = self.config.chitchat_id.gossip_advertise_addr;
+        self.view.merge(cards, own, tokio::time::Instant::now());
+    }
+
+    /// meshlb patch: the cards of this node's next message (`src/tier.rs`): an edge's own
+    /// and a sample of the view; none from a core node that knows no edge.
+    pub(crate) fn cards(&mut self) -> Vec<PeerCard> {
+        if self.config.bounded.is_none() {
+            return Vec::new();
+        }
+        let own = self
+            .is_edge()
+            .then_some(self.config.chitchat_id.gossip_advertise_addr);
+        self.view.cards(own, tokio::time::Instant::now())
+    }
+
+    /// meshlb patch: this round's gossip targets in a tiered mesh (`src/tier.rs`), from the
+    /// `drawn` ones chitchat picked among the members it holds. An edge that knows other edges
+    /// gossips with them, and with one drawn (core) member every `core_every` rounds; a core
+    /// node that knows edges gives one of its targets to an edge. Returns whether the round is
+    /// an edge's among edges, which skips chitchat's dead-member and seed gossip (each of
+    /// thousands of edges would otherwise reach the few seeds every few seconds).
+    pub(crate) fn tier_targets(
+        &mut self,
+        mut drawn: Vec<SocketAddr>,
+        count: usize,
+    ) -> (Vec<SocketAddr>, bool) {
+        if self.config.bounded.is_none() {
+            return (drawn, false);
+        }
+        self.view.expire(tokio::time::Instant::now());
+        if self.view.is_empty() {
+            return (drawn, false);
+        }
+        if self.is_edge() {
+            let core_turn = self.view.core_turn();
+            let from_view = if core_turn {
+                count.saturating_sub(1)
+            } else {
+                count
+            };
+            let mut targets = self.view.targets(from_view);
+            // The core's turn, or a view smaller than a round: drawn members fill the rest.
+            for addr in drawn {
+                if targets.len() >= count {
+                    break;
+                }
+                if !targets.contains(&addr) {
+                    targets.push(addr);
+                }
+            }
+            return (targets, true);
+        }
+        if let Some(edge) = self.view.targets(1).pop() {
+            if drawn.len() >= count {
+                drawn.pop();
+            }
+            drawn.push(edge);
+        }
+        (drawn, false)
     }
 
     fn gc_keys_marked_for_deletion(&mut self) {

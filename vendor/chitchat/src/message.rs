@@ -42,6 +42,9 @@ pub enum ChitchatMessage {
 pub struct ChitchatEnvelope {
     pub version: ProtocolVersion,
     pub message: ChitchatMessage,
+    /// meshlb patch: the edges the sender vouches for (`src/tier.rs`), after the message in
+    /// protocol version 2; empty, and not on the wire, otherwise.
+    pub peers: Vec<crate::tier::PeerCard>,
 }
 
 impl ChitchatEnvelope {
@@ -54,6 +57,7 @@ impl ChitchatEnvelope {
                 digest,
                 delta: Delta::default(),
             },
+            peers: Vec::new(),
         }
     }
 
@@ -66,6 +70,7 @@ impl ChitchatEnvelope {
                 digest,
                 delta: Delta::default(),
             },
+            peers: Vec::new(),
         }
     }
 
@@ -74,6 +79,7 @@ impl ChitchatEnvelope {
         Self {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::SynAck { digest, delta },
+            peers: Vec::new(),
         }
     }
 
@@ -82,6 +88,7 @@ impl ChitchatEnvelope {
         Self {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::Ack { delta },
+            peers: Vec::new(),
         }
     }
 
@@ -90,6 +97,7 @@ impl ChitchatEnvelope {
         Self {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::BadCluster,
+            peers: Vec::new(),
         }
     }
 
@@ -98,6 +106,7 @@ impl ChitchatEnvelope {
         Self {
             version: ProtocolVersion::V0,
             message: ChitchatMessage::PanicForTest,
+            peers: Vec::new(),
         }
     }
 }

@@ -92,6 +92,10 @@ impl ChitchatEnvelope {
                 buf.push(MessageType::PanicForTest.to_code());
             }
         }
+        // meshlb patch: the cards after the message (`src/tier.rs`).
+        if self.version >= ProtocolVersion::V2 {
+            crate::tier::serialize_cards(&self.peers, buf);
+        }
     }
 
     pub fn serialize_to_vec(&self) -> Vec<u8> {
@@ -177,6 +181,17 @@ impl ChitchatEnvelope {
             #[cfg(test)]
             MessageType::PanicForTest => ChitchatMessage::PanicForTest,
         };
-        Ok(ChitchatEnvelope { version, message })
+        // meshlb patch: the cards after the message (`src/tier.rs`). Readers of the previous
+        // release stop before them.
+        let peers = if version >= ProtocolVersion::V2 {
+            crate::tier::deserialize_cards(buf)?
+        } else {
+            Vec::new()
+        };
+        Ok(ChitchatEnvelope {
+            version,
+            message,
+            peers,
+        })
     }
 }

@@ -275,13 +275,28 @@ impl Server {
     ) -> anyhow::Result<()> {
         let version = envelope.version;
         // Handle gossip message from other servers.
-        let response = self.chitchat.lock().await.process_message(envelope.message);
+        // meshlb patch: the sender's cards are kept, and the reply carries this node's
+        // (`src/tier.rs`), with room left for them.
+        let (response, peers) = {
+            let mut chitchat = self.chitchat.lock().await;
+            chitchat.note_cards(&envelope.peers);
+            let peers = chitchat.cards();
+            let reserved = crate::tier::cards_len(&peers);
+            (chitchat.process_message(envelope.message, reserved), peers)
+        };
         // Send the reply, if any, echoing the version the peer used: having
         // decoded its message we know it supports that format, so the reply is
         // guaranteed to be decodable on its end.
         if let Some(message) = response {
             self.transport
-                .send(from_addr, ChitchatEnvelope { version, message })
+                .send(
+                    from_addr,
+                    ChitchatEnvelope {
+                        version,
+                        message,
+                        peers,
+                    },
+                )
                 .await?;
         }
         Ok(())
@@ -320,13 +335,15 @@ impl Server {
             .into_iter()
             .filter(|addr| *addr != chitchat_guard.self_chitchat_id().gossip_advertise_addr)
             .collect();
-        let (selected_nodes, random_dead_node_opt, random_seed_node_opt) = select_nodes_for_gossip(
-            &mut self.rng,
-            peer_nodes,
-            live_nodes,
-            dead_nodes,
-            seed_nodes,
-        );
+        let (selected_nodes, mut random_dead_node_opt, mut random_seed_node_opt) =
+            select_nodes_for_gossip(&mut self.rng, peer_nodes, live_nodes, dead_nodes, seed_nodes);
+        // meshlb patch: tiers (`src/tier.rs`).
+        let (selected_nodes, among_edges) =
+            chitchat_guard.tier_targets(selected_nodes, GOSSIP_COUNT);
+        if among_edges {
+            random_dead_node_opt = None;
+            random_seed_node_opt = None;
+        }
 
         chitchat_guard.update_self_heartbeat();
         chitchat_guard.gc_keys_marked_for_deletion();
@@ -358,9 +375,12 @@ impl Server {
     async fn gossip(&mut self, addr: SocketAddr) -> anyhow::Result<()> {
         let syn = {
             let mut chitchat = self.chitchat.lock().await;
+            let peers = chitchat.cards();
+            let reserved = crate::tier::cards_len(&peers);
             ChitchatEnvelope {
                 version: chitchat.config.protocol_version,
-                message: chitchat.create_syn_message(),
+                message: chitchat.create_syn_message(reserved),
+                peers,
             }
         };
         self.transport.send(addr, syn).await?;

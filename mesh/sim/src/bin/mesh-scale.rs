@@ -5,7 +5,8 @@
 //! advance a `progress` key every second, as probers do), `GOSSIP_MS` (100), `DROP_FRAGMENTS`
 //! (1: paths filter IP fragments), `HOURS` (simulated hours watched for false deaths, 0.05),
 //! `DEATH` / `ROLLING` (1: also kill a node / restart every node), `MAX_DATAGRAM` (bounded
-//! gossip's largest datagram, 1400; 0: every digest lists every member), `SEED`. Progress goes to
+//! gossip's largest datagram, 1400; 0: every digest lists every member), `CORE` (NODES: how
+//! many nodes are core members, the rest edges, `vendor/chitchat/src/tier.rs`), `SEED`. Progress goes to
 //! stderr; the last line of stdout is one JSON object.
 
 use std::time::Duration;
@@ -34,6 +35,8 @@ fn ms(d: Option<Duration>) -> serde_json::Value {
 /// The run's settings, from the environment (the module's comment lists them).
 struct Settings {
     nodes: usize,
+    /// Nodes `0..core` are core members, the rest edges.
+    core: usize,
     /// Every pair's RTT; `None`: the 13-region matrix.
     rtt_ms: Option<f64>,
     loss: f64,
@@ -54,6 +57,7 @@ impl Settings {
     /// Reads the settings, each with its default; an unparsable one is an error naming it.
     fn from_env() -> anyhow::Result<Settings> {
         let nodes: usize = env("NODES", 100)?;
+        let core: usize = env("CORE", nodes)?;
         let rtt_ms: Option<f64> = std::env::var("RTT_MS")
             .ok()
             .map(|v| v.parse())
@@ -72,8 +76,17 @@ impl Settings {
         let max_datagram: usize = env("MAX_DATAGRAM", mesh::DEFAULT_MAX_DATAGRAM)?;
         let max_datagram = (max_datagram > 0).then_some(max_datagram);
         anyhow::ensure!(nodes >= 2, "NODES must be at least 2");
+        anyhow::ensure!(
+            (1..=nodes).contains(&core),
+            "CORE must be between 1 and NODES"
+        );
+        anyhow::ensure!(
+            core == nodes || max_datagram.is_some(),
+            "edges (CORE < NODES) need bounded gossip (MAX_DATAGRAM above 0)"
+        );
         Ok(Settings {
             nodes,
+            core,
             rtt_ms,
             loss,
             trials,
@@ -123,6 +136,18 @@ struct Watched {
     bits: f64,
 }
 
+/// Everything a run measured, for its report.
+struct Measured {
+    converged: Option<Duration>,
+    watched: Watched,
+    death_ms: Value,
+    rolling_ms: Value,
+    /// The mean number of edges in a node's view once converged.
+    mean_view: f64,
+    /// Member states held per node once converged.
+    held: f64,
+}
+
 fn main() -> anyhow::Result<()> {
     let s = Settings::from_env()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -139,9 +164,14 @@ fn main() -> anyhow::Result<()> {
             cpu,
         };
         let gossip = Duration::from_millis(s.gossip_ms);
-        let mut fleet = Fleet::start(net, s.nodes, gossip, s.max_datagram).await?;
+        let mut fleet = Fleet::start_tiered(net, s.nodes, s.core, gossip, s.max_datagram).await?;
         let converged = fleet.wait_converged(Duration::from_secs(600)).await;
-        eprintln!("{} nodes converged in {converged:?} (simulated)", s.nodes);
+        eprintln!(
+            "{} nodes ({} core) converged in {converged:?} (simulated)",
+            s.nodes, s.core
+        );
+        let (mean_view, _) = fleet.views().await;
+        let held = fleet.held_states().await as f64 / s.nodes as f64;
         let progress = fleet.start_progress(s.probers, Duration::from_secs(1));
         let watched = watch(&fleet, &s).await;
         progress.abort();
@@ -164,8 +194,15 @@ fn main() -> anyhow::Result<()> {
         } else {
             serde_json::Value::Null
         };
-        let measured = (converged, &watched, death_ms, rolling_ms);
-        println!("{}", report(&s, measured, &fleet, &started));
+        let measured = Measured {
+            converged,
+            watched,
+            death_ms,
+            rolling_ms,
+            mean_view,
+            held,
+        };
+        println!("{}", report(&s, &measured, &fleet, &started));
         anyhow::Ok(())
     })
 }
@@ -205,17 +242,16 @@ async fn watch(fleet: &Fleet, s: &Settings) -> Watched {
 }
 
 /// The run's JSON report: the settings, what was measured (convergence, the watch, a death
-/// and a rolling restart when asked for), the clocks, and the network's datagram counters.
-fn report(
-    s: &Settings,
-    (converged, w, death_ms, rolling_ms): (Option<Duration>, &Watched, Value, Value),
-    fleet: &Fleet,
-    started: &Started,
-) -> Value {
+/// and a rolling restart when asked for, the states and views held), the clocks, and the
+/// network's datagram counters.
+fn report(s: &Settings, m: &Measured, fleet: &Fleet, started: &Started) -> Value {
+    let w = &m.watched;
     let counters = fleet.net.counters();
     let count = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
     json!({
         "nodes": s.nodes,
+        "core": s.core,
+        "edges": s.nodes - s.core,
         "rtt_ms": s.rtt_ms.map_or(json!("matrix"), |r| json!(r)),
         "loss": s.loss,
         "drop_fragments": s.drop_fragments,
@@ -224,7 +260,7 @@ fn report(
         "trials": s.trials,
         "trial_every_ms": s.trial_every_ms,
         "probers": s.probers,
-        "converged_ms": ms(converged),
+        "converged_ms": ms(m.converged),
         "p50_ms": ms(quantile(&w.p99s, 0.5)),
         "p99_ms": ms(quantile(&w.p99s, 0.99)),
         "p100_ms": ms(quantile(&w.alls, 0.99)),
@@ -233,8 +269,10 @@ fn report(
         "bits_per_s_per_node": w.bits.round(),
         "false_deaths": w.false_deaths,
         "false_deaths_per_node_hour": w.false_deaths as f64 / (w.node_seconds / 3600.0),
-        "death_ms": death_ms,
-        "rolling_restart_ms": rolling_ms,
+        "states_held_per_node": (m.held * 10.0).round() / 10.0,
+        "mean_view": (m.mean_view * 10.0).round() / 10.0,
+        "death_ms": m.death_ms,
+        "rolling_restart_ms": m.rolling_ms,
         "cpu_ms_per_node_second": (w.cpu_per_node_s * 1000.0).round() / 1000.0,
         "real_s_per_simulated_s": (w.real_factor * 100.0).round() / 100.0,
         "simulated_s": started.simulated.elapsed().as_secs_f64().round(),
