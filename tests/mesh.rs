@@ -7,7 +7,8 @@
 //! A harness of named trials (libtest-mimic, `harness = false`) over one mesh world
 //! (`mesh/world.rs`), started once — the only heavy mesh of this binary — and taken by one
 //! trial at a time; each trial waits for the whole mesh at its start and starts again the
-//! probers it killed, so they run in any order. Two trials start lone aggregators of their own.
+//! probers it killed, so they run in any order. Two trials start lone aggregators of their own;
+//! one starts an edge aggregator beside the world.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -18,6 +19,7 @@ use serde_json::Value;
 mod mesh {
     pub mod admin;
     pub mod alone;
+    pub mod edge;
     pub mod metrics;
     pub mod votes;
     pub mod world;
@@ -73,6 +75,7 @@ fn main() {
         metrics::gossip_packets_sealed_with_another_key_are_counted_as_rejected,
         metrics::a_prober_exports_its_probes,
         metrics::a_probers_failed_probes_are_classed_by_reason,
+        edge::an_edge_aggregator_tallies_every_region_and_no_core_node_holds_it,
     ];
     let lone = trials![
         alone::an_aggregator_without_verdicts_is_ready_only_after_its_warm_up_timeout,

@@ -135,6 +135,19 @@ impl World {
         )
     }
 
+    /// An aggregator at the mesh's edge (`--mesh-edge`), its admin API on `admin`.
+    pub fn spawn_edge(&self, admin: SocketAddr, node_id: &str) -> Child {
+        spawn_logged(
+            Command::new(env!("CARGO_BIN_EXE_meshlb"))
+                .args(["aggregator", "--config", self.config.to_str().unwrap()])
+                .args(["--region", "ENAM", "--admin", &admin.to_string()])
+                .args(["--admin-token-file", self.token.to_str().unwrap()])
+                .args(["--mesh-edge", "--node-id", node_id])
+                .args(self.mesh_args(free_udp(), &self.key)),
+            "edge aggregator",
+        )
+    }
+
     fn spawn_prober(&self, region: &str, dc: &str) -> Child {
         let metrics_args: Vec<String> = if (region, dc) == ("WEU", "b") {
             vec!["--metrics".into(), self.prober_metrics.to_string()]

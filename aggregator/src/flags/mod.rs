@@ -215,6 +215,12 @@ pub struct Args {
     /// no verdict (before, it waits for every monitored endpoint's first verdict).
     #[arg(long, value_name = "SECS", default_value_t = 30)]
     warmup_timeout: u64,
+    /// An edge of the mesh: a PoP that holds the probers' and the core aggregators' state but
+    /// no other edge's, and whose own keys (readiness, proxy addresses, drains) stay local;
+    /// for meshes of thousands of PoPs (docs/operations.md#meshes-of-thousands). Needs
+    /// bounded gossip; a config primary or store is always core.
+    #[arg(long, conflicts_with_all = ["config_primary", "config_store"])]
+    mesh_edge: bool,
     #[command(flatten)]
     records: RecordArgs,
     #[command(flatten)]
@@ -253,6 +259,9 @@ impl Args {
         };
         let mut node = node_settings(&self.file, place, &self.control, &self.mesh, regions)?;
         node.control.store = self.store.settings();
+        if self.mesh_edge {
+            node.mesh.tier = mesh::Tier::Edge;
+        }
         let serves = (
             !self.proxy.is_empty() || !self.proxy_tls.is_empty(),
             !self.l4.is_empty(),

@@ -44,10 +44,10 @@ pub struct MeshArgs {
     pub gossip_interval_ms: u64,
     /// Bounded gossip: no gossip datagram over BYTES (576..=65507; 1400 fits any path), a
     /// digest of some members per exchange and changes pushed as rumours, whatever the mesh's
-    /// size. Releases before it cannot read it: turn it on once every node runs this one
-    /// (docs/operations.md#gossip-at-fleet-size). Default: every digest lists every member.
-    #[arg(long, value_name = "BYTES")]
-    pub gossip_max_datagram: Option<usize>,
+    /// size. 0: every digest lists every member, as releases before bounded gossip did and
+    /// alone read (docs/operations.md#gossip-at-fleet-size).
+    #[arg(long, value_name = "BYTES", default_value_t = mesh::DEFAULT_MAX_DATAGRAM)]
+    pub gossip_max_datagram: usize,
     /// This node's id (default: role-region-dc-port).
     #[arg(long)]
     pub node_id: Option<String>,
@@ -76,11 +76,16 @@ impl MeshArgs {
                 range: "10..=10000".into(),
             });
         }
-        if let Some(max) = self.gossip_max_datagram {
+        let max_datagram = (self.gossip_max_datagram > 0).then_some(self.gossip_max_datagram);
+        if let Some(max) = max_datagram {
             if !(mesh::MIN_MAX_DATAGRAM..=mesh::seal::MAX_DATAGRAM).contains(&max) {
                 return Err(FlagError::OutOfRange {
                     flag: "--gossip-max-datagram",
-                    range: format!("{}..={}", mesh::MIN_MAX_DATAGRAM, mesh::seal::MAX_DATAGRAM),
+                    range: format!(
+                        "0 or {}..={}",
+                        mesh::MIN_MAX_DATAGRAM,
+                        mesh::seal::MAX_DATAGRAM
+                    ),
                 });
             }
         }
@@ -98,7 +103,8 @@ impl MeshArgs {
             gossip_interval: Duration::from_millis(self.gossip_interval_ms),
             keys,
             dead_node_grace: mesh::DEAD_NODE_GRACE,
-            max_datagram: self.gossip_max_datagram,
+            max_datagram,
+            tier: mesh::Tier::Core,
         })
     }
 
