@@ -329,10 +329,18 @@ impl Fleet {
 
     /// Gossip bytes and datagrams sent by every running node, and the largest datagram.
     pub fn sent(&self) -> (u64, u64, u64) {
+        self.sent_by(0..self.len())
+    }
+
+    /// As [`Fleet::sent`], by the running nodes of `range` only.
+    pub fn sent_by(&self, range: std::ops::Range<usize>) -> (u64, u64, u64) {
         let mut bytes = 0;
         let mut datagrams = 0;
         let mut largest = 0;
-        for m in self.members.iter().flatten() {
+        for m in self.members[range.start.min(self.len())..range.end.min(self.len())]
+            .iter()
+            .flatten()
+        {
             let s = &m.node.stats;
             bytes += s.bytes_sent.load(Ordering::Relaxed);
             datagrams += s.datagrams_sent.load(Ordering::Relaxed);

@@ -18,10 +18,11 @@
 //! a node whose view is not empty (and every message of an edge) ends with a few *cards*: an
 //! edge's own, at age zero, and a sample of its view. A receiver keeps the freshest cards; an
 //! edge that stops (its cards age past [`ViewSettings::ttl`]) falls out of every view. A core
-//! node keeps a view too, fed by the edges that reach it, and gives one of its gossip targets
-//! a round to an edge in it, so a core change enters the edges at once; an edge gives one of
-//! its targets to a core member every [`ViewSettings::core_every`] rounds, so the core's views
-//! stay fresh.
+//! node keeps a view too, fed by the cards of the edges it reaches and that reach it, and
+//! gives one of its gossip targets a round to an edge in it, so a core change enters the edges
+//! at once. An edge gossips with a core member only while its view is empty (joining) and
+//! once every [`ViewSettings::core_every`] rounds, so that a core member whose view emptied
+//! hears of edges again: the core's load does not grow with the number of edges.
 //!
 //! Cards travel after the message, in protocol version 2 only; a reader of the previous
 //! release stops at the message's end and never sees them (`src/message_serialize.rs`).
@@ -57,7 +58,9 @@ pub struct ViewSettings {
     /// An edge not vouched for (by itself, through any chain of cards) for this long leaves
     /// the view.
     pub ttl: Duration,
-    /// An edge gossips with a core member once every this many rounds.
+    /// An edge gossips with a core member once every this many rounds (and whenever its view
+    /// is empty). Each contact costs a core member an exchange: 10,000 edges at 100 ms rounds
+    /// and the default cost a core of 100 members 1.7 exchanges a second each.
     pub core_every: u32,
 }
 
@@ -67,7 +70,7 @@ impl Default for ViewSettings {
             capacity: 64,
             cards: 6,
             ttl: Duration::from_secs(20),
-            core_every: 20,
+            core_every: 600,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! starts this often, overlapping the ones still spreading), `PROBERS` (0: how many nodes
 //! advance a `progress` key every second, as probers do), `GOSSIP_MS` (100), `DROP_FRAGMENTS`
 //! (1: paths filter IP fragments), `HOURS` (simulated hours watched for false deaths, 0.05),
-//! `DEATH` / `ROLLING` (1: also kill a node / restart every node), `MAX_DATAGRAM` (bounded
+//! `DEATH` / `ROLLING` (1: also kill a core node / restart every node), `MAX_DATAGRAM` (bounded
 //! gossip's largest datagram, 1400; 0: every digest lists every member), `CORE` (NODES: how
 //! many nodes are core members, the rest edges, `vendor/chitchat/src/tier.rs`), `SEED`. Progress goes to
 //! stderr; the last line of stdout is one JSON object.
@@ -134,6 +134,8 @@ struct Watched {
     real_factor: f64,
     largest: u64,
     bits: f64,
+    /// Per core member: in a tiered fleet, what the core pays for the edges.
+    core_bits: f64,
 }
 
 /// Everything a run measured, for its report.
@@ -176,7 +178,7 @@ fn main() -> anyhow::Result<()> {
         let watched = watch(&fleet, &s).await;
         progress.abort();
         let death_ms = if s.death {
-            let t = measure::death(&mut fleet, s.nodes / 2, Duration::from_secs(120)).await;
+            let t = measure::death(&mut fleet, s.core / 2, Duration::from_secs(120)).await;
             eprintln!("a killed node was dead to every other in {t:?}");
             ms(t)
         } else {
@@ -211,6 +213,7 @@ fn main() -> anyhow::Result<()> {
 /// passed since the trials began; measures the spreads, the cost per node and the traffic.
 async fn watch(fleet: &Fleet, s: &Settings) -> Watched {
     let (bytes0, _, _) = fleet.sent();
+    let (core0, _, _) = fleet.sent_by(0..s.core);
     let watch_start = tokio::time::Instant::now();
     let cpu_watch = measure::cpu_time();
     let real_watch = std::time::Instant::now();
@@ -224,6 +227,8 @@ async fn watch(fleet: &Fleet, s: &Settings) -> Watched {
     let real_factor = real_watch.elapsed().as_secs_f64() / window.as_secs_f64();
     let (bytes1, _, largest) = fleet.sent();
     let bits = (bytes1 - bytes0) as f64 * 8.0 / window.as_secs_f64() / s.nodes as f64;
+    let (core1, _, _) = fleet.sent_by(0..s.core);
+    let core_bits = (core1 - core0) as f64 * 8.0 / window.as_secs_f64() / s.core as f64;
     eprintln!(
         "{} trials and {:.0} s watched (simulated)",
         s.trials,
@@ -238,6 +243,7 @@ async fn watch(fleet: &Fleet, s: &Settings) -> Watched {
         real_factor,
         largest,
         bits,
+        core_bits,
     }
 }
 
@@ -267,6 +273,7 @@ fn report(s: &Settings, m: &Measured, fleet: &Fleet, started: &Started) -> Value
         "incomplete_trials": w.alls.iter().filter(|a| a.is_none()).count(),
         "max_datagram_bytes": w.largest,
         "bits_per_s_per_node": w.bits.round(),
+        "bits_per_s_per_core_node": w.core_bits.round(),
         "false_deaths": w.false_deaths,
         "false_deaths_per_node_hour": w.false_deaths as f64 / (w.node_seconds / 3600.0),
         "states_held_per_node": (m.held * 10.0).round() / 10.0,
