@@ -22,7 +22,8 @@
 #   WRITES=20 SIZES="10 10000" ./bench/config_sync.sh
 #   NODES=200 SIZES=10000 ./bench/config_sync.sh
 #   MESHLB=target/debug/meshlb ./bench/config_sync.sh   # skip the release build
-#   GOSSIP_MAX_DATAGRAM=1400 ./bench/config_sync.sh      # bounded gossip on every node
+#   GOSSIP_MAX_DATAGRAM=0 ./bench/config_sync.sh         # full digests on every node (the
+#                                                        # default is bounded gossip)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 WRITES=${WRITES:-20}

@@ -8,11 +8,12 @@
 #
 #   ./bench/propagation.sh                 every node its own process (the default)
 #   PROCESSES=0 ./bench/propagation.sh     all nodes in one process, polled for the change
-#   MAX_DATAGRAM=1400 ./bench/propagation.sh   bounded gossip (--gossip-max-datagram), processes
+#   MAX_DATAGRAM=0 ./bench/propagation.sh  full digests (--gossip-max-datagram 0); the default
+#                                          is bounded gossip at 1400 bytes, as meshlb's
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${ROUNDS:-31}
-MAX_DATAGRAM=${MAX_DATAGRAM:-0}
+MAX_DATAGRAM=${MAX_DATAGRAM:-1400}
 PROCESSES=${PROCESSES:-1}
 SHAPES=${SHAPES:-"39:100:10 39:100:100 100:200:10 100:300:100"}
 if [ "$PROCESSES" = 1 ]; then
