@@ -1,0 +1,393 @@
+//! The PoP's side: accepts connectors over TLS, checks each hello against the tunnels the
+//! config grants, holds the live connections of every tunnel, and opens streams through them.
+//!
+//! The PoP is the HTTP/2 client and the connector the server, as with cloudflared: the PoP
+//! opens one stream per connection it carries, and the connector's SETTINGS bound how many
+//! run at once. Every limit is a field of [`HubLimits`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use ipnet::IpNet;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio_rustls::TlsAcceptor;
+
+use crate::hello::{Answer, Hello, EXPORTER_LABEL};
+use crate::stream::TunnelStream;
+use crate::token::{TunnelId, TunnelSecret};
+use crate::TARGET_HEADER;
+
+/// What the config grants one tunnel.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub secret: TunnelSecret,
+    /// The private subnets its connectors may serve.
+    pub routes: Vec<IpNet>,
+}
+
+/// The PoP's limits.
+#[derive(Debug, Clone)]
+pub struct HubLimits {
+    /// Connectors connected at once (every tunnel's); one more is refused at accept.
+    pub max_connectors: usize,
+    /// A connector must finish TLS and its hello within this.
+    pub hello_timeout: Duration,
+    /// A stream must be answered by the connector within this.
+    pub open_timeout: Duration,
+    /// Connections one tunnel may hold here (replicas × their connections to this PoP).
+    pub max_connections_per_tunnel: usize,
+}
+
+impl Default for HubLimits {
+    fn default() -> Self {
+        HubLimits {
+            max_connectors: 1024,
+            hello_timeout: Duration::from_secs(10),
+            open_timeout: Duration::from_secs(10),
+            max_connections_per_tunnel: 16,
+        }
+    }
+}
+
+/// Why a connector was refused: each a counter and a log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Refusal {
+    /// `max_connectors` were connected.
+    Full,
+    /// TLS or the hello did not finish within `hello_timeout`.
+    Timeout,
+    /// TLS failed, or the first bytes were no hello.
+    Handshake,
+    /// No tunnel of that id is configured.
+    UnknownTunnel,
+    /// The proof did not verify under the tunnel's secret.
+    BadProof,
+    /// A route the connector serves is not granted to its tunnel.
+    ForeignRoute,
+    /// The tunnel holds `max_connections_per_tunnel` here.
+    TooManyConnections,
+}
+
+impl Refusal {
+    pub const ALL: [Refusal; 7] = [
+        Refusal::Full,
+        Refusal::Timeout,
+        Refusal::Handshake,
+        Refusal::UnknownTunnel,
+        Refusal::BadProof,
+        Refusal::ForeignRoute,
+        Refusal::TooManyConnections,
+    ];
+
+    /// The metric label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Refusal::Full => "full",
+            Refusal::Timeout => "timeout",
+            Refusal::Handshake => "handshake",
+            Refusal::UnknownTunnel => "unknown_tunnel",
+            Refusal::BadProof => "bad_proof",
+            Refusal::ForeignRoute => "foreign_route",
+            Refusal::TooManyConnections => "too_many_connections",
+        }
+    }
+}
+
+/// Why a stream through a tunnel did not open.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OpenError {
+    /// No connection of the tunnel is live here.
+    #[error("no live connection of the tunnel")]
+    NoConnection,
+    /// The target is in none of the tunnel's routes.
+    #[error("the target is in no route of the tunnel")]
+    NotRouted,
+    /// The connector could not reach the target.
+    #[error("the connector could not reach the target ({0})")]
+    Unreachable(u16),
+    #[error("the connector did not answer in time")]
+    TimedOut,
+}
+
+/// One live connection of a tunnel.
+#[derive(Debug, Clone)]
+pub struct ConnectionInfo {
+    pub id: u64,
+    pub client: [u8; 16],
+    pub conn_index: u8,
+    pub version: String,
+    pub from: SocketAddr,
+    pub opened_at: SystemTime,
+}
+
+struct Live {
+    info: ConnectionInfo,
+    send: h2::client::SendRequest<Bytes>,
+}
+
+/// Counters a PoP exports.
+#[derive(Debug, Default)]
+pub struct HubStats {
+    pub accepted: AtomicU64,
+    refused: [AtomicU64; 7],
+    pub streams_opened: AtomicU64,
+    pub streams_failed: AtomicU64,
+}
+
+impl HubStats {
+    pub fn refused(&self, why: Refusal) -> u64 {
+        let i = Refusal::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.refused[i].load(Ordering::Relaxed)
+    }
+
+    fn count(&self, why: Refusal) {
+        let i = Refusal::ALL.iter().position(|r| *r == why).unwrap_or(0);
+        self.refused[i].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The tunnels a PoP holds.
+pub struct Hub {
+    grants: RwLock<Arc<HashMap<TunnelId, Grant>>>,
+    live: Mutex<HashMap<TunnelId, Vec<Live>>>,
+    limits: HubLimits,
+    connectors: Arc<Semaphore>,
+    next_id: AtomicU64,
+    pub stats: HubStats,
+}
+
+impl Hub {
+    pub fn new(grants: HashMap<TunnelId, Grant>, limits: HubLimits) -> Arc<Hub> {
+        Arc::new(Hub {
+            grants: RwLock::new(Arc::new(grants)),
+            live: Mutex::new(HashMap::new()),
+            connectors: Arc::new(Semaphore::new(limits.max_connectors)),
+            limits,
+            next_id: AtomicU64::new(1),
+            stats: HubStats::default(),
+        })
+    }
+
+    /// A new config's grants. Connections of a tunnel no longer granted, or whose secret
+    /// changed, are dropped.
+    pub fn set_grants(&self, grants: HashMap<TunnelId, Grant>) {
+        if let Ok(mut live) = self.live.lock() {
+            live.retain(|id, _| grants.contains_key(id));
+        }
+        if let Ok(mut g) = self.grants.write() {
+            *g = Arc::new(grants);
+        }
+    }
+
+    fn grant(&self, tunnel: &TunnelId) -> Option<Grant> {
+        self.grants.read().ok()?.get(tunnel).cloned()
+    }
+
+    /// Accepts connectors on `listener` for as long as the task runs.
+    pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: TlsAcceptor) {
+        loop {
+            let Ok((tcp, from)) = listener.accept().await else {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                continue;
+            };
+            let Ok(permit) = Arc::clone(&self.connectors).try_acquire_owned() else {
+                self.refuse(Refusal::Full, from, "every connector slot is taken");
+                continue;
+            };
+            let hub = Arc::clone(&self);
+            let tls = tls.clone();
+            tokio::spawn(async move {
+                hub.connection(tcp, from, tls).await;
+                drop(permit);
+            });
+        }
+    }
+
+    fn refuse(&self, why: Refusal, from: SocketAddr, detail: &str) {
+        self.stats.count(why);
+        tracing::warn!(%from, reason = why.label(), detail, "tunnel connector refused");
+    }
+
+    /// One connector's connection: TLS, its hello, then HTTP/2 until it ends.
+    async fn connection(self: Arc<Self>, tcp: TcpStream, from: SocketAddr, tls: TlsAcceptor) {
+        let _ = tcp.set_nodelay(true);
+        let handshake = async {
+            let mut stream = tls.accept(tcp).await.map_err(|_| Refusal::Handshake)?;
+            let exporter = stream
+                .get_ref()
+                .1
+                .export_keying_material([0u8; 32], EXPORTER_LABEL, None)
+                .map_err(|_| Refusal::Handshake)?;
+            let (hello, proof) = Hello::read(&mut stream)
+                .await
+                .map_err(|_| Refusal::Handshake)?;
+            Ok::<_, Refusal>((stream, exporter, hello, proof))
+        };
+        let (mut stream, exporter, hello, proof) =
+            match tokio::time::timeout(self.limits.hello_timeout, handshake).await {
+                Ok(Ok(done)) => done,
+                Ok(Err(why)) => return self.refuse(why, from, "before the hello"),
+                Err(_) => return self.refuse(Refusal::Timeout, from, "no hello in time"),
+            };
+        if let Err((why, reason)) = self.check(&hello, &proof, &exporter) {
+            self.refuse(why, from, &reason);
+            let _ = Answer::Refused(reason).write(&mut stream).await;
+            return;
+        }
+        if Answer::Accepted.write(&mut stream).await.is_err() {
+            return;
+        }
+        let Ok((send, driver)) = h2::client::handshake(stream).await else {
+            return;
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let info = ConnectionInfo {
+            id,
+            client: hello.client,
+            conn_index: hello.conn_index,
+            version: hello.version.clone(),
+            from,
+            opened_at: SystemTime::now(),
+        };
+        if let Err(why) = self.hold(hello.tunnel, Live { info, send }) {
+            return self.refuse(why, from, "the tunnel holds its most connections here");
+        }
+        self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(%from, tunnel = %hello.tunnel, conn_index = hello.conn_index, "tunnel connector connected");
+        let _ = driver.await;
+        self.release(hello.tunnel, id);
+        tracing::info!(%from, tunnel = %hello.tunnel, "tunnel connector disconnected");
+    }
+
+    fn check(
+        &self,
+        hello: &Hello,
+        proof: &[u8; 32],
+        exporter: &[u8; 32],
+    ) -> Result<(), (Refusal, String)> {
+        let Some(grant) = self.grant(&hello.tunnel) else {
+            return Err((Refusal::UnknownTunnel, "no such tunnel".into()));
+        };
+        if !hello.verify(proof, &grant.secret, exporter) {
+            return Err((Refusal::BadProof, "the tunnel secret does not match".into()));
+        }
+        if let Some(foreign) = hello
+            .routes
+            .iter()
+            .find(|r| !grant.routes.iter().any(|g| g.contains(*r)))
+        {
+            return Err((
+                Refusal::ForeignRoute,
+                format!("the route {foreign} is not this tunnel's"),
+            ));
+        }
+        Ok(())
+    }
+
+    fn hold(&self, tunnel: TunnelId, live: Live) -> Result<(), Refusal> {
+        let mut all = self.live.lock().map_err(|_| Refusal::Full)?;
+        let held = all.entry(tunnel).or_default();
+        if held.len() >= self.limits.max_connections_per_tunnel {
+            return Err(Refusal::TooManyConnections);
+        }
+        held.push(live);
+        Ok(())
+    }
+
+    fn release(&self, tunnel: TunnelId, id: u64) {
+        if let Ok(mut all) = self.live.lock() {
+            if let Some(held) = all.get_mut(&tunnel) {
+                held.retain(|l| l.info.id != id);
+                if held.is_empty() {
+                    all.remove(&tunnel);
+                }
+            }
+        }
+    }
+
+    /// The tunnel's live connections here.
+    pub fn connections(&self, tunnel: &TunnelId) -> Vec<ConnectionInfo> {
+        self.live
+            .lock()
+            .map(|all| {
+                all.get(tunnel)
+                    .map(|held| held.iter().map(|l| l.info.clone()).collect())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The live connections to try, the next one first: streams spread over connections and
+    /// replicas.
+    fn senders(&self, tunnel: &TunnelId) -> Vec<h2::client::SendRequest<Bytes>> {
+        let Ok(all) = self.live.lock() else {
+            return Vec::new();
+        };
+        let Some(held) = all.get(tunnel) else {
+            return Vec::new();
+        };
+        let start = self.next_id.fetch_add(1, Ordering::Relaxed) as usize % held.len().max(1);
+        held.iter()
+            .cycle()
+            .skip(start)
+            .take(held.len())
+            .map(|l| l.send.clone())
+            .collect()
+    }
+
+    /// Opens a TCP stream to `target` through one of the tunnel's live connections; a
+    /// connection that is closing or gone is passed over for the next.
+    pub async fn open_tcp(
+        &self,
+        tunnel: &TunnelId,
+        target: SocketAddr,
+    ) -> Result<TunnelStream, OpenError> {
+        let grant = self.grant(tunnel).ok_or(OpenError::NoConnection)?;
+        if !grant.routes.iter().any(|r| r.contains(&target.ip())) {
+            return Err(OpenError::NotRouted);
+        }
+        let mut last = OpenError::NoConnection;
+        for send in self.senders(tunnel) {
+            match tokio::time::timeout(self.limits.open_timeout, open(send, target)).await {
+                Ok(Ok(stream)) => {
+                    self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
+                    return Ok(stream);
+                }
+                // The connector answered: the target is what failed, another replica of
+                // the same network would fail alike.
+                Ok(Err(Some(status))) => {
+                    last = OpenError::Unreachable(status);
+                    break;
+                }
+                Ok(Err(None)) => last = OpenError::NoConnection,
+                Err(_) => last = OpenError::TimedOut,
+            }
+        }
+        self.stats.streams_failed.fetch_add(1, Ordering::Relaxed);
+        Err(last)
+    }
+}
+
+/// One stream: `Err(Some(status))` when the connector refused it, `Err(None)` when the
+/// connection could not carry it.
+async fn open(
+    send: h2::client::SendRequest<Bytes>,
+    target: SocketAddr,
+) -> Result<TunnelStream, Option<u16>> {
+    let mut send = send.ready().await.map_err(|_| None)?;
+    let request = http::Request::post("http://tunnel/tcp")
+        .header(TARGET_HEADER, target.to_string())
+        .body(())
+        .map_err(|_| None)?;
+    let (response, body) = send.send_request(request, false).map_err(|_| None)?;
+    let response = response.await.map_err(|_| None)?;
+    if response.status() != http::StatusCode::OK {
+        return Err(Some(response.status().as_u16()));
+    }
+    Ok(TunnelStream::new(body, response.into_body()))
+}

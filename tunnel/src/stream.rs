@@ -1,0 +1,115 @@
+//! One HTTP/2 stream as a byte stream: what the PoP hands the proxy for a connection through
+//! a tunnel, and what the connector copies to the private endpoint. Data read is given back
+//! to the peer's window at once (the copy on the other side is the flow control); a write
+//! waits for window, so a slow reader holds back its writer instead of filling memory.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use bytes::{Buf, Bytes};
+use h2::{RecvStream, SendStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// The most bytes one write asks window for.
+const MAX_CHUNK: usize = 64 * 1024;
+
+pub struct TunnelStream {
+    send: SendStream<Bytes>,
+    recv: RecvStream,
+    /// Received and not yet read.
+    pending: Bytes,
+    ended: bool,
+}
+
+impl TunnelStream {
+    pub(crate) fn new(send: SendStream<Bytes>, recv: RecvStream) -> TunnelStream {
+        TunnelStream {
+            send,
+            recv,
+            pending: Bytes::new(),
+            ended: false,
+        }
+    }
+}
+
+fn io_error(e: h2::Error) -> io::Error {
+    if e.is_io() {
+        return e
+            .into_io()
+            .unwrap_or_else(|| io::Error::other("tunnel connection"));
+    }
+    io::Error::new(io::ErrorKind::ConnectionReset, e)
+}
+
+impl AsyncRead for TunnelStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if !self.pending.is_empty() {
+                let n = self.pending.len().min(buf.remaining());
+                buf.put_slice(&self.pending[..n]);
+                self.pending.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            match ready!(self.recv.poll_data(cx)) {
+                Some(Ok(data)) => {
+                    let _ = self.recv.flow_control().release_capacity(data.len());
+                    self.pending = data;
+                }
+                Some(Err(e)) if e.reason() == Some(h2::Reason::NO_ERROR) => {
+                    return Poll::Ready(Ok(()));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for TunnelStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        self.send.reserve_capacity(buf.len().min(MAX_CHUNK));
+        loop {
+            match ready!(self.send.poll_capacity(cx)) {
+                Some(Ok(0)) => continue,
+                Some(Ok(room)) => {
+                    let n = room.min(buf.len());
+                    self.send
+                        .send_data(Bytes::copy_from_slice(&buf[..n]), false)
+                        .map_err(io_error)?;
+                    return Poll::Ready(Ok(n));
+                }
+                Some(Err(e)) => return Poll::Ready(Err(io_error(e))),
+                None => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::BrokenPipe,
+                        "the tunnel stream was closed",
+                    )))
+                }
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if !self.ended {
+            self.ended = true;
+            self.send.send_data(Bytes::new(), true).map_err(io_error)?;
+        }
+        Poll::Ready(Ok(()))
+    }
+}

@@ -1,0 +1,275 @@
+//! The tunnel on loopback: a PoP's hub with a self-signed certificate, connectors pinning its
+//! key, and a TCP echo server as the private endpoint. Every wait is bounded.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lb_tls::pin::SpkiPin;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tunnel::{Connector, ConnectorSettings, Grant, Hub, HubLimits, OpenError, Refusal};
+use tunnel::{TunnelId, TunnelSecret};
+
+const TUNNEL: TunnelId = TunnelId([0x5a; 16]);
+
+struct Pop {
+    hub: Arc<Hub>,
+    addr: SocketAddr,
+    pin: SpkiPin,
+}
+
+async fn pop(limits: HubLimits) -> Pop {
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
+    let der = cert.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![der.clone()], key)
+        .expect("server config");
+    let grants = HashMap::from([(
+        TUNNEL,
+        Grant {
+            secret: TunnelSecret([1; 32]),
+            routes: vec!["127.0.0.0/8".parse().expect("net")],
+        },
+    )]);
+    let hub = Hub::new(grants, limits);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::spawn(Arc::clone(&hub).serve(listener, acceptor));
+    Pop {
+        hub,
+        addr,
+        pin: SpkiPin::of_certificate(&der).expect("pin"),
+    }
+}
+
+fn settings(pop: &Pop, secret: [u8; 32], routes: &[&str]) -> ConnectorSettings {
+    let trust = lb_tls::ClientTrust {
+        pin: Some(pop.pin),
+        ..lb_tls::ClientTrust::default()
+    };
+    let mut s = ConnectorSettings::new(
+        TUNNEL,
+        TunnelSecret(secret),
+        vec![pop.addr],
+        trust.config().expect("client config"),
+        "pop.test".try_into().expect("name"),
+    );
+    s.routes = routes.iter().map(|r| r.parse().expect("net")).collect();
+    s.backoff_base = Duration::from_millis(50);
+    s.backoff_max = Duration::from_millis(200);
+    s.drain_grace = Duration::from_secs(5);
+    s
+}
+
+/// A TCP echo server on 127.0.0.1.
+async fn echo() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let (mut r, mut w) = s.split();
+                let _ = tokio::io::copy(&mut r, &mut w).await;
+            });
+        }
+    });
+    addr
+}
+
+async fn wait(what: &str, mut ok: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("not within 5 s: {what}");
+}
+
+async fn round_trip(stream: &mut (impl AsyncReadExt + AsyncWriteExt + Unpin), text: &[u8]) {
+    stream.write_all(text).await.expect("write");
+    let mut back = vec![0u8; text.len()];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut back))
+        .await
+        .expect("echo in time")
+        .expect("echo");
+    assert_eq!(back, text);
+}
+
+#[tokio::test]
+async fn a_stream_through_the_tunnel_reaches_the_private_endpoint_and_back() {
+    let pop = pop(HubLimits::default()).await;
+    let target = echo().await;
+    let connector = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    wait("two connections", || {
+        pop.hub.connections(&TUNNEL).len() == 2
+    })
+    .await;
+    let mut stream = pop.hub.open_tcp(&TUNNEL, target).await.expect("open");
+    round_trip(&mut stream, b"through the tunnel").await;
+    round_trip(&mut stream, &vec![7u8; 1 << 20]).await;
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_connector_with_a_wrong_secret_is_refused_and_counted() {
+    let pop = pop(HubLimits::default()).await;
+    let connector = Connector::start(settings(&pop, [2; 32], &["127.0.0.1/32"]));
+    wait("a refusal", || {
+        pop.hub.stats.refused(Refusal::BadProof) >= 1
+    })
+    .await;
+    assert!(pop.hub.connections(&TUNNEL).is_empty());
+    assert_eq!(
+        connector
+            .stats
+            .connected
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_connector_claiming_a_route_its_tunnel_is_not_granted_is_refused() {
+    let pop = pop(HubLimits::default()).await;
+    let connector = Connector::start(settings(&pop, [1; 32], &["10.9.0.0/16"]));
+    wait("a refusal", || {
+        pop.hub.stats.refused(Refusal::ForeignRoute) >= 1
+    })
+    .await;
+    assert!(pop.hub.connections(&TUNNEL).is_empty());
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_target_outside_the_routes_is_refused_by_the_pop_or_the_connector() {
+    let pop = pop(HubLimits::default()).await;
+    let target = echo().await;
+    let connector = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || !pop.hub.connections(&TUNNEL).is_empty()).await;
+    let outside = SocketAddr::from(([192, 0, 2, 1], 80));
+    assert_eq!(
+        pop.hub.open_tcp(&TUNNEL, outside).await.err(),
+        Some(OpenError::NotRouted)
+    );
+    // Granted to the tunnel, not served by this connector.
+    let other = SocketAddr::from(([127, 0, 0, 2], target.port()));
+    assert_eq!(
+        pop.hub.open_tcp(&TUNNEL, other).await.err(),
+        Some(OpenError::Unreachable(403))
+    );
+    assert_eq!(
+        connector
+            .stats
+            .not_routed
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_connector_that_never_says_hello_is_dropped_after_the_hello_timeout() {
+    let pop = pop(HubLimits {
+        hello_timeout: Duration::from_millis(200),
+        ..HubLimits::default()
+    })
+    .await;
+    let mut stalled = TcpStream::connect(pop.addr).await.expect("connect");
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), stalled.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the PoP closed it");
+    assert_eq!(pop.hub.stats.refused(Refusal::Timeout), 1);
+}
+
+#[tokio::test]
+async fn connectors_past_the_cap_are_refused_at_accept() {
+    let pop = pop(HubLimits {
+        max_connectors: 1,
+        hello_timeout: Duration::from_secs(5),
+        ..HubLimits::default()
+    })
+    .await;
+    let _first = TcpStream::connect(pop.addr).await.expect("connect");
+    let mut second = TcpStream::connect(pop.addr).await.expect("connect");
+    let mut buf = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(5), second.read(&mut buf)).await;
+    assert!(matches!(read, Ok(Ok(0)) | Ok(Err(_))), "the PoP closed it");
+    assert_eq!(pop.hub.stats.refused(Refusal::Full), 1);
+}
+
+#[tokio::test]
+async fn streams_go_to_the_replica_that_remains_when_one_stops() {
+    let pop = pop(HubLimits::default()).await;
+    let target = echo().await;
+    let a = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    let b = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    wait("four connections", || {
+        pop.hub.connections(&TUNNEL).len() == 4
+    })
+    .await;
+    a.shutdown().await;
+    wait("b's two", || pop.hub.connections(&TUNNEL).len() == 2).await;
+    for _ in 0..8 {
+        let mut s = pop.hub.open_tcp(&TUNNEL, target).await.expect("open on b");
+        round_trip(&mut s, b"still here").await;
+    }
+    b.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_draining_connector_carries_its_open_streams_to_their_end() {
+    let pop = pop(HubLimits::default()).await;
+    let target = echo().await;
+    let connector = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || pop.hub.connections(&TUNNEL).len() == 2).await;
+    let mut open = pop.hub.open_tcp(&TUNNEL, target).await.expect("open");
+    round_trip(&mut open, b"before").await;
+    let stats = Arc::clone(&connector.stats);
+    let draining = tokio::spawn(connector.shutdown());
+    // The stream keeps working after the GOAWAY.
+    round_trip(&mut open, b"during the drain").await;
+    assert!(
+        !draining.is_finished(),
+        "the drain waits for the open stream"
+    );
+    open.shutdown().await.expect("close");
+    drop(open);
+    tokio::time::timeout(Duration::from_secs(5), draining)
+        .await
+        .expect("the drain ends once its streams did")
+        .expect("joined");
+    assert_eq!(
+        stats.in_flight.load(std::sync::atomic::Ordering::Relaxed),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_connector_dials_again_after_its_pop_drops_it() {
+    let pop = pop(HubLimits::default()).await;
+    let connector = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || pop.hub.connections(&TUNNEL).len() == 2).await;
+    // A new config revokes the tunnel: its connections are dropped...
+    pop.hub.set_grants(HashMap::new());
+    wait("dropped", || pop.hub.connections(&TUNNEL).is_empty()).await;
+    // ...and once granted again the connector is back on its own.
+    pop.hub.set_grants(HashMap::from([(
+        TUNNEL,
+        Grant {
+            secret: TunnelSecret([1; 32]),
+            routes: vec!["127.0.0.0/8".parse().expect("net")],
+        },
+    )]));
+    wait("reconnected", || pop.hub.connections(&TUNNEL).len() == 2).await;
+    connector.shutdown().await;
+}
