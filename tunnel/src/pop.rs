@@ -41,6 +41,11 @@ pub struct HubLimits {
     pub open_timeout: Duration,
     /// Connections one tunnel may hold here (replicas × their connections to this PoP).
     pub max_connections_per_tunnel: usize,
+    /// An HTTP/2 PING goes to every connector this often...
+    pub ping_interval: Duration,
+    /// ...and one whose PONG does not come back within this is dropped: a connector that
+    /// stalled, or a path that died without a reset, holds no slot for long.
+    pub ping_timeout: Duration,
 }
 
 impl Default for HubLimits {
@@ -50,6 +55,8 @@ impl Default for HubLimits {
             hello_timeout: Duration::from_secs(10),
             open_timeout: Duration::from_secs(10),
             max_connections_per_tunnel: 16,
+            ping_interval: Duration::from_secs(15),
+            ping_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -137,6 +144,8 @@ pub struct HubStats {
     refused: [AtomicU64; 7],
     pub streams_opened: AtomicU64,
     pub streams_failed: AtomicU64,
+    /// Connections dropped because their PONG did not come back.
+    pub unresponsive: AtomicU64,
 }
 
 impl HubStats {
@@ -242,9 +251,10 @@ impl Hub {
         if Answer::Accepted.write(&mut stream).await.is_err() {
             return;
         }
-        let Ok((send, driver)) = h2::client::handshake(stream).await else {
+        let Ok((send, mut driver)) = h2::client::handshake(stream).await else {
             return;
         };
+        let pings = driver.ping_pong();
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let info = ConnectionInfo {
             id,
@@ -259,9 +269,16 @@ impl Hub {
         }
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
         tracing::info!(%from, tunnel = %hello.tunnel, conn_index = hello.conn_index, "tunnel connector connected");
-        let _ = driver.await;
+        tokio::select! {
+            _ = driver => {
+                tracing::info!(%from, tunnel = %hello.tunnel, "tunnel connector disconnected");
+            }
+            () = keepalive(pings, &self.limits) => {
+                self.stats.unresponsive.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(%from, tunnel = %hello.tunnel, "tunnel connector dropped: no PONG within the ping timeout");
+            }
+        }
         self.release(hello.tunnel, id);
-        tracing::info!(%from, tunnel = %hello.tunnel, "tunnel connector disconnected");
     }
 
     fn check(
@@ -370,6 +387,24 @@ impl Hub {
         }
         self.stats.streams_failed.fetch_add(1, Ordering::Relaxed);
         Err(last)
+    }
+}
+
+/// Returns once a PING goes unanswered for `ping_timeout` (or the connection can no longer
+/// send one); never while the connector answers.
+async fn keepalive(pings: Option<h2::PingPong>, limits: &HubLimits) {
+    let Some(mut pings) = pings else {
+        return std::future::pending().await;
+    };
+    let mut every = tokio::time::interval(limits.ping_interval);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    every.tick().await;
+    loop {
+        every.tick().await;
+        match tokio::time::timeout(limits.ping_timeout, pings.ping(h2::Ping::opaque())).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) | Err(_) => return,
+        }
     }
 }
 

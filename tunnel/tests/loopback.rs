@@ -273,3 +273,52 @@ async fn a_connector_dials_again_after_its_pop_drops_it() {
     wait("reconnected", || pop.hub.connections(&TUNNEL).len() == 2).await;
     connector.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_connector_that_stops_answering_pings_is_dropped_after_the_ping_timeout() {
+    let pop = pop(HubLimits {
+        ping_interval: Duration::from_millis(100),
+        ping_timeout: Duration::from_millis(200),
+        ..HubLimits::default()
+    })
+    .await;
+    // A connector that says its hello, opens HTTP/2, and then never reads again.
+    let s = settings(&pop, [1; 32], &["127.0.0.1/32"]);
+    let tcp = TcpStream::connect(pop.addr).await.expect("connect");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::clone(&s.tls))
+        .connect(s.server_name.clone(), tcp)
+        .await
+        .expect("tls");
+    let exporter = tls
+        .get_ref()
+        .1
+        .export_keying_material([0u8; 32], tunnel::hello::EXPORTER_LABEL, None)
+        .expect("exporter");
+    let hello = tunnel::hello::Hello {
+        tunnel: TUNNEL,
+        conn_index: 0,
+        client: [3; 16],
+        version: "stalled".into(),
+        routes: s.routes.clone(),
+    };
+    hello
+        .write(&mut tls, &s.secret, &exporter)
+        .await
+        .expect("hello");
+    let answer = tunnel::hello::Answer::read(&mut tls).await.expect("answer");
+    assert_eq!(answer, tunnel::hello::Answer::Accepted);
+    let handshake = h2::server::handshake(tls);
+    let _stalled = tokio::time::timeout(Duration::from_secs(5), handshake)
+        .await
+        .expect("h2 in time")
+        .expect("h2");
+    wait("held", || pop.hub.connections(&TUNNEL).len() == 1).await;
+    wait("dropped", || pop.hub.connections(&TUNNEL).is_empty()).await;
+    assert_eq!(
+        pop.hub
+            .stats
+            .unresponsive
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+}
