@@ -112,7 +112,7 @@ fn main() {
         writes::cloudflare_pool_bodies_are_accepted_with_their_name_as_id,
         writes::a_cloudflare_load_balancer_body_is_accepted_with_its_steering,
         etags::each_write_answers_the_next_generation_as_its_etag,
-        writes::fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written,
+        writes::bad_fields_are_refused_each_with_its_path_and_nothing_is_written,
         writes::a_value_of_the_wrong_type_is_refused_with_its_path,
         reads::lists_carry_result_info_and_the_read_token_reads_them,
         auth::the_read_token_cannot_write,

@@ -643,3 +643,52 @@ fn connections_beyond_the_limit_are_closed_and_flows_beyond_the_table_evict_the_
         "the evicted client is served anew"
     );
 }
+
+/// The tunnel, virtual network and route a private endpoint on 127.0.0.1 needs.
+const PRIVATE_NETWORK: &str = r#"
+[[tunnels]]
+id = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415"
+name = "office"
+tunnel_secret = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+[[virtual_networks]]
+id = "a5624d4e-044a-4ff0-b3e1-e2465353d4b4"
+name = "office"
+is_default_network = true
+
+[[routes]]
+network = "127.0.0.0/8"
+tunnel_id = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415"
+"#;
+
+/// Layer 4 does not reach private endpoints through tunnels yet: a private endpoint is never
+/// dialed, and its connections go to the pool's other endpoint.
+#[test]
+fn a_private_endpoint_is_never_dialed_and_its_connections_go_elsewhere() {
+    let public = echo_origin("public");
+    let private = TcpListener::bind("127.0.0.1:0").expect("bind");
+    private.set_nonblocking(true).expect("nonblocking");
+    let private_port = private.local_addr().expect("addr").port();
+    let listen = free_port();
+    let config = Config::new()
+        .pool(
+            Pool::new("p")
+                .origin("public", ("127.0.0.1", public))
+                .endpoint(Endpoint::new("private", ("127.0.0.1", private_port)).set(
+                    "virtual_network_id",
+                    "\"a5624d4e-044a-4ff0-b3e1-e2465353d4b4\"",
+                )),
+        )
+        .load_balancer(layer4("private.example.test", "tcp", listen, "p"))
+        .render();
+    let node = aggregator("l4-private", &format!("{config}{PRIVATE_NETWORK}"), &[]);
+    wait_serving(listen);
+    for _ in 0..20 {
+        assert_eq!(which("127.0.0.1", listen).as_deref(), Some("public"));
+    }
+    assert!(
+        matches!(private.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "the private endpoint was dialed"
+    );
+    drop(node);
+}

@@ -104,6 +104,10 @@ pub enum Failure {
     /// The monitor could not be set up (say, an unreadable CA file): every probe fails with it.
     #[error("{0}")]
     Setup(String),
+    /// A private endpoint (`virtual_network_id`): probers do not reach private networks
+    /// through tunnels yet (docs/design.md#private-endpoints), and never dial them directly.
+    #[error("private network: no tunnel reaches it from this prober")]
+    NoTunnel,
 }
 
 impl Failure {
@@ -132,6 +136,7 @@ impl Failure {
             Failure::BodyMismatch => "body",
             Failure::RedirectNotFollowed { .. } | Failure::TooManyRedirects(_) => "redirect",
             Failure::PortUnreachable => "port_unreachable",
+            Failure::NoTunnel => "no_tunnel",
             Failure::Closed
             | Failure::ClosedEarly
             | Failure::NotSmtp(_)

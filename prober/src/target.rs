@@ -43,6 +43,8 @@ pub struct ProbeTarget {
     /// `None` for one that could not be read; shared by the monitor's targets. A reload that
     /// changes them builds the check again.
     pub tls_files: Arc<Vec<Option<Vec<u8>>>>,
+    /// A private endpoint's (`virtual_network_id`): reached only through a tunnel.
+    pub private: bool,
 }
 
 impl ProbeTarget {
@@ -122,6 +124,7 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
                     tls_files: Arc::clone(files),
                     group: group.clone(),
                     region,
+                    private: e.network.is_some(),
                 });
             }
         }

@@ -116,3 +116,47 @@ async fn udp_icmp_open_socket_passes_closed_port_fails() {
         .await,
     );
 }
+
+/// A private endpoint (`virtual_network_id`) fails as `no tunnel` and its address is never
+/// dialed: a listener at it sees no connection.
+#[tokio::test]
+async fn a_private_endpoint_is_never_dialed_and_fails_as_no_tunnel() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let toml = format!(
+        r#"
+[[tunnels]]
+id = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415"
+name = "t"
+tunnel_secret = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="
+
+[[virtual_networks]]
+id = "a5624d4e-044a-4ff0-b3e1-e2465353d4b4"
+name = "office"
+is_default_network = true
+
+[[routes]]
+network = "127.0.0.0/8"
+tunnel_id = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415"
+
+[[monitors]]
+name = "m"
+type = "tcp"
+retries = 0
+
+[[pools]]
+name = "p"
+monitor = "m"
+origins = [{{ name = "e", address = "127.0.0.1", port = {port}, virtual_network_id = "a5624d4e-044a-4ff0-b3e1-e2465353d4b4" }}]
+"#
+    );
+    let t = support::targets(&toml).pop().expect("one target");
+    let check = prober::monitors::check_for(&t.monitor, &prober::monitors::IcmpClients::new())
+        .expect("check builds");
+    let r = prober::monitors::probe(check.as_ref(), &t).await;
+    assert_fail(&r, "private network: no tunnel reaches it from this prober");
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the private address was dialed");
+}

@@ -35,13 +35,16 @@ pub fn a_cloudflare_load_balancer_body_is_accepted_with_its_steering(w: &mut Pri
     assert_eq!(l["result"]["steering_policy"], json!("dynamic_latency"));
 }
 
-pub fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written(w: &mut Primary) {
+/// An endpoint in a virtual network the config lacks, an unknown field and an unusable one
+/// are refused together, each with its path, and nothing is written.
+pub fn bad_fields_are_refused_each_with_its_path_and_nothing_is_written(w: &mut Primary) {
     let before = w.generation();
     let monitor = w.monitor_id();
     let mut unsupported: Value =
         serde_json::from_str(&cloudflare_pool("p2", &monitor, &[("a", "127.0.0.1", 1.0)]))
             .expect("json");
     unsupported["origins"][0]["virtual_network_id"] = json!("a5624d4e-044a-4ff0-b3e1-e2465353d4b4");
+    unsupported["origins"][0]["flux_capacitor"] = json!(true);
     unsupported["notification_email"] = json!("someone@example.com");
     let body = unsupported.to_string();
     let (status, etag, e) = call(w.admin, WRITE, "POST", POOLS, Some(&body), &[]);
@@ -56,9 +59,22 @@ pub fn fields_meshlb_lacks_are_refused_each_with_its_path_and_nothing_is_written
         .filter_map(|x| x["source"]["pointer"].as_str())
         .collect();
     assert!(pointers.contains(&"/origins/0/virtual_network_id"), "{e:#}");
+    assert!(pointers.contains(&"/origins/0/flux_capacitor"), "{e:#}");
     assert!(pointers.contains(&"/notification_email"), "{e:#}");
-    let message = e["errors"][0]["message"].as_str().unwrap_or("");
-    assert!(message.contains("unknown field"), "{e:#}");
+    let messages: Vec<&str> = e["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|x| x["message"].as_str())
+        .collect();
+    assert!(
+        messages.iter().any(|m| m.contains("unknown field")),
+        "{e:#}"
+    );
+    assert!(
+        messages.iter().any(|m| m.contains("no virtual network")),
+        "{e:#}"
+    );
 }
 
 pub fn a_value_of_the_wrong_type_is_refused_with_its_path(w: &mut Primary) {

@@ -165,7 +165,8 @@ impl Layer4 {
     }
 
     /// Where a connection or flow that came in on `listen` goes at `target`: the endpoint's
-    /// address (a hostname is resolved, the first address taken), at the mapped port.
+    /// address (a hostname is resolved, the first address taken), at the mapped port; none
+    /// for a private endpoint.
     pub async fn endpoint_addr(
         &self,
         lb: &LoadBalancer,
@@ -178,6 +179,11 @@ impl Layer4 {
             .get(target.pool.0)?
             .endpoints
             .get(target.endpoint.0)?;
+        // A private endpoint is reached only through a tunnel, which layer 4 does not use
+        // yet (docs/design.md#private-endpoints): never dialed on the public side.
+        if e.network.is_some() {
+            return None;
+        }
         let port = lb.layer4.as_ref()?.origin_port(listen, e.port);
         match &e.address {
             Address::Ip(ip) => Some(SocketAddr::new(*ip, port)),

@@ -224,7 +224,7 @@ pub(super) fn assert_same_as_whole(
 fn outcome(result: &Result<Config, ConfigErrors>) -> String {
     match result {
         Ok(c) => format!(
-            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
             c.monitors,
             c.monitor_groups,
             c.pools,
@@ -232,6 +232,7 @@ fn outcome(result: &Result<Config, ConfigErrors>) -> String {
             c.zones,
             c.geolocation,
             c.notifications,
+            c.private,
             c.fallback_only
         ),
         Err(e) => format!("{e:?}"),

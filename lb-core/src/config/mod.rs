@@ -11,6 +11,7 @@ mod monitor;
 mod monitor_group;
 mod notifications;
 mod pool;
+pub mod private;
 #[cfg(test)]
 mod probe_zone_tests;
 mod raw;
@@ -61,6 +62,8 @@ pub struct Config {
     pub geolocation: Geolocation,
     /// `[notifications]`: email and webhook channels for health changes.
     pub notifications: Notifications,
+    /// `[[tunnels]]`, `[[virtual_networks]]`, `[[routes]]`: private endpoints' reach.
+    pub private: private::PrivateNetworks,
     pool_index: HashMap<String, PoolId>,
     lb_index: HashMap<String, LbId>,
     /// `fallback_only[pool]`: the pool serves only as a fallback pool (`Config::fallback_only`).

@@ -71,6 +71,9 @@ pub struct Endpoint {
     pub priority: u8,
     /// Host header override (proxy and monitors).
     pub host_header: Option<String>,
+    /// The virtual network of a private endpoint, reached through a tunnel
+    /// (`config/private.rs`); `None`: the public internet.
+    pub network: Option<super::private::NetworkIndex>,
 }
 
 /// Where an endpoint lives: an address answers A/AAAA, a hostname answers CNAME.

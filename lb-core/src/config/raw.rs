@@ -23,6 +23,41 @@ pub struct RawConfig {
     pub geolocation: RawGeolocation,
     #[serde(default)]
     pub notifications: RawNotifications,
+    #[serde(default)]
+    pub tunnels: Vec<RawTunnel>,
+    #[serde(default)]
+    pub virtual_networks: Vec<RawVirtualNetwork>,
+    #[serde(default)]
+    pub routes: Vec<RawRoute>,
+}
+
+/// `[[tunnels]]` (Cloudflare's `cfd_tunnel`: `id`, `name`, `tunnel_secret`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawTunnel {
+    pub id: String,
+    pub name: String,
+    pub tunnel_secret: String,
+}
+
+/// `[[virtual_networks]]` (Cloudflare's `teamnet/virtual_networks`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawVirtualNetwork {
+    pub id: String,
+    pub name: String,
+    #[serde(default)]
+    pub comment: String,
+    #[serde(default)]
+    pub is_default_network: bool,
+}
+
+/// `[[routes]]` (Cloudflare's `teamnet/routes`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct RawRoute {
+    pub network: String,
+    pub tunnel_id: String,
+    pub virtual_network_id: Option<String>,
+    #[serde(default)]
+    pub comment: String,
 }
 
 /// `[[monitor_groups]]` (Cloudflare's monitor group: `description`, `members`).
@@ -288,6 +323,8 @@ pub struct RawEndpoint {
     pub priority: u32,
     #[serde(default)]
     pub header: BTreeMap<String, HeaderValues>,
+    /// A private endpoint's virtual network (`config/private.rs`); none: the public internet.
+    pub virtual_network_id: Option<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

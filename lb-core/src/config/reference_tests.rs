@@ -85,6 +85,9 @@ fn every_config_field_is_documented_in_the_reference() {
             fields::<RawKindFilter>(),
         ),
         ("notifications", fields::<RawNotifications>()),
+        ("tunnels[]", fields::<RawTunnel>()),
+        ("virtual_networks[]", fields::<RawVirtualNetwork>()),
+        ("routes[]", fields::<RawRoute>()),
         ("notifications.email[]", fields::<RawEmail>()),
         ("notifications.webhooks[]", fields::<RawWebhook>()),
         (

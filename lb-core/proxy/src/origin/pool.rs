@@ -39,6 +39,8 @@ pub struct Origin<'a> {
     pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
     /// The origin's open-connection count (`live.rs`), which a new connection joins while open.
     pub opened: Option<&'a Arc<AtomicU32>>,
+    /// In a private network (`virtual_network_id`): reached only through a tunnel.
+    pub private: bool,
 }
 
 /// TLS settings of a connection: their identity (the config's address) and the server name.
@@ -136,6 +138,9 @@ pub enum ConnectFailure {
     /// This node could not open a connection at all (out of descriptors, ports or buffers):
     /// not the origin's fault, so no origin code (502).
     Local,
+    /// A private endpoint (`virtual_network_id`) that no live tunnel connection reaches:
+    /// Cloudflare's 530 with error 1033. A private endpoint is never dialed directly.
+    NoTunnel,
 }
 
 impl ConnectFailure {
@@ -433,6 +438,11 @@ impl Upstream {
     }
 
     async fn connect(&self, origin: Origin<'_>) -> Result<Conn, UpstreamError> {
+        if origin.private {
+            // No tunnel reaches this node's proxy yet (docs/design.md#private-endpoints); a
+            // private address is never dialed on the public side.
+            return Err(UpstreamError::Connect(ConnectFailure::NoTunnel));
+        }
         let tcp =
             match tokio::time::timeout(self.connect_timeout, tcp_connect(origin.authority)).await {
                 Ok(Ok(s)) => s,

@@ -86,6 +86,8 @@ struct OriginRoute<'a> {
     tls: Option<&'a Arc<rustls::ClientConfig>>,
     /// The TLS server name: the Host the origin gets.
     tls_name: Option<String>,
+    /// A private endpoint's: reached only through a tunnel.
+    private: bool,
 }
 
 impl OriginRoute<'_> {
@@ -211,6 +213,7 @@ impl Proxy {
             authority: route.authority,
             tls: route.tls.zip(route.tls_name.as_deref()),
             opened: self.live.connection_counter(target),
+            private: route.private,
         }
     }
 
@@ -302,6 +305,7 @@ impl Proxy {
             host,
             tls,
             tls_name,
+            private: endpoint.network.is_some(),
         })
     }
 }
@@ -467,6 +471,15 @@ fn failure_response(failure: &Failure, lb: &LoadBalancer) -> (u16, Response<Prox
             502,
             "could not be connected to: this node is out of connections",
         ),
+        // Cloudflare's 530 with error 1033: the tunnel is not connected. The body names no
+        // private address.
+        Failure::Connect(UpstreamError::Connect(ConnectFailure::NoTunnel)) => {
+            let body = format!(
+                "meshlb: the origin of {} is in a private network that no live tunnel connection reaches (error 1033)\n",
+                lb.name
+            );
+            return (530, text(status(530), body));
+        }
         Failure::Connect(UpstreamError::Exchange | UpstreamError::BrokenAnswer)
         | Failure::Exchange { timed_out: false } => {
             (502, "closed the connection without answering")
@@ -512,6 +525,28 @@ mod tests {
             assert_eq!(tls_server_name(host), "www.example.test", "{host}");
         }
         assert_eq!(tls_server_name("[2001:db8::1]:443"), "2001:db8::1");
+    }
+
+    #[test]
+    fn no_tunnel_is_cloudflares_530_with_error_1033_naming_no_address() {
+        let config = Config::parse(
+            "t.toml",
+            "[[pools]]\nname = \"p\"\norigins = [{ name = \"a\", address = \"127.0.0.1\" }]\n[[load_balancers]]\nname = \"www.example.test\"\nproxied = true\ndefault_pools = [\"p\"]\n",
+            &RegionsTable::embedded().expect("regions"),
+        )
+        .expect("config");
+        let failure = Failure::Connect(UpstreamError::Connect(ConnectFailure::NoTunnel));
+        let (code, response) = failure_response(&failure, &config.load_balancers[0]);
+        assert_eq!((code, response.status().as_u16()), (530, 530));
+        let ProxyBody::Bytes(Some(body)) = response.into_body() else {
+            panic!("a whole body");
+        };
+        let text = String::from_utf8_lossy(&body).into_owned();
+        assert!(
+            text.contains("(error 1033)") && text.contains("www.example.test"),
+            "{text}"
+        );
+        assert!(!text.contains("127.0.0.1"), "{text}");
     }
 
     #[test]

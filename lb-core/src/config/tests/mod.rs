@@ -9,6 +9,7 @@ mod fallback_pools;
 mod monitor_groups;
 mod notifications;
 mod origin_tls;
+mod private_networks;
 mod zones;
 
 use super::*;

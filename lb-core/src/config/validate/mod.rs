@@ -10,6 +10,7 @@ mod load_balancer;
 mod monitor_group;
 mod notifications;
 mod pool;
+mod private;
 mod probe_zone;
 mod zone;
 
@@ -40,7 +41,10 @@ pub(super) fn validate(
         groups: HashMap::new(),
         pool_located: Vec::new(),
         pool_index: HashMap::new(),
+        networks: private::Networks::default(),
     };
+    // Networks before pools: an endpoint's virtual_network_id is checked against them.
+    let private = v.private_networks(&raw.tunnels, &raw.virtual_networks, &raw.routes);
     let mut monitors: Vec<Monitor> = raw
         .monitors
         .iter()
@@ -107,6 +111,7 @@ pub(super) fn validate(
         zones,
         geolocation,
         notifications,
+        private,
         pool_index: pool_index.into_iter().collect(),
         lb_index,
         fallback_only,
@@ -124,6 +129,8 @@ pub(in crate::config) struct Validator<'a> {
     /// Whether each pool has coordinates, for proximity steering checks.
     pool_located: Vec<bool>,
     pool_index: HashMap<String, PoolId>,
+    /// The virtual networks and their routes, for private endpoints.
+    networks: private::Networks,
 }
 
 impl Validator<'_> {

@@ -272,6 +272,14 @@ impl Validator<'_> {
             false => self.headers(&format!("{}.header", path()), &e.header, true),
         };
         let host_header = headers.into_iter().next().and_then(|(_, mut v)| v.pop());
+        let ip = match &address {
+            Address::Ip(ip) => Some(*ip),
+            Address::Hostname(_) => None,
+        };
+        let network = e
+            .virtual_network_id
+            .as_deref()
+            .and_then(|id| self.endpoint_network(path, id, ip));
         Endpoint {
             name: e.name.clone(),
             address,
@@ -280,6 +288,7 @@ impl Validator<'_> {
             weight: e.weight.clamp(0.0, 1.0),
             priority: e.priority.clamp(1, 5) as u8,
             host_header,
+            network,
         }
     }
 

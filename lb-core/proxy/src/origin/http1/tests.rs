@@ -139,6 +139,7 @@ async fn send(
         authority: &authority,
         tls: None,
         opened: None,
+        private: false,
     };
     let head = RequestHead {
         method: &method,
@@ -427,6 +428,7 @@ async fn requests_are_framed_by_this_hop() {
         authority: &authority,
         tls: None,
         opened: None,
+        private: false,
     };
     up.send(origin, &head, ProxyBody::Empty, 1024)
         .await

@@ -122,6 +122,7 @@ async fn idle_connections_are_reused_and_counted_while_open() {
         authority: &authority,
         tls: None,
         opened: Some(&open),
+        private: false,
     };
     for _ in 0..3 {
         let (_, reply) = get(&up, o, 1024).await.expect("sent");
@@ -162,6 +163,7 @@ async fn a_connection_the_origin_closed_is_not_used_again() {
         authority: &authority,
         tls: None,
         opened: Some(&open),
+        private: false,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("first");
     assert_eq!(body(reply).await, "ok");
@@ -187,9 +189,29 @@ async fn refused_connections_are_connect_failures() {
         authority: &authority,
         tls: None,
         opened: None,
+        private: false,
     };
     let e = get(&up, o, 1024).await.err();
     assert_eq!(e, Some(UpstreamError::Connect(ConnectFailure::Refused)));
+}
+
+#[tokio::test]
+async fn a_private_origin_is_never_dialed_and_fails_as_no_tunnel() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let authority = listener.local_addr().expect("addr").to_string();
+    let up = pool();
+    let o = Origin {
+        authority: &authority,
+        tls: None,
+        opened: None,
+        private: true,
+    };
+    let e = get(&up, o, 1024).await.err();
+    assert_eq!(e, Some(UpstreamError::Connect(ConnectFailure::NoTunnel)));
+    let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+    assert!(accepted.is_err(), "the private address was dialed");
 }
 
 struct Pki {
@@ -242,6 +264,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&any, "origin.test")),
         opened: None,
+        private: false,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("full");
     assert_eq!(body(reply).await, "ok");
@@ -252,6 +275,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&verified, "origin.test")),
         opened: None,
+        private: false,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("strict");
     assert_eq!(body(reply).await, "ok");
@@ -259,6 +283,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&verified, "elsewhere.test")),
         opened: None,
+        private: false,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -271,6 +296,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&public, "origin.test")),
         opened: None,
+        private: false,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -284,6 +310,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &plain,
         tls: Some((&any, "origin.test")),
         opened: None,
+        private: false,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -305,6 +332,7 @@ fn tls_variants_per_origin_are_bounded() {
                 authority: "192.0.2.1:443",
                 tls: Some((&any, n)),
                 opened: None,
+                private: false,
             })
         })
         .collect();
@@ -320,6 +348,7 @@ fn tls_variants_per_origin_are_bounded() {
         authority: "192.0.2.1:443",
         tls: Some((&any, &names[0])),
         opened: None,
+        private: false,
     });
     assert_eq!(again, placed[0]);
     assert!(pools
@@ -327,6 +356,7 @@ fn tls_variants_per_origin_are_bounded() {
             authority: "192.0.2.2:443",
             tls: Some((&any, &names[19])),
             opened: None,
+            private: false,
         })
         .is_some());
 }
