@@ -62,6 +62,8 @@ enum Command {
     /// The mesh config as one document: show, diff FILE, push FILE; keygen makes the key pair
     /// that signs generations.
     Config(cmd::api_cli::ConfigArgs),
+    /// Tunnels to private networks: `run` a connector, print a tunnel's `token`.
+    Tunnel(cmd::tunnel::Args),
     /// Run a whole demo mesh on this machine: origins, 39 probers, an aggregator serving DNS
     /// and the proxy, and a live view.
     Demo(cmd::demo::Args),
@@ -131,6 +133,7 @@ fn main() -> ExitCode {
         }
         Command::Config(args) => cmd::api_cli::run_config(&args),
         Command::Demo(args) => cmd::demo::run(&args, &regions),
+        Command::Tunnel(args) => cmd::tunnel::run(&args, &regions),
     };
     match result {
         Ok(code) => code,

@@ -157,6 +157,7 @@ fn dependencies_between_meshlb_crates_flow_one_way() {
                 "lb-records",
                 "mesh",
                 "meshlb-node",
+                "tunnel",
             ],
         ),
     ];

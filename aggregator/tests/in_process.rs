@@ -103,6 +103,7 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
         proxy: None,
         advertise_proxy: Vec::new(),
         l4: None,
+        tunnels: None,
         state_dir: None,
         warmup_timeout: Duration::from_secs(30),
         install_metrics: false,

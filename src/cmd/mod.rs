@@ -13,6 +13,7 @@ mod serve;
 pub mod simulate;
 pub mod status;
 mod stopped;
+pub mod tunnel;
 
 use std::path::Path;
 

@@ -32,7 +32,9 @@ pub struct ConnectorSettings {
     /// The PoPs' tunnel addresses to dial.
     pub pops: Vec<SocketAddr>,
     pub connections_per_pop: u8,
-    /// The private subnets served; a stream to any other address is refused (403).
+    /// The private subnets served, claimed in the hello; a stream to any other address is
+    /// refused (403). Empty: any address a PoP asks for (a PoP opens streams only to the
+    /// configured endpoints of its tunnel's routes).
     pub routes: Vec<IpNet>,
     /// How the PoPs' certificates are verified (a CA or a pin, `lb_tls::ClientTrust`).
     pub tls: Arc<rustls::ClientConfig>,
@@ -265,7 +267,7 @@ async fn stream(
         let _ = respond.send_response(status(400), true);
         return;
     };
-    if !settings.routes.iter().any(|r| r.contains(&target.ip())) {
+    if !settings.routes.is_empty() && !settings.routes.iter().any(|r| r.contains(&target.ip())) {
         stats.not_routed.fetch_add(1, Ordering::Relaxed);
         let _ = respond.send_response(status(403), true);
         return;

@@ -221,6 +221,26 @@ pub struct Args {
     /// bounded gossip; a config primary or store is always core.
     #[arg(long, conflicts_with_all = ["config_primary", "config_store"])]
     mesh_edge: bool,
+    /// Accept tunnel connectors (`meshlb tunnel run`) on this TCP address, over TLS with
+    /// --tunnel-cert and --tunnel-key, and reach private endpoints through them
+    /// (docs/design.md#private-endpoints).
+    #[arg(long, value_name = "ADDR", requires_all = ["tunnel_cert", "tunnel_key"])]
+    tunnel_listen: Option<SocketAddr>,
+    /// The PEM certificate chain connectors verify (by its CA or its key's pin).
+    #[arg(long, value_name = "FILE", requires = "tunnel_listen")]
+    tunnel_cert: Option<PathBuf>,
+    /// The PEM private key of --tunnel-cert.
+    #[arg(long, value_name = "FILE", requires = "tunnel_listen")]
+    tunnel_key: Option<PathBuf>,
+    /// Connectors connected at once; one more is refused at accept (and counted).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    tunnel_max_connectors: usize,
+    /// A connector must finish TLS and its hello within this.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    tunnel_hello_timeout_ms: u64,
+    /// Connections one tunnel may hold on this PoP (replicas x their connections).
+    #[arg(long, value_name = "N", default_value_t = 16)]
+    tunnel_max_connections_per_tunnel: usize,
     #[command(flatten)]
     records: RecordArgs,
     #[command(flatten)]
@@ -300,9 +320,29 @@ impl Args {
             proxy: self.proxy_settings()?,
             advertise_proxy: self.advertise_proxy.clone(),
             l4: self.l4_settings()?,
+            tunnels: self.tunnel_settings(),
             state_dir: self.state_dir.clone(),
             warmup_timeout: Duration::from_secs(self.warmup_timeout),
             install_metrics: true,
+        })
+    }
+
+    fn tunnel_settings(&self) -> Option<crate::node::TunnelSettings> {
+        let (listen, cert, key) = (
+            self.tunnel_listen?,
+            self.tunnel_cert.clone()?,
+            self.tunnel_key.clone()?,
+        );
+        Some(crate::node::TunnelSettings {
+            listen,
+            cert,
+            key,
+            limits: tunnel::HubLimits {
+                max_connectors: self.tunnel_max_connectors.max(1),
+                hello_timeout: ms(self.tunnel_hello_timeout_ms),
+                max_connections_per_tunnel: self.tunnel_max_connections_per_tunnel.max(1),
+                ..tunnel::HubLimits::default()
+            },
         })
     }
 

@@ -34,6 +34,8 @@ pub(super) struct Frontends {
     pub proxy: Option<Arc<Serving<lb_proxy::Proxy>>>,
     /// The layer-4 listeners (`--l4`): a reload binds new ports before anything changes.
     pub l4: Option<lb_l4::Listeners>,
+    /// The tunnel hub (`--tunnel-listen`): a reload hands it the new grants.
+    pub(super) tunnels: Option<super::tunnels::Tunnels>,
     /// Parses each generation, reusing the resources the one before held.
     pub parser: IncrementalParser,
     /// The files the config in force names, as they were when it was built.
@@ -178,14 +180,19 @@ impl Building<'_> {
     fn proxy(
         &self,
         p: &super::ProxyListeners,
+        private: Option<lb_edge::PrivateDialer>,
     ) -> Result<(Arc<Serving<lb_proxy::Proxy>>, Vec<lb_proxy::ProxyListener>), StartError> {
+        let settings = lb_proxy::ProxySettings {
+            private,
+            ..p.settings.clone()
+        };
         let serving = Arc::new(Serving::new(
             lb_proxy::Proxy::new(
                 Arc::clone(self.generation),
                 Arc::clone(&self.regions),
                 self.settings.affinity_key.clone(),
                 self.pop(),
-                p.settings.clone(),
+                settings,
             )
             .map_err(|e| StartError::frontend("proxy")(format!("{}: {e}", self.file)))?,
         ));
@@ -257,9 +264,14 @@ impl Frontends {
             }
             None => (None, None),
         };
+        let tunnels = match &settings.tunnels {
+            Some(t) => Some(super::tunnels::Tunnels::start(t, generation.config()).await?),
+            None => None,
+        };
         let (proxy, proxies) = match &settings.proxy {
             Some(p) => {
-                let (serving, listeners) = building.proxy(p)?;
+                let dialer = tunnels.as_ref().map(super::tunnels::Tunnels::dialer);
+                let (serving, listeners) = building.proxy(p, dialer)?;
                 (Some(serving), listeners)
             }
             None => (None, Vec::new()),
@@ -277,6 +289,7 @@ impl Frontends {
             dns,
             proxy,
             l4,
+            tunnels,
             parser: IncrementalParser::new(),
             files: FileStamps::of(generation.config()),
         };
@@ -429,7 +442,11 @@ impl Frontends {
             unchanged: false,
             errors: Vec::new(),
         };
+        let config = Arc::clone(next.in_force.generation.config());
         self.adopter.adopt(next.in_force).await?;
+        if let Some(tunnels) = &self.tunnels {
+            tunnels.apply(&config);
+        }
         self.files = next.files;
         if let (Some(dns), Some((responder, serial))) = (&mut self.dns, next.responder) {
             dns.serving.replace(Arc::new(responder));

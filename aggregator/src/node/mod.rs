@@ -10,6 +10,7 @@ mod file_stamps;
 mod frontends;
 mod settings;
 mod start;
+mod tunnels;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use meshlb_node::handle::NodeHandle;
 pub use error::StartError;
 pub use settings::{AdminSettings, DnsSettings, ProxyListeners, Settings};
 pub use start::start;
+pub use tunnels::TunnelSettings;
 
 use crate::shared::Shared;
 

@@ -31,6 +31,8 @@ pub struct Settings {
     /// Where clients reach this aggregator's proxy (`--advertise-proxy`), gossiped.
     pub advertise_proxy: Vec<IpAddr>,
     pub l4: Option<lb_l4::L4Settings>,
+    /// Accept tunnel connectors (`--tunnel-listen`) and reach private endpoints through them.
+    pub tunnels: Option<super::TunnelSettings>,
     /// Keep the drain decisions across restarts in this directory (`--state-dir`).
     pub state_dir: Option<PathBuf>,
     /// `GET /readyz` says ready after this even while endpoints lack a verdict.

@@ -16,11 +16,13 @@ use lb_core::steering::{Decision, Engine};
 
 mod accept_backoff;
 mod generation;
+pub mod private_dial;
 mod thread_end;
 mod timed_write;
 
 pub use accept_backoff::AcceptBackoff;
 pub use generation::{Generation, GenerationMismatch, Serving};
+pub use private_dial::{Dial, PrivateDialError, PrivateDialer, PrivateStream};
 pub use thread_end::{end_signal, EndSignal, Ended, ThreadEnd};
 pub use timed_write::TimedWrite;
 

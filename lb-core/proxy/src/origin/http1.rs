@@ -23,7 +23,6 @@ use http_body_util::BodyExt;
 use hyper::body::Body;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
-use tokio_rustls::client::TlsStream;
 use tokio_util::either::Either;
 
 use crate::body::ProxyBody;
@@ -36,7 +35,13 @@ pub(super) const READ_RESERVE: usize = 8 << 10;
 const COALESCE_BODY_UP_TO: usize = 16 << 10;
 
 /// The byte stream to an origin: plain TCP or TLS.
-pub type Io = Either<TcpStream, Box<TlsStream<TcpStream>>>;
+pub type Io = Either<TcpStream, Box<dyn OriginStream>>;
+
+/// A connection to an origin that is not plain TCP: TLS, a stream through a tunnel
+/// (`lb_edge::private_dial`), or TLS over such a stream.
+pub trait OriginStream: AsyncRead + AsyncWrite + Unpin + Send + 'static {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin + Send + 'static> OriginStream for T {}
 
 /// Counts a connection as open (for least_connections) while it exists.
 struct OpenCount(Option<Arc<AtomicU32>>);

@@ -12,6 +12,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use lb_core::config::private::{NetworkIndex, PrivateNetworks};
+use lb_edge::{PrivateDialError, PrivateDialer};
 use rustls::pki_types::ServerName;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
@@ -39,14 +41,20 @@ pub struct Origin<'a> {
     pub tls: Option<(&'a Arc<rustls::ClientConfig>, &'a str)>,
     /// The origin's open-connection count (`live.rs`), which a new connection joins while open.
     pub opened: Option<&'a Arc<AtomicU32>>,
-    /// In a private network (`virtual_network_id`): reached only through a tunnel.
-    pub private: bool,
+    /// In a private network (`virtual_network_id`): the network, and the generation's routes
+    /// the dialer finds its tunnel by. Reached only through `Upstream`'s private dialer.
+    pub private: Option<(NetworkIndex, &'a PrivateNetworks)>,
 }
 
-/// TLS settings of a connection: their identity (the config's address) and the server name.
-type TlsKey = Option<(usize, Box<str>)>;
+/// What sets apart connections to one address: the private network it is in (a public
+/// 10.0.0.1 and a private one are different origins), and the TLS settings' identity (the
+/// config's address) and server name.
+type TlsKey = (Option<NetworkIndex>, Option<(usize, Box<str>)>);
 
-fn same_tls(key: &TlsKey, origin: &Origin<'_>) -> bool {
+fn same_tls((network, key): &TlsKey, origin: &Origin<'_>) -> bool {
+    if *network != origin.private.map(|(n, _)| n) {
+        return false;
+    }
     match (key, origin.tls) {
         (None, None) => true,
         (Some((id, name)), Some((config, want))) => {
@@ -102,7 +110,8 @@ impl Pools {
         let tls = origin
             .tls
             .map(|(c, name)| (Arc::as_ptr(c) as usize, Box::from(name)));
-        self.idle[slot].push((tls, Vec::new()));
+        let network = origin.private.map(|(n, _)| n);
+        self.idle[slot].push(((network, tls), Vec::new()));
         Some((slot, self.idle[slot].len() - 1))
     }
 
@@ -182,6 +191,8 @@ pub struct Upstream {
     /// The longest an origin may go silent in the middle of a streamed body.
     read_timeout: Duration,
     sent: SentCounters,
+    /// How private endpoints are reached; `None`: they are not (530).
+    private: Option<PrivateDialer>,
 }
 
 /// `meshlb_proxy_origin_requests_total{connection}`: requests sent to origins by the kind of
@@ -222,11 +233,13 @@ enum ExchangeFailure {
 }
 
 impl Upstream {
-    /// A pool; within a tokio runtime it sweeps its idle connections until dropped.
+    /// A pool, reaching private endpoints through `private` (none: they get 530); within a
+    /// tokio runtime it sweeps its idle connections until dropped.
     pub fn new(
         connect_timeout: Duration,
         idle_timeout: Duration,
         read_timeout: Duration,
+        private: Option<PrivateDialer>,
     ) -> Arc<Self> {
         let upstream = Arc::new(Upstream {
             pools: Mutex::new(Pools::default()),
@@ -234,6 +247,7 @@ impl Upstream {
             idle_timeout,
             read_timeout,
             sent: SentCounters::register(),
+            private,
         });
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(sweep(Arc::downgrade(&upstream)));
@@ -438,10 +452,15 @@ impl Upstream {
     }
 
     async fn connect(&self, origin: Origin<'_>) -> Result<Conn, UpstreamError> {
-        if origin.private {
-            // No tunnel reaches this node's proxy yet (docs/design.md#private-endpoints); a
-            // private address is never dialed on the public side.
-            return Err(UpstreamError::Connect(ConnectFailure::NoTunnel));
+        let counter = origin.opened.cloned();
+        if let Some((network, networks)) = origin.private {
+            let stream = self
+                .dial_private(origin.authority, network, networks)
+                .await?;
+            return match origin.tls {
+                None => Ok(Conn::new(Io::Right(stream), counter)),
+                Some(tls) => self.tls(tls, stream).await.map(|s| Conn::new(s, counter)),
+            };
         }
         let tcp =
             match tokio::time::timeout(self.connect_timeout, tcp_connect(origin.authority)).await {
@@ -450,17 +469,50 @@ impl Upstream {
                 Err(_) => return Err(UpstreamError::Connect(ConnectFailure::TimedOut)),
             };
         let _ = tcp.set_nodelay(true);
-        let counter = origin.opened.cloned();
-        let Some((config, name)) = origin.tls else {
+        let Some(tls) = origin.tls else {
             return Ok(Conn::new(Io::Left(tcp), counter));
         };
+        self.tls(tls, tcp).await.map(|s| Conn::new(s, counter))
+    }
+
+    /// TLS to the origin over `stream`, within the connect timeout.
+    async fn tls<S: crate::origin::http1::OriginStream>(
+        &self,
+        (config, name): (&Arc<rustls::ClientConfig>, &str),
+        stream: S,
+    ) -> Result<Io, UpstreamError> {
         let server_name =
             ServerName::try_from(name.to_string()).map_err(|_| UpstreamError::TlsHandshake)?;
-        let handshake = TlsConnector::from(Arc::clone(config)).connect(server_name, tcp);
+        let handshake = TlsConnector::from(Arc::clone(config)).connect(server_name, stream);
         match tokio::time::timeout(self.connect_timeout, handshake).await {
-            Ok(Ok(tls)) => Ok(Conn::new(Io::Right(Box::new(tls)), counter)),
+            Ok(Ok(tls)) => Ok(Io::Right(Box::new(tls))),
             Ok(Err(e)) if is_certificate_error(&e) => Err(UpstreamError::TlsCertificate),
             Ok(Err(_)) | Err(_) => Err(UpstreamError::TlsHandshake),
+        }
+    }
+
+    /// A stream to a private endpoint through the private dialer; a private address is
+    /// never dialed on the public side (docs/design.md#private-endpoints).
+    async fn dial_private(
+        &self,
+        authority: &str,
+        network: NetworkIndex,
+        networks: &PrivateNetworks,
+    ) -> Result<Box<dyn crate::origin::http1::OriginStream>, UpstreamError> {
+        let no_tunnel = UpstreamError::Connect(ConnectFailure::NoTunnel);
+        let (Some(dialer), Ok(to)) = (&self.private, authority.parse::<SocketAddr>()) else {
+            return Err(no_tunnel);
+        };
+        let dial = dialer.0.dial(networks, network, to);
+        match tokio::time::timeout(self.connect_timeout, dial).await {
+            Ok(Ok(stream)) => Ok(Box::new(stream)),
+            Ok(Err(PrivateDialError::NoTunnel)) => Err(no_tunnel),
+            Ok(Err(PrivateDialError::Unreachable)) => {
+                Err(UpstreamError::Connect(ConnectFailure::Unreachable))
+            }
+            Ok(Err(PrivateDialError::TimedOut)) | Err(_) => {
+                Err(UpstreamError::Connect(ConnectFailure::TimedOut))
+            }
         }
     }
 }

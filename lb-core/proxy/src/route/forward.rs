@@ -18,6 +18,7 @@ use http::{Method, Response, StatusCode};
 use http_body_util::{BodyExt, Collected};
 use hyper::body::Body;
 use hyper_util::rt::TokioIo;
+use lb_core::config::private::{NetworkIndex, PrivateNetworks};
 use tokio::io::AsyncWriteExt;
 
 use super::own_answer::{status, text};
@@ -86,8 +87,9 @@ struct OriginRoute<'a> {
     tls: Option<&'a Arc<rustls::ClientConfig>>,
     /// The TLS server name: the Host the origin gets.
     tls_name: Option<String>,
-    /// A private endpoint's: reached only through a tunnel.
-    private: bool,
+    /// A private endpoint's network and the generation's routes: reached only through the
+    /// private dialer.
+    private: Option<(NetworkIndex, &'a PrivateNetworks)>,
 }
 
 impl OriginRoute<'_> {
@@ -305,7 +307,7 @@ impl Proxy {
             host,
             tls,
             tls_name,
-            private: endpoint.network.is_some(),
+            private: endpoint.network.map(|n| (n, &self.config.private)),
         })
     }
 }

@@ -79,6 +79,9 @@ pub struct ProxySettings {
     pub max_connections_per_worker: usize,
     /// The access log (`--access-log`); with it, every request also gets a request id.
     pub access_log: Option<crate::access::AccessLog>,
+    /// How private endpoints are reached (through this PoP's tunnel connections); `None`:
+    /// they are not, and get 530 (`lb_edge::private_dial`).
+    pub private: Option<lb_edge::PrivateDialer>,
 }
 
 impl Default for ProxySettings {
@@ -99,6 +102,7 @@ impl Default for ProxySettings {
             h2_keep_alive_interval: Duration::from_secs(20),
             max_connections_per_worker: 16_384,
             access_log: None,
+            private: None,
         }
     }
 }
@@ -262,6 +266,7 @@ impl Proxy {
             self.settings.connect_timeout,
             self.settings.pool_idle_timeout,
             self.settings.response_timeout,
+            self.settings.private.clone(),
         )
     }
 

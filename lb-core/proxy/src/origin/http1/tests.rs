@@ -117,6 +117,7 @@ fn pool_reading_within(read_timeout: Duration) -> Arc<Upstream> {
         Duration::from_secs(2),
         Duration::from_secs(90),
         read_timeout,
+        None,
     )
 }
 
@@ -139,7 +140,7 @@ async fn send(
         authority: &authority,
         tls: None,
         opened: None,
-        private: false,
+        private: None,
     };
     let head = RequestHead {
         method: &method,
@@ -428,7 +429,7 @@ async fn requests_are_framed_by_this_hop() {
         authority: &authority,
         tls: None,
         opened: None,
-        private: false,
+        private: None,
     };
     up.send(origin, &head, ProxyBody::Empty, 1024)
         .await

@@ -91,7 +91,28 @@ fn pool() -> Arc<Upstream> {
         Duration::from_secs(2),
         Duration::from_secs(90),
         Duration::from_secs(10),
+        None,
     )
+}
+
+/// A private dialer that reaches every private address at one real origin, counting dials.
+struct ToOrigin(SocketAddr, Arc<AtomicUsize>);
+
+impl lb_edge::Dial for ToOrigin {
+    fn dial<'a>(
+        &'a self,
+        _: &'a PrivateNetworks,
+        _: NetworkIndex,
+        _: SocketAddr,
+    ) -> lb_edge::private_dial::PrivateDial<'a> {
+        Box::pin(async move {
+            self.1.fetch_add(1, Ordering::SeqCst);
+            let tcp = TcpStream::connect(self.0)
+                .await
+                .map_err(|_| PrivateDialError::Unreachable)?;
+            Ok(Box::new(tcp) as Box<dyn lb_edge::PrivateStream>)
+        })
+    }
 }
 
 async fn body(reply: Reply) -> Bytes {
@@ -122,7 +143,7 @@ async fn idle_connections_are_reused_and_counted_while_open() {
         authority: &authority,
         tls: None,
         opened: Some(&open),
-        private: false,
+        private: None,
     };
     for _ in 0..3 {
         let (_, reply) = get(&up, o, 1024).await.expect("sent");
@@ -163,7 +184,7 @@ async fn a_connection_the_origin_closed_is_not_used_again() {
         authority: &authority,
         tls: None,
         opened: Some(&open),
-        private: false,
+        private: None,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("first");
     assert_eq!(body(reply).await, "ok");
@@ -189,7 +210,7 @@ async fn refused_connections_are_connect_failures() {
         authority: &authority,
         tls: None,
         opened: None,
-        private: false,
+        private: None,
     };
     let e = get(&up, o, 1024).await.err();
     assert_eq!(e, Some(UpstreamError::Connect(ConnectFailure::Refused)));
@@ -202,16 +223,55 @@ async fn a_private_origin_is_never_dialed_and_fails_as_no_tunnel() {
         .expect("bind");
     let authority = listener.local_addr().expect("addr").to_string();
     let up = pool();
+    let networks = PrivateNetworks::default();
     let o = Origin {
         authority: &authority,
         tls: None,
         opened: None,
-        private: true,
+        private: Some((NetworkIndex(0), &networks)),
     };
     let e = get(&up, o, 1024).await.err();
     assert_eq!(e, Some(UpstreamError::Connect(ConnectFailure::NoTunnel)));
     let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
     assert!(accepted.is_err(), "the private address was dialed");
+}
+
+#[tokio::test]
+async fn a_private_origin_is_reached_through_the_dialer_and_its_connections_kept_apart() {
+    let (at, accepted) = origin(false, None).await;
+    let dials = Arc::new(AtomicUsize::new(0));
+    let up = Upstream::new(
+        Duration::from_secs(2),
+        Duration::from_secs(90),
+        Duration::from_secs(10),
+        Some(lb_edge::PrivateDialer(Arc::new(ToOrigin(
+            at,
+            Arc::clone(&dials),
+        )))),
+    );
+    let networks = PrivateNetworks::default();
+    // A private address no packet on this machine could reach: only the dialer can.
+    let private = Origin {
+        authority: "10.255.0.7:80",
+        tls: None,
+        opened: None,
+        private: Some((NetworkIndex(0), &networks)),
+    };
+    for _ in 0..3 {
+        let (head, reply) = get(&up, private, 1024).await.expect("through the dialer");
+        assert_eq!(head.status, 200);
+        assert_eq!(body(reply).await, "ok");
+    }
+    assert_eq!(dials.load(Ordering::SeqCst), 1, "kept alive and reused");
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+    // The same address in another network is another origin: never handed the first's
+    // connection.
+    let other = Origin {
+        private: Some((NetworkIndex(1), &networks)),
+        ..private
+    };
+    get(&up, other, 1024).await.expect("through the dialer");
+    assert_eq!(dials.load(Ordering::SeqCst), 2);
 }
 
 struct Pki {
@@ -264,7 +324,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&any, "origin.test")),
         opened: None,
-        private: false,
+        private: None,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("full");
     assert_eq!(body(reply).await, "ok");
@@ -275,7 +335,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&verified, "origin.test")),
         opened: None,
-        private: false,
+        private: None,
     };
     let (_, reply) = get(&up, o, 1024).await.expect("strict");
     assert_eq!(body(reply).await, "ok");
@@ -283,7 +343,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&verified, "elsewhere.test")),
         opened: None,
-        private: false,
+        private: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -296,7 +356,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &authority,
         tls: Some((&public, "origin.test")),
         opened: None,
-        private: false,
+        private: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -310,7 +370,7 @@ async fn tls_origins_full_strict_and_their_failures() {
         authority: &plain,
         tls: Some((&any, "origin.test")),
         opened: None,
-        private: false,
+        private: None,
     };
     assert_eq!(
         get(&up, o, 1024).await.err(),
@@ -332,7 +392,7 @@ fn tls_variants_per_origin_are_bounded() {
                 authority: "192.0.2.1:443",
                 tls: Some((&any, n)),
                 opened: None,
-                private: false,
+                private: None,
             })
         })
         .collect();
@@ -348,7 +408,7 @@ fn tls_variants_per_origin_are_bounded() {
         authority: "192.0.2.1:443",
         tls: Some((&any, &names[0])),
         opened: None,
-        private: false,
+        private: None,
     });
     assert_eq!(again, placed[0]);
     assert!(pools
@@ -356,7 +416,7 @@ fn tls_variants_per_origin_are_bounded() {
             authority: "192.0.2.2:443",
             tls: Some((&any, &names[19])),
             opened: None,
-            private: false,
+            private: None,
         })
         .is_some());
 }

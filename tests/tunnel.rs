@@ -1,0 +1,140 @@
+//! A private endpoint through a tunnel, end to end: an aggregator with `--tunnel-listen` and
+//! a proxy, a pool whose only endpoint is in a virtual network (an origin on 127.0.0.2), and
+//! `meshlb tunnel run` with the token `meshlb tunnel token` printed. Without a connector the
+//! proxy answers 530 (error 1033); with one it serves the origin through it; once the
+//! connector is stopped, 530 again.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::Command;
+use std::time::Duration;
+
+use test_support::*;
+
+const TUNNEL: &str = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415";
+const NETWORK: &str = "a5624d4e-044a-4ff0-b3e1-e2465353d4b4";
+const SECRET: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
+fn config(origin_port: u16) -> String {
+    format!(
+        r#"
+[[tunnels]]
+id = "{TUNNEL}"
+name = "office"
+tunnel_secret = "{SECRET}"
+
+[[virtual_networks]]
+id = "{NETWORK}"
+name = "office"
+is_default_network = true
+
+[[routes]]
+network = "127.0.0.2/32"
+tunnel_id = "{TUNNEL}"
+
+[[pools]]
+name = "office"
+origins = [{{ name = "app", address = "127.0.0.2", port = {origin_port}, virtual_network_id = "{NETWORK}" }}]
+
+[[load_balancers]]
+name = "app.example.test"
+proxied = true
+default_pools = ["office"]
+"#
+    )
+}
+
+/// `GET /` for `app.example.test` through the proxy: the status and the body.
+fn get(proxy: SocketAddr) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(proxy).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: app.example.test\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, text.split_once("\r\n\r\n")?.1.to_string()))
+}
+
+#[test]
+fn a_private_endpoint_is_served_through_a_connector_and_530_without_one() {
+    let origin = origin_on("127.0.0.2");
+    let (dir, key) = scratch_dir_with_key("tunnel");
+    let path = dir.path().join("meshlb.toml");
+    std::fs::write(&path, config(origin.port)).expect("config");
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
+    let (cert_file, key_file) = (dir.path().join("pop.pem"), dir.path().join("pop.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).expect("cert");
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("key");
+    let (admin, proxy, tunnels) = (free_tcp(), free_tcp(), free_tcp());
+    let mut args: Vec<String> = vec![
+        "--proxy".into(),
+        proxy.to_string(),
+        "--tunnel-listen".into(),
+        tunnels.to_string(),
+        "--tunnel-cert".into(),
+        cert_file.display().to_string(),
+        "--tunnel-key".into(),
+        key_file.display().to_string(),
+    ];
+    args.extend(admin_token_args(dir.path()));
+    let _aggregator = Procs(vec![start_aggregator(
+        &path,
+        &key,
+        "WEU",
+        admin,
+        free_udp(),
+        &args,
+    )]);
+    wait_for("the proxy", Duration::from_secs(20), || {
+        get(proxy).is_some()
+    });
+    let (status, body) = get(proxy).expect("an answer");
+    assert_eq!(status, 530, "{body}");
+    assert!(
+        body.contains("error 1033") && !body.contains("127.0.0.2"),
+        "{body}"
+    );
+
+    let token = Command::new(meshlb_bin())
+        .args(["tunnel", "token", "--config", &path.display().to_string()])
+        .args(["--tunnel", "office", "--pop", &tunnels.to_string()])
+        .args(["--pop-cert", &cert_file.display().to_string()])
+        .output()
+        .expect("meshlb tunnel token");
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, &token.stdout).expect("token file");
+    let mut connector = Procs(vec![spawn_logged(
+        Command::new(meshlb_bin()).args([
+            "tunnel",
+            "run",
+            "--token-file",
+            &token_file.display().to_string(),
+        ]),
+        "connector",
+    )]);
+    wait_for(
+        "the origin through the tunnel",
+        Duration::from_secs(20),
+        || get(proxy).is_some_and(|(status, body)| status == 200 && body == "ok"),
+    );
+
+    // SIGTERM: the connector drains and ends; the endpoint is out of reach again.
+    let pid = nix::unistd::Pid::from_raw(connector.0[0].id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("sigterm");
+    let ended = connector.0[0].wait().expect("the connector ends");
+    assert!(ended.success(), "{ended}");
+    wait_for(
+        "530 once the connector is gone",
+        Duration::from_secs(20),
+        || get(proxy).is_some_and(|(status, _)| status == 530),
+    );
+}
