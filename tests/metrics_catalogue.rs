@@ -24,6 +24,7 @@ fn catalogues() -> Vec<(&'static str, &'static [Metric])> {
         ("prober", prober::metrics::METRICS),
         ("aggregator", aggregator::metrics::METRICS),
         ("meshlb-node", meshlb_node::metrics::METRICS),
+        ("tunnel", tunnel::METRICS),
     ]
 }
 
@@ -73,6 +74,7 @@ fn recorded() -> BTreeMap<String, PathBuf> {
         "node",
         "mesh",
         "tls",
+        "tunnel",
         "src",
     ] {
         sources(&root().join(top), &mut files);

@@ -14,11 +14,13 @@
 
 pub mod connector;
 pub mod hello;
+pub mod metrics;
 pub mod pop;
 pub mod stream;
 pub mod token;
 
 pub use connector::{Connector, ConnectorSettings, ConnectorStats};
+pub use metrics::{describe_metrics, METRICS};
 pub use pop::{ConnectionInfo, Grant, Hub, HubLimits, OpenError, Refusal};
 pub use stream::TunnelStream;
 pub use token::{Token, TokenError, TunnelId, TunnelSecret};

@@ -157,6 +157,8 @@ impl HubStats {
     fn count(&self, why: Refusal) {
         let i = Refusal::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.refused[i].fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("meshlb_tunnel_connectors_refused_total", "reason" => why.label())
+            .increment(1);
     }
 }
 
@@ -268,6 +270,8 @@ impl Hub {
             return self.refuse(why, from, "the tunnel holds its most connections here");
         }
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("meshlb_tunnel_connectors_accepted_total").increment(1);
+        metrics::gauge!("meshlb_tunnel_connections").increment(1.0);
         tracing::info!(%from, tunnel = %hello.tunnel, conn_index = hello.conn_index, "tunnel connector connected");
         tokio::select! {
             _ = driver => {
@@ -275,10 +279,12 @@ impl Hub {
             }
             () = keepalive(pings, &self.limits) => {
                 self.stats.unresponsive.fetch_add(1, Ordering::Relaxed);
+                metrics::counter!("meshlb_tunnel_connectors_unresponsive_total").increment(1);
                 tracing::warn!(%from, tunnel = %hello.tunnel, "tunnel connector dropped: no PONG within the ping timeout");
             }
         }
         self.release(hello.tunnel, id);
+        metrics::gauge!("meshlb_tunnel_connections").decrement(1.0);
     }
 
     fn check(
@@ -373,6 +379,8 @@ impl Hub {
             match tokio::time::timeout(self.limits.open_timeout, open(send, target)).await {
                 Ok(Ok(stream)) => {
                     self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
+                    metrics::counter!("meshlb_tunnel_streams_total", "result" => "opened")
+                        .increment(1);
                     return Ok(stream);
                 }
                 // The connector answered: the target is what failed, another replica of
@@ -386,6 +394,7 @@ impl Hub {
             }
         }
         self.stats.streams_failed.fetch_add(1, Ordering::Relaxed);
+        metrics::counter!("meshlb_tunnel_streams_total", "result" => "failed").increment(1);
         Err(last)
     }
 }

@@ -362,4 +362,5 @@ fn describe_metrics() {
     lb_proxy::describe_metrics();
     lb_l4::describe_metrics();
     lb_records::describe_metrics();
+    tunnel::describe_metrics();
 }
