@@ -17,7 +17,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::token::{TunnelId, TunnelSecret};
 
-const MAGIC: &[u8; 4] = b"MLT1";
+/// The first bytes of a connector's hello.
+pub const MAGIC: &[u8; 4] = b"MLT1";
 /// The label of the exported keying material the proof covers.
 pub const EXPORTER_LABEL: &[u8] = b"EXPORTER-meshlb-tunnel-hello";
 /// The longest version string a hello carries.
@@ -135,6 +136,13 @@ impl Hello {
         if &magic != MAGIC {
             return Err(HelloError::Magic);
         }
+        Hello::read_after_magic(r).await
+    }
+
+    /// Reads a hello whose [`MAGIC`] was read already, and the proof after it.
+    pub async fn read_after_magic<R: AsyncRead + Unpin>(
+        r: &mut R,
+    ) -> Result<(Hello, [u8; 32]), HelloError> {
         let mut tunnel = [0u8; 16];
         r.read_exact(&mut tunnel).await?;
         let conn_index = r.read_u8().await?;

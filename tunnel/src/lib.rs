@@ -16,14 +16,19 @@ pub mod connector;
 pub mod hello;
 pub mod metrics;
 pub mod pop;
+pub mod relay;
 pub mod stream;
 pub mod token;
 
 pub use connector::{Connector, ConnectorSettings, ConnectorStats};
 pub use metrics::{describe_metrics, METRICS};
 pub use pop::{ConnectionInfo, Grant, Hub, HubLimits, OpenError, Refusal};
+pub use relay::{RelayKey, Relays};
 pub use stream::TunnelStream;
 pub use token::{Token, TokenError, TunnelId, TunnelSecret};
 
 /// The request header naming a stream's target (`ip:port`).
 pub const TARGET_HEADER: &str = "meshlb-target";
+
+/// The request header naming a relayed stream's tunnel.
+pub const TUNNEL_HEADER: &str = "meshlb-tunnel";

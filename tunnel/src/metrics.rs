@@ -12,7 +12,7 @@ pub const METRICS: &[Metric] = &[
     Metric::counter(
         "meshlb_tunnel_connectors_refused_total",
         &["reason"],
-        "Tunnel connector connections refused, by reason (full, timeout, handshake, unknown_tunnel, bad_proof, foreign_route, too_many_connections).",
+        "Tunnel connector connections refused, by reason (full, timeout, handshake, unknown_tunnel, bad_proof, foreign_route, too_many_connections, bad_relay).",
     ),
     Metric::counter(
         "meshlb_tunnel_connectors_unresponsive_total",

@@ -17,10 +17,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 
-use crate::hello::{Answer, Hello, EXPORTER_LABEL};
+use crate::hello::{Answer, Hello, EXPORTER_LABEL, MAGIC};
+use crate::relay::{RelayKey, RELAY_MAGIC};
 use crate::stream::TunnelStream;
 use crate::token::{TunnelId, TunnelSecret};
-use crate::TARGET_HEADER;
+use crate::{TARGET_HEADER, TUNNEL_HEADER};
 
 /// What the config grants one tunnel.
 #[derive(Debug, Clone)]
@@ -46,6 +47,8 @@ pub struct HubLimits {
     /// ...and one whose PONG does not come back within this is dropped: a connector that
     /// stalled, or a path that died without a reset, holds no slot for long.
     pub ping_timeout: Duration,
+    /// Streams one relaying PoP runs through this one at once.
+    pub max_relay_streams: u32,
 }
 
 impl Default for HubLimits {
@@ -57,6 +60,7 @@ impl Default for HubLimits {
             max_connections_per_tunnel: 16,
             ping_interval: Duration::from_secs(15),
             ping_timeout: Duration::from_secs(10),
+            max_relay_streams: 4096,
         }
     }
 }
@@ -78,10 +82,13 @@ pub enum Refusal {
     ForeignRoute,
     /// The tunnel holds `max_connections_per_tunnel` here.
     TooManyConnections,
+    /// A relaying PoP whose proof did not verify under the mesh's relay key (or this PoP
+    /// relays for none).
+    BadRelay,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 7] = [
+    pub const ALL: [Refusal; 8] = [
         Refusal::Full,
         Refusal::Timeout,
         Refusal::Handshake,
@@ -89,6 +96,7 @@ impl Refusal {
         Refusal::BadProof,
         Refusal::ForeignRoute,
         Refusal::TooManyConnections,
+        Refusal::BadRelay,
     ];
 
     /// The metric label.
@@ -101,6 +109,7 @@ impl Refusal {
             Refusal::BadProof => "bad_proof",
             Refusal::ForeignRoute => "foreign_route",
             Refusal::TooManyConnections => "too_many_connections",
+            Refusal::BadRelay => "bad_relay",
         }
     }
 }
@@ -141,7 +150,7 @@ struct Live {
 #[derive(Debug, Default)]
 pub struct HubStats {
     pub accepted: AtomicU64,
-    refused: [AtomicU64; 7],
+    refused: [AtomicU64; 8],
     pub streams_opened: AtomicU64,
     pub streams_failed: AtomicU64,
     /// Connections dropped because their PONG did not come back.
@@ -169,7 +178,15 @@ pub struct Hub {
     limits: HubLimits,
     connectors: Arc<Semaphore>,
     next_id: AtomicU64,
+    /// Other PoPs of the mesh relay through this one when they prove this key.
+    relay_key: std::sync::OnceLock<RelayKey>,
     pub stats: HubStats,
+}
+
+/// What a connection's first bytes after TLS are.
+enum First {
+    Connector(Hello, [u8; 32]),
+    Relay([u8; 32]),
 }
 
 impl Hub {
@@ -180,8 +197,14 @@ impl Hub {
             connectors: Arc::new(Semaphore::new(limits.max_connectors)),
             limits,
             next_id: AtomicU64::new(1),
+            relay_key: std::sync::OnceLock::new(),
             stats: HubStats::default(),
         })
+    }
+
+    /// Other PoPs proving `key` may open streams through this one's connections.
+    pub fn relay_for(&self, key: RelayKey) {
+        let _ = self.relay_key.set(key);
     }
 
     /// A new config's grants. Connections of a tunnel no longer granted, or whose secret
@@ -234,17 +257,52 @@ impl Hub {
                 .1
                 .export_keying_material([0u8; 32], EXPORTER_LABEL, None)
                 .map_err(|_| Refusal::Handshake)?;
-            let (hello, proof) = Hello::read(&mut stream)
+            let mut magic = [0u8; 4];
+            tokio::io::AsyncReadExt::read_exact(&mut stream, &mut magic)
                 .await
                 .map_err(|_| Refusal::Handshake)?;
-            Ok::<_, Refusal>((stream, exporter, hello, proof))
+            let first = match &magic {
+                m if m == MAGIC => {
+                    let (hello, proof) = Hello::read_after_magic(&mut stream)
+                        .await
+                        .map_err(|_| Refusal::Handshake)?;
+                    First::Connector(hello, proof)
+                }
+                m if m == RELAY_MAGIC => First::Relay(
+                    crate::relay::read_proof(&mut stream)
+                        .await
+                        .map_err(|_| Refusal::Handshake)?,
+                ),
+                _ => return Err(Refusal::Handshake),
+            };
+            Ok::<_, Refusal>((stream, exporter, first))
         };
-        let (mut stream, exporter, hello, proof) =
+        let (mut stream, exporter, first) =
             match tokio::time::timeout(self.limits.hello_timeout, handshake).await {
                 Ok(Ok(done)) => done,
                 Ok(Err(why)) => return self.refuse(why, from, "before the hello"),
                 Err(_) => return self.refuse(Refusal::Timeout, from, "no hello in time"),
             };
+        let (hello, proof) = match first {
+            First::Connector(hello, proof) => (hello, proof),
+            First::Relay(proof) => {
+                let verified = self
+                    .relay_key
+                    .get()
+                    .is_some_and(|key| key.verify(&proof, &exporter));
+                if !verified {
+                    self.refuse(Refusal::BadRelay, from, "not a PoP of this mesh");
+                    let _ = Answer::Refused("not a PoP of this mesh".into())
+                        .write(&mut stream)
+                        .await;
+                    return;
+                }
+                if Answer::Accepted.write(&mut stream).await.is_ok() {
+                    self.relay(stream, from).await;
+                }
+                return;
+            }
+        };
         if let Err((why, reason)) = self.check(&hello, &proof, &exporter) {
             self.refuse(why, from, &reason);
             let _ = Answer::Refused(reason).write(&mut stream).await;
@@ -331,6 +389,83 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// Serves a relaying PoP's streams until it closes the connection: each opens on this
+    /// PoP's own connections of the tunnel, never through another relay.
+    async fn relay(
+        self: Arc<Self>,
+        stream: tokio_rustls::server::TlsStream<TcpStream>,
+        from: SocketAddr,
+    ) {
+        let handshake = h2::server::Builder::new()
+            .max_concurrent_streams(self.limits.max_relay_streams)
+            .handshake::<_, Bytes>(stream);
+        let Ok(Ok(mut connection)) =
+            tokio::time::timeout(self.limits.hello_timeout, handshake).await
+        else {
+            return;
+        };
+        tracing::info!(%from, "PoP relaying through this one");
+        while let Some(Ok((request, respond))) = connection.accept().await {
+            tokio::spawn(Arc::clone(&self).relayed(request, respond));
+        }
+    }
+
+    async fn relayed(
+        self: Arc<Self>,
+        request: http::Request<h2::RecvStream>,
+        mut respond: h2::server::SendResponse<Bytes>,
+    ) {
+        let status = |code: u16| {
+            http::Response::builder()
+                .status(code)
+                .body(())
+                .unwrap_or_default()
+        };
+        let header = |name: &str| {
+            request
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        };
+        let tunnel = header(TUNNEL_HEADER).and_then(|t| t.parse::<TunnelId>().ok());
+        let target = header(TARGET_HEADER).and_then(|t| t.parse::<SocketAddr>().ok());
+        let (Some(tunnel), Some(target), "/relay") = (tunnel, target, request.uri().path()) else {
+            let _ = respond.send_response(status(400), true);
+            return;
+        };
+        let mut through = match self.open_tcp(&tunnel, target).await {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = respond.send_response(status(crate::relay::status_of(&e)), true);
+                return;
+            }
+        };
+        let Ok(send) = respond.send_response(status(200), false) else {
+            return;
+        };
+        let mut relayed = TunnelStream::new(send, request.into_body());
+        let _ = tokio::io::copy_bidirectional(&mut relayed, &mut through).await;
+    }
+
+    /// Whether this PoP holds a live connection of `tunnel`.
+    pub fn holds(&self, tunnel: &TunnelId) -> bool {
+        self.live
+            .lock()
+            .is_ok_and(|all| all.get(tunnel).is_some_and(|h| !h.is_empty()))
+    }
+
+    /// The tunnels this PoP holds live connections of.
+    pub fn held(&self) -> Vec<TunnelId> {
+        let mut held: Vec<TunnelId> = self
+            .live
+            .lock()
+            .map(|all| all.keys().copied().collect())
+            .unwrap_or_default();
+        held.sort();
+        held
     }
 
     /// The tunnel's live connections here.

@@ -1,0 +1,233 @@
+//! PoP to PoP: a PoP that holds no connection of a tunnel opens its streams through a PoP that
+//! holds one (the *holder*). The relaying PoP dials the holder's tunnel listener over TLS, says
+//! [`RELAY_MAGIC`] and proves it is a PoP of this mesh (HMAC-SHA256 under a key every PoP
+//! derives from the cluster key, over the TLS session's exported value, as a connector's hello
+//! does), then opens HTTP/2 streams on that one connection: `POST /relay` with the tunnel and
+//! the target. The holder opens each on its own connections of the tunnel, never through
+//! another relay: a stream takes at most one hop between PoPs.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use hmac::{Hmac, Mac};
+use rustls::pki_types::ServerName;
+use sha2::Sha256;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+use crate::hello::{Answer, EXPORTER_LABEL};
+use crate::pop::OpenError;
+use crate::stream::TunnelStream;
+use crate::token::TunnelId;
+use crate::{TARGET_HEADER, TUNNEL_HEADER};
+
+/// The first bytes of a relaying PoP's hello.
+pub const RELAY_MAGIC: &[u8; 4] = b"MLP1";
+
+/// The key PoPs prove to each other that they are of one mesh.
+#[derive(Clone)]
+pub struct RelayKey(pub [u8; 32]);
+
+impl std::fmt::Debug for RelayKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelayKey(..)")
+    }
+}
+
+impl RelayKey {
+    /// The relay key of a mesh whose cluster key is `cluster_key` (its text).
+    pub fn derive(cluster_key: &[u8]) -> RelayKey {
+        let mut mac = keyed(cluster_key);
+        mac.update(b"meshlb tunnel relay key v1");
+        RelayKey(mac.finalize().into_bytes().into())
+    }
+
+    pub(crate) fn proof(&self, exporter: &[u8]) -> [u8; 32] {
+        let mut mac = keyed(&self.0);
+        mac.update(b"meshlb tunnel relay hello v1");
+        mac.update(exporter);
+        mac.finalize().into_bytes().into()
+    }
+
+    /// Whether `proof` is this key's on the session, compared in constant time.
+    pub(crate) fn verify(&self, proof: &[u8; 32], exporter: &[u8]) -> bool {
+        let mut mac = keyed(&self.0);
+        mac.update(b"meshlb tunnel relay hello v1");
+        mac.update(exporter);
+        mac.verify_slice(proof).is_ok()
+    }
+}
+
+fn keyed(key: &[u8]) -> Hmac<Sha256> {
+    <Hmac<Sha256> as Mac>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes a key of any length"))
+}
+
+struct Held {
+    send: h2::client::SendRequest<Bytes>,
+    /// How long TCP, TLS and the hello took: the nearest holder answers first.
+    handshake: Duration,
+}
+
+/// A PoP's connections to the holders it relays through, one per holder, made on first use
+/// and again once closed.
+pub struct Relays {
+    tls: Arc<rustls::ClientConfig>,
+    server_name: ServerName<'static>,
+    key: RelayKey,
+    timeout: Duration,
+    held: Mutex<HashMap<SocketAddr, Held>>,
+}
+
+impl Relays {
+    /// `tls` verifies holders (the PoPs' shared tunnel certificate, by pin or CA); `timeout`
+    /// bounds a connect and a stream's opening each.
+    pub fn new(
+        tls: Arc<rustls::ClientConfig>,
+        server_name: ServerName<'static>,
+        key: RelayKey,
+        timeout: Duration,
+    ) -> Relays {
+        Relays {
+            tls,
+            server_name,
+            key,
+            timeout,
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// How long the handshake with `holder` took, once connected.
+    pub fn handshake_time(&self, holder: &SocketAddr) -> Option<Duration> {
+        self.held.lock().ok()?.get(holder).map(|h| h.handshake)
+    }
+
+    /// A stream to `target` through `tunnel`'s connections at `holder`.
+    pub async fn open(
+        &self,
+        holder: SocketAddr,
+        tunnel: &TunnelId,
+        target: SocketAddr,
+    ) -> Result<TunnelStream, OpenError> {
+        let send = match self.send(&holder) {
+            Some(send) => send,
+            None => self.connect(holder).await?,
+        };
+        let opened = tokio::time::timeout(self.timeout, open(send, tunnel, target)).await;
+        match opened {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(Some(status))) => Err(status_error(status)),
+            Ok(Err(None)) => {
+                self.forget(&holder);
+                Err(OpenError::NoConnection)
+            }
+            Err(_) => Err(OpenError::TimedOut),
+        }
+    }
+
+    fn send(&self, holder: &SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
+        self.held.lock().ok()?.get(holder).map(|h| h.send.clone())
+    }
+
+    fn forget(&self, holder: &SocketAddr) {
+        if let Ok(mut held) = self.held.lock() {
+            held.remove(holder);
+        }
+    }
+
+    async fn connect(
+        &self,
+        holder: SocketAddr,
+    ) -> Result<h2::client::SendRequest<Bytes>, OpenError> {
+        let started = Instant::now();
+        let dial = async {
+            let tcp = TcpStream::connect(holder).await.ok()?;
+            let _ = tcp.set_nodelay(true);
+            let mut tls = TlsConnector::from(Arc::clone(&self.tls))
+                .connect(self.server_name.clone(), tcp)
+                .await
+                .ok()?;
+            let exporter = tls
+                .get_ref()
+                .1
+                .export_keying_material([0u8; 32], EXPORTER_LABEL, None)
+                .ok()?;
+            tls.write_all(RELAY_MAGIC).await.ok()?;
+            tls.write_all(&self.key.proof(&exporter)).await.ok()?;
+            tls.flush().await.ok()?;
+            if Answer::read(&mut tls).await.ok()? != Answer::Accepted {
+                return None;
+            }
+            let (send, driver) = h2::client::handshake(tls).await.ok()?;
+            tokio::spawn(driver);
+            Some(send)
+        };
+        let send = tokio::time::timeout(self.timeout, dial)
+            .await
+            .ok()
+            .flatten()
+            .ok_or(OpenError::NoConnection)?;
+        if let Ok(mut held) = self.held.lock() {
+            held.insert(
+                holder,
+                Held {
+                    send: send.clone(),
+                    handshake: started.elapsed(),
+                },
+            );
+        }
+        Ok(send)
+    }
+}
+
+/// The holder's answer to `POST /relay` as an [`OpenError`].
+fn status_error(status: u16) -> OpenError {
+    match status {
+        502 => OpenError::Unreachable(502),
+        403 => OpenError::NotRouted,
+        504 => OpenError::TimedOut,
+        _ => OpenError::NoConnection,
+    }
+}
+
+/// What the holder answers a relay request for `error`.
+pub(crate) fn status_of(error: &OpenError) -> u16 {
+    match error {
+        OpenError::NoConnection => 503,
+        OpenError::NotRouted => 403,
+        OpenError::Unreachable(_) => 502,
+        OpenError::TimedOut => 504,
+    }
+}
+
+async fn open(
+    send: h2::client::SendRequest<Bytes>,
+    tunnel: &TunnelId,
+    target: SocketAddr,
+) -> Result<TunnelStream, Option<u16>> {
+    let mut send = send.ready().await.map_err(|_| None)?;
+    let request = http::Request::post("http://tunnel/relay")
+        .header(TUNNEL_HEADER, tunnel.to_string())
+        .header(TARGET_HEADER, target.to_string())
+        .body(())
+        .map_err(|_| None)?;
+    let (response, body) = send.send_request(request, false).map_err(|_| None)?;
+    let response = response.await.map_err(|_| None)?;
+    if response.status() != http::StatusCode::OK {
+        return Err(Some(response.status().as_u16()));
+    }
+    Ok(TunnelStream::new(body, response.into_body()))
+}
+
+/// Reads a relaying PoP's proof (after [`RELAY_MAGIC`]).
+pub(crate) async fn read_proof<R: tokio::io::AsyncRead + Unpin>(
+    r: &mut R,
+) -> std::io::Result<[u8; 32]> {
+    let mut proof = [0u8; 32];
+    r.read_exact(&mut proof).await?;
+    Ok(proof)
+}
