@@ -252,12 +252,7 @@ async fn stream(
     request: http::Request<h2::RecvStream>,
     mut respond: h2::server::SendResponse<Bytes>,
 ) {
-    let status = |code: u16| {
-        http::Response::builder()
-            .status(code)
-            .body(())
-            .unwrap_or_default()
-    };
+    use crate::stream::status;
     let target = request
         .headers()
         .get(TARGET_HEADER)

@@ -65,52 +65,27 @@ impl Default for HubLimits {
     }
 }
 
-/// Why a connector was refused: each a counter and a log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Refusal {
-    /// `max_connectors` were connected.
-    Full,
-    /// TLS or the hello did not finish within `hello_timeout`.
-    Timeout,
-    /// TLS failed, or the first bytes were no hello.
-    Handshake,
-    /// No tunnel of that id is configured.
-    UnknownTunnel,
-    /// The proof did not verify under the tunnel's secret.
-    BadProof,
-    /// A route the connector serves is not granted to its tunnel.
-    ForeignRoute,
-    /// The tunnel holds `max_connections_per_tunnel` here.
-    TooManyConnections,
-    /// A relaying PoP whose proof did not verify under the mesh's relay key (or this PoP
-    /// relays for none).
-    BadRelay,
-}
-
-impl Refusal {
-    pub const ALL: [Refusal; 8] = [
-        Refusal::Full,
-        Refusal::Timeout,
-        Refusal::Handshake,
-        Refusal::UnknownTunnel,
-        Refusal::BadProof,
-        Refusal::ForeignRoute,
-        Refusal::TooManyConnections,
-        Refusal::BadRelay,
-    ];
-
-    /// The metric label.
-    pub fn label(self) -> &'static str {
-        match self {
-            Refusal::Full => "full",
-            Refusal::Timeout => "timeout",
-            Refusal::Handshake => "handshake",
-            Refusal::UnknownTunnel => "unknown_tunnel",
-            Refusal::BadProof => "bad_proof",
-            Refusal::ForeignRoute => "foreign_route",
-            Refusal::TooManyConnections => "too_many_connections",
-            Refusal::BadRelay => "bad_relay",
-        }
+lb_core::choice! {
+    /// Why a connector was refused: each a counter (its name the label) and a log line.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub enum Refusal {
+        /// `max_connectors` were connected.
+        Full => "full",
+        /// TLS or the hello did not finish within `hello_timeout`.
+        Timeout => "timeout",
+        /// TLS failed, or the first bytes were no hello.
+        Handshake => "handshake",
+        /// No tunnel of that id is configured.
+        UnknownTunnel => "unknown_tunnel",
+        /// The proof did not verify under the tunnel's secret.
+        BadProof => "bad_proof",
+        /// A route the connector serves is not granted to its tunnel.
+        ForeignRoute => "foreign_route",
+        /// The tunnel holds `max_connections_per_tunnel` here.
+        TooManyConnections => "too_many_connections",
+        /// A relaying PoP whose proof did not verify under the mesh's relay key (or this PoP
+        /// relays for none).
+        BadRelay => "bad_relay",
     }
 }
 
@@ -150,7 +125,7 @@ struct Live {
 #[derive(Debug, Default)]
 pub struct HubStats {
     pub accepted: AtomicU64,
-    refused: [AtomicU64; 8],
+    refused: [AtomicU64; Refusal::ALL.len()],
     pub streams_opened: AtomicU64,
     pub streams_failed: AtomicU64,
     /// Connections dropped because their PONG did not come back.
@@ -166,7 +141,7 @@ impl HubStats {
     fn count(&self, why: Refusal) {
         let i = Refusal::ALL.iter().position(|r| *r == why).unwrap_or(0);
         self.refused[i].fetch_add(1, Ordering::Relaxed);
-        metrics::counter!("meshlb_tunnel_connectors_refused_total", "reason" => why.label())
+        metrics::counter!("meshlb_tunnel_connectors_refused_total", "reason" => why.name())
             .increment(1);
     }
 }
@@ -178,6 +153,8 @@ pub struct Hub {
     limits: HubLimits,
     connectors: Arc<Semaphore>,
     next_id: AtomicU64,
+    /// Where the next stream's pick of connections starts (round robin).
+    next_pick: AtomicU64,
     /// Other PoPs of the mesh relay through this one when they prove this key.
     relay_key: std::sync::OnceLock<RelayKey>,
     pub stats: HubStats,
@@ -197,6 +174,7 @@ impl Hub {
             connectors: Arc::new(Semaphore::new(limits.max_connectors)),
             limits,
             next_id: AtomicU64::new(1),
+            next_pick: AtomicU64::new(0),
             relay_key: std::sync::OnceLock::new(),
             stats: HubStats::default(),
         })
@@ -224,11 +202,13 @@ impl Hub {
 
     /// Accepts connectors on `listener` for as long as the task runs.
     pub async fn serve(self: Arc<Self>, listener: TcpListener, tls: TlsAcceptor) {
+        let mut backoff = lb_edge::AcceptBackoff::new();
         loop {
             let Ok((tcp, from)) = listener.accept().await else {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+                tokio::time::sleep(backoff.failed()).await;
                 continue;
             };
+            backoff.succeeded();
             let Ok(permit) = Arc::clone(&self.connectors).try_acquire_owned() else {
                 self.refuse(Refusal::Full, from, "every connector slot is taken");
                 continue;
@@ -244,7 +224,7 @@ impl Hub {
 
     fn refuse(&self, why: Refusal, from: SocketAddr, detail: &str) {
         self.stats.count(why);
-        tracing::warn!(%from, reason = why.label(), detail, "tunnel connector refused");
+        tracing::warn!(%from, reason = why.name(), detail, "tunnel connector refused");
     }
 
     /// One connector's connection: TLS, its hello, then HTTP/2 until it ends.
@@ -417,12 +397,7 @@ impl Hub {
         request: http::Request<h2::RecvStream>,
         mut respond: h2::server::SendResponse<Bytes>,
     ) {
-        let status = |code: u16| {
-            http::Response::builder()
-                .status(code)
-                .body(())
-                .unwrap_or_default()
-        };
+        use crate::stream::status;
         let header = |name: &str| {
             request
                 .headers()
@@ -489,7 +464,7 @@ impl Hub {
         let Some(held) = all.get(tunnel) else {
             return Vec::new();
         };
-        let start = self.next_id.fetch_add(1, Ordering::Relaxed) as usize % held.len().max(1);
+        let start = self.next_pick.fetch_add(1, Ordering::Relaxed) as usize % held.len().max(1);
         held.iter()
             .cycle()
             .skip(start)
@@ -511,7 +486,9 @@ impl Hub {
         }
         let mut last = OpenError::NoConnection;
         for send in self.senders(tunnel) {
-            match tokio::time::timeout(self.limits.open_timeout, open(send, target)).await {
+            let headers = [(TARGET_HEADER, target.to_string())];
+            let open = crate::stream::open(send, "/tcp", &headers);
+            match tokio::time::timeout(self.limits.open_timeout, open).await {
                 Ok(Ok(stream)) => {
                     self.stats.streams_opened.fetch_add(1, Ordering::Relaxed);
                     metrics::counter!("meshlb_tunnel_streams_total", "result" => "opened")
@@ -550,23 +527,4 @@ async fn keepalive(pings: Option<h2::PingPong>, limits: &HubLimits) {
             Ok(Err(_)) | Err(_) => return,
         }
     }
-}
-
-/// One stream: `Err(Some(status))` when the connector refused it, `Err(None)` when the
-/// connection could not carry it.
-async fn open(
-    send: h2::client::SendRequest<Bytes>,
-    target: SocketAddr,
-) -> Result<TunnelStream, Option<u16>> {
-    let mut send = send.ready().await.map_err(|_| None)?;
-    let request = http::Request::post("http://tunnel/tcp")
-        .header(TARGET_HEADER, target.to_string())
-        .body(())
-        .map_err(|_| None)?;
-    let (response, body) = send.send_request(request, false).map_err(|_| None)?;
-    let response = response.await.map_err(|_| None)?;
-    if response.status() != http::StatusCode::OK {
-        return Err(Some(response.status().as_u16()));
-    }
-    Ok(TunnelStream::new(body, response.into_body()))
 }

@@ -117,7 +117,12 @@ impl Relays {
             Some(send) => send,
             None => self.connect(holder).await?,
         };
-        let opened = tokio::time::timeout(self.timeout, open(send, tunnel, target)).await;
+        let headers = [
+            (TUNNEL_HEADER, tunnel.to_string()),
+            (TARGET_HEADER, target.to_string()),
+        ];
+        let open = crate::stream::open(send, "/relay", &headers);
+        let opened = tokio::time::timeout(self.timeout, open).await;
         match opened {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(Some(status))) => Err(status_error(status)),
@@ -202,25 +207,6 @@ pub(crate) fn status_of(error: &OpenError) -> u16 {
         OpenError::Unreachable(_) => 502,
         OpenError::TimedOut => 504,
     }
-}
-
-async fn open(
-    send: h2::client::SendRequest<Bytes>,
-    tunnel: &TunnelId,
-    target: SocketAddr,
-) -> Result<TunnelStream, Option<u16>> {
-    let mut send = send.ready().await.map_err(|_| None)?;
-    let request = http::Request::post("http://tunnel/relay")
-        .header(TUNNEL_HEADER, tunnel.to_string())
-        .header(TARGET_HEADER, target.to_string())
-        .body(())
-        .map_err(|_| None)?;
-    let (response, body) = send.send_request(request, false).map_err(|_| None)?;
-    let response = response.await.map_err(|_| None)?;
-    if response.status() != http::StatusCode::OK {
-        return Err(Some(response.status().as_u16()));
-    }
-    Ok(TunnelStream::new(body, response.into_body()))
 }
 
 /// Reads a relaying PoP's proof (after [`RELAY_MAGIC`]).

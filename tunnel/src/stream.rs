@@ -113,3 +113,33 @@ impl AsyncWrite for TunnelStream {
         Poll::Ready(Ok(()))
     }
 }
+
+/// Opens a stream: a `POST` to `path` with `headers` on one of the peer's connections.
+/// `Err(Some(status))` when the peer refused it, `Err(None)` when the connection could not
+/// carry it.
+pub(crate) async fn open(
+    send: h2::client::SendRequest<Bytes>,
+    path: &str,
+    headers: &[(&str, String)],
+) -> Result<TunnelStream, Option<u16>> {
+    let mut send = send.ready().await.map_err(|_| None)?;
+    let mut request = http::Request::post(format!("http://tunnel{path}"));
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request.body(()).map_err(|_| None)?;
+    let (response, body) = send.send_request(request, false).map_err(|_| None)?;
+    let response = response.await.map_err(|_| None)?;
+    if response.status() != http::StatusCode::OK {
+        return Err(Some(response.status().as_u16()));
+    }
+    Ok(TunnelStream::new(body, response.into_body()))
+}
+
+/// A stream's answer head with no more than its status.
+pub(crate) fn status(code: u16) -> http::Response<()> {
+    http::Response::builder()
+        .status(code)
+        .body(())
+        .unwrap_or_default()
+}

@@ -50,7 +50,9 @@ fn core_ids() -> BTreeSet<String> {
 #[tokio::test(start_paused = true)]
 async fn edges_hold_the_core_and_themselves_and_the_core_holds_no_edge() {
     let fleet = converged().await;
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Changes that reached every node: the gossip ran past any edge's own state.
+    let spreads = measure::propagation(&fleet, 5, Duration::from_millis(200), 9).await;
+    assert!(spreads.iter().all(|s| s.all.is_some()), "a change missed a node");
     for i in 0..NODES {
         let mut expected = core_ids();
         expected.insert(format!("n{i}"));
