@@ -52,7 +52,10 @@ async fn edges_hold_the_core_and_themselves_and_the_core_holds_no_edge() {
     let fleet = converged().await;
     // Changes that reached every node: the gossip ran past any edge's own state.
     let spreads = measure::propagation(&fleet, 5, Duration::from_millis(200), 9).await;
-    assert!(spreads.iter().all(|s| s.all.is_some()), "a change missed a node");
+    assert!(
+        spreads.iter().all(|s| s.all.is_some()),
+        "a change missed a node"
+    );
     for i in 0..NODES {
         let mut expected = core_ids();
         expected.insert(format!("n{i}"));
