@@ -2,7 +2,8 @@
 //! a proxy, a pool whose only endpoint is in a virtual network (an origin on 127.0.0.2), and
 //! `meshlb tunnel run` with the token `meshlb tunnel token` printed. Without a connector the
 //! proxy answers 530 (error 1033); with one it serves the origin through it; once the
-//! connector is stopped, 530 again.
+//! connector is stopped, 530 again. A second aggregator without a tunnel listener serves the
+//! same endpoint through the one that holds the tunnel (PoP to PoP).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -59,35 +60,89 @@ fn get(proxy: SocketAddr) -> Option<(u16, String)> {
     Some((status, text.split_once("\r\n\r\n")?.1.to_string()))
 }
 
+/// A PoP's tunnel certificate and key, written into `dir`.
+fn pop_cert(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
+    let (cert_file, key_file) = (dir.join("pop.pem"), dir.join("pop.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).expect("cert");
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("key");
+    (cert_file, key_file)
+}
+
+/// An aggregator with a proxy on `proxy` (and a tunnel listener on `tunnels` when given),
+/// gossiping on `gossip` and seeded by `seed`.
+fn aggregator(
+    dir: &std::path::Path,
+    key: &std::path::Path,
+    gossip: (SocketAddr, SocketAddr),
+    proxy: SocketAddr,
+    tunnels: Option<SocketAddr>,
+) -> std::process::Child {
+    let config = dir.join("meshlb.toml");
+    let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
+    if let Some(tunnels) = tunnels {
+        let (cert, cert_key) = pop_cert(dir);
+        args.extend([
+            "--tunnel-listen".into(),
+            tunnels.to_string(),
+            "--tunnel-cert".into(),
+            cert.display().to_string(),
+            "--tunnel-key".into(),
+            cert_key.display().to_string(),
+        ]);
+    }
+    args.extend(admin_token_args(dir));
+    spawn_logged(
+        Command::new(meshlb_bin())
+            .args(["aggregator", "--config", &config.display().to_string()])
+            .args(["--region", "WEU", "--admin", &free_tcp().to_string()])
+            .args(args)
+            .args(gossip_args(gossip.0, gossip.1, key)),
+        "aggregator",
+    )
+}
+
+/// `meshlb tunnel run` with the token `meshlb tunnel token` prints for the PoP on `tunnels`.
+fn connector(dir: &std::path::Path, tunnels: SocketAddr) -> std::process::Child {
+    let token = Command::new(meshlb_bin())
+        .args(["tunnel", "token", "--config"])
+        .arg(dir.join("meshlb.toml"))
+        .args(["--tunnel", "office", "--pop", &tunnels.to_string()])
+        .arg("--pop-cert")
+        .arg(dir.join("pop.pem"))
+        .output()
+        .expect("meshlb tunnel token");
+    assert!(
+        token.status.success(),
+        "{}",
+        String::from_utf8_lossy(&token.stderr)
+    );
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, &token.stdout).expect("token file");
+    spawn_logged(
+        Command::new(meshlb_bin())
+            .args(["tunnel", "run", "--token-file"])
+            .arg(&token_file),
+        "connector",
+    )
+}
+
+fn served(proxy: SocketAddr) -> bool {
+    get(proxy).is_some_and(|(status, body)| status == 200 && body == "ok")
+}
+
 #[test]
 fn a_private_endpoint_is_served_through_a_connector_and_530_without_one() {
     let origin = origin_on("127.0.0.2");
     let (dir, key) = scratch_dir_with_key("tunnel");
-    let path = dir.path().join("meshlb.toml");
-    std::fs::write(&path, config(origin.port)).expect("config");
-    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
-    let (cert_file, key_file) = (dir.path().join("pop.pem"), dir.path().join("pop.key"));
-    std::fs::write(&cert_file, cert.cert.pem()).expect("cert");
-    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("key");
-    let (admin, proxy, tunnels) = (free_tcp(), free_tcp(), free_tcp());
-    let mut args: Vec<String> = vec![
-        "--proxy".into(),
-        proxy.to_string(),
-        "--tunnel-listen".into(),
-        tunnels.to_string(),
-        "--tunnel-cert".into(),
-        cert_file.display().to_string(),
-        "--tunnel-key".into(),
-        key_file.display().to_string(),
-    ];
-    args.extend(admin_token_args(dir.path()));
-    let _aggregator = Procs(vec![start_aggregator(
-        &path,
+    std::fs::write(dir.path().join("meshlb.toml"), config(origin.port)).expect("config");
+    let (proxy, tunnels, gossip) = (free_tcp(), free_tcp(), free_udp());
+    let _aggregator = Procs(vec![aggregator(
+        dir.path(),
         &key,
-        "WEU",
-        admin,
-        free_udp(),
-        &args,
+        (gossip, gossip),
+        proxy,
+        Some(tunnels),
     )]);
     wait_for("the proxy", Duration::from_secs(20), || {
         get(proxy).is_some()
@@ -99,32 +154,11 @@ fn a_private_endpoint_is_served_through_a_connector_and_530_without_one() {
         "{body}"
     );
 
-    let token = Command::new(meshlb_bin())
-        .args(["tunnel", "token", "--config", &path.display().to_string()])
-        .args(["--tunnel", "office", "--pop", &tunnels.to_string()])
-        .args(["--pop-cert", &cert_file.display().to_string()])
-        .output()
-        .expect("meshlb tunnel token");
-    assert!(
-        token.status.success(),
-        "{}",
-        String::from_utf8_lossy(&token.stderr)
-    );
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, &token.stdout).expect("token file");
-    let mut connector = Procs(vec![spawn_logged(
-        Command::new(meshlb_bin()).args([
-            "tunnel",
-            "run",
-            "--token-file",
-            &token_file.display().to_string(),
-        ]),
-        "connector",
-    )]);
+    let mut connector = Procs(vec![connector(dir.path(), tunnels)]);
     wait_for(
         "the origin through the tunnel",
         Duration::from_secs(20),
-        || get(proxy).is_some_and(|(status, body)| status == 200 && body == "ok"),
+        || served(proxy),
     );
 
     // SIGTERM: the connector drains and ends; the endpoint is out of reach again.
@@ -137,4 +171,38 @@ fn a_private_endpoint_is_served_through_a_connector_and_530_without_one() {
         Duration::from_secs(20),
         || get(proxy).is_some_and(|(status, _)| status == 530),
     );
+}
+
+#[test]
+fn a_pop_without_a_tunnel_connection_serves_the_endpoint_through_the_pop_that_holds_one() {
+    let origin = origin_on("127.0.0.2");
+    let (dir, key) = scratch_dir_with_key("tunnel-relay");
+    std::fs::write(dir.path().join("meshlb.toml"), config(origin.port)).expect("config");
+    let (holder_proxy, relaying_proxy, tunnels) = (free_tcp(), free_tcp(), free_tcp());
+    let gossip = free_udp();
+    let mut procs = Procs(vec![
+        aggregator(
+            dir.path(),
+            &key,
+            (gossip, gossip),
+            holder_proxy,
+            Some(tunnels),
+        ),
+        aggregator(dir.path(), &key, (free_udp(), gossip), relaying_proxy, None),
+    ]);
+    procs.0.push(connector(dir.path(), tunnels));
+    wait_for(
+        "the origin through the holder",
+        Duration::from_secs(30),
+        || served(relaying_proxy),
+    );
+    // The connector gone, the holder no longer holds: the relaying PoP answers 530 too.
+    let connector = procs.0.pop().expect("the connector");
+    drop(Procs(vec![connector]));
+    wait_for(
+        "530 once no PoP holds the tunnel",
+        Duration::from_secs(30),
+        || get(relaying_proxy).is_some_and(|(status, _)| status == 530),
+    );
+    assert!(get(holder_proxy).is_some_and(|(status, _)| status == 530));
 }

@@ -44,6 +44,12 @@ pub struct Member {
     pub proxy_addrs: Vec<std::net::IpAddr>,
     /// An aggregator that says it is ready (`GET /readyz`).
     pub ready: bool,
+    /// An aggregator's tunnel address and certificate pin (`keys::TUNNEL_RELAY`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tunnel_relay: Option<String>,
+    /// The tunnels it holds live connections of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tunnels: Vec<String>,
 }
 
 fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S::Ok, S::Error> {
@@ -180,6 +186,14 @@ impl MeshView {
                     .map(keys::decode_addrs)
                     .unwrap_or_default(),
                 ready: st.get(keys::READY) == Some("1"),
+                tunnel_relay: st.get(keys::TUNNEL_RELAY).map(str::to_string),
+                tunnels: st
+                    .get(keys::TUNNELS_HELD)
+                    .map(tunnel::holders::read_held)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect(),
             };
             let member = Member {
                 config_drift: !member.config_hash.is_empty()
@@ -240,6 +254,18 @@ impl MeshView {
                     region: m.region?,
                     addresses: m.proxy_addrs.clone(),
                 })
+            })
+            .collect()
+    }
+
+    /// The live aggregators that hold tunnels, and where to relay through them.
+    pub fn tunnel_holders(&self) -> Vec<tunnel::Holder> {
+        self.members
+            .iter()
+            .filter(|m| m.role == Role::Aggregator && m.alive && !m.tunnels.is_empty())
+            .filter_map(|m| {
+                let held = m.tunnels.join(",");
+                tunnel::Holder::read(&m.node_id, m.tunnel_relay.as_deref()?, Some(&held))
             })
             .collect()
     }

@@ -131,6 +131,7 @@ impl Loop {
         if **self.shared.pops.load() != pops {
             self.shared.pops.store(Arc::new(pops));
         }
+        self.shared.tunnel_holders.set(self.view.tunnel_holders());
         changed
     }
 

@@ -135,6 +135,9 @@ pub struct Shared {
     /// The live, ready PoPs of the mesh (DNS answers proxied names with them); the loop
     /// updates it from gossip.
     pub pops: Arc<lb_edge::Pops>,
+    /// The live PoPs holding tunnels (private endpoints are reached through them); the loop
+    /// updates it from gossip.
+    pub tunnel_holders: Arc<tunnel::HolderList>,
     /// The control plane: the mesh config's generation, the primary, the API's writes.
     pub control: Arc<meshlb_node::control::ControlPlane>,
     /// The API's monitor previews, run by the mesh's probers.
@@ -173,6 +176,7 @@ impl Shared {
             setup,
             reload_requests,
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
+            tunnel_holders: Arc::default(),
             control,
             previews,
             rtt_history: Default::default(),

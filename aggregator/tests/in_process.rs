@@ -81,6 +81,7 @@ fn settings(config: &Path, role: ConfigRole, listen: SocketAddr, seed: SocketAdd
     Settings {
         node: node(config, role, "aggregator", "pop", listen, seed),
         affinity_key: lb_core::affinity::AffinityKey::derive(KEY.as_bytes()),
+        relay_key: tunnel::RelayKey::derive(KEY.as_bytes()),
         config_advertise_url: None,
         admin: AdminSettings {
             addr: "127.0.0.1:0".parse().expect("an address"),

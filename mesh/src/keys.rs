@@ -41,6 +41,11 @@ pub const DRAINS: &str = "drains";
 pub const PROXY_ADDRS: &str = "proxy_addrs";
 /// `1` while an aggregator is ready (`GET /readyz`), `0` before: only ready PoPs are answered.
 pub const READY: &str = "ready";
+/// Where other PoPs (and probers) relay through an aggregator with a tunnel listener, and its
+/// certificate's pin: `ADDR PIN` (`tunnel::holders`).
+pub const TUNNEL_RELAY: &str = "tunnel_relay";
+/// The tunnels an aggregator holds live connector connections of: ids, comma-separated.
+pub const TUNNELS_HELD: &str = "tunnels";
 
 /// The addresses of a `proxy_addrs` value; anything that is not an address is skipped.
 pub fn decode_addrs(value: &str) -> Vec<std::net::IpAddr> {

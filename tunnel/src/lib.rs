@@ -7,13 +7,18 @@
 //! - [`stream`]: an HTTP/2 stream as a byte stream.
 //! - [`pop`]: the PoP's side ([`Hub`]): connectors accepted, checked and held; streams opened.
 //! - [`connector`]: the connector's side ([`Connector`]).
+//! - [`relay`]: PoP to PoP, for a PoP (or a prober) without a connection of the tunnel.
+//! - [`holders`]: which PoP holds which tunnel, as gossip carries it.
+//! - [`dialer`]: a stream through a tunnel from anywhere in the mesh ([`TunnelDialer`]).
 //!
 //! One stream is one TCP connection to an endpoint: the PoP sends `POST /tcp` with the
 //! target in [`TARGET_HEADER`], the connector answers 200 and copies bytes both ways, or 403
 //! (outside its routes), 502 (unreachable), 400 (malformed).
 
 pub mod connector;
+pub mod dialer;
 pub mod hello;
+pub mod holders;
 pub mod metrics;
 pub mod pop;
 pub mod relay;
@@ -21,6 +26,8 @@ pub mod stream;
 pub mod token;
 
 pub use connector::{Connector, ConnectorSettings, ConnectorStats};
+pub use dialer::TunnelDialer;
+pub use holders::{Holder, HolderList};
 pub use metrics::{describe_metrics, METRICS};
 pub use pop::{ConnectionInfo, Grant, Hub, HubLimits, OpenError, Refusal};
 pub use relay::{RelayKey, Relays};

@@ -29,6 +29,11 @@ pub const METRICS: &[Metric] = &[
         &["result"],
         "Streams through tunnels to private endpoints, by result (opened, failed).",
     ),
+    Metric::counter(
+        "meshlb_tunnel_relayed_streams_total",
+        &["result"],
+        "Streams to private endpoints this node opened through another PoP holding the tunnel, by result (opened; failed: neither this PoP nor any holder opened it).",
+    ),
 ];
 
 /// HELP text of the metrics recorded here.

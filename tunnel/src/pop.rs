@@ -5,8 +5,8 @@
 //! opens one stream per connection it carries, and the connector's SETTINGS bound how many
 //! run at once. Every limit is a field of [`HubLimits`].
 
-use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -14,7 +14,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use ipnet::IpNet;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 use tokio_rustls::TlsAcceptor;
 
 use crate::hello::{Answer, Hello, EXPORTER_LABEL, MAGIC};
@@ -29,6 +29,9 @@ pub struct Grant {
     pub secret: TunnelSecret,
     /// The private subnets its connectors may serve.
     pub routes: Vec<IpNet>,
+    /// The configured private endpoints' addresses in those routes: the only ones a stream
+    /// opens to, whoever asks (a PoP never forwards to any other private address).
+    pub targets: HashSet<IpAddr>,
 }
 
 /// The PoP's limits.
@@ -95,8 +98,8 @@ pub enum OpenError {
     /// No connection of the tunnel is live here.
     #[error("no live connection of the tunnel")]
     NoConnection,
-    /// The target is in none of the tunnel's routes.
-    #[error("the target is in no route of the tunnel")]
+    /// The target is no configured endpoint in a route of the tunnel.
+    #[error("the target is no configured endpoint of the tunnel")]
     NotRouted,
     /// The connector could not reach the target.
     #[error("the connector could not reach the target ({0})")]
@@ -157,6 +160,8 @@ pub struct Hub {
     next_pick: AtomicU64,
     /// Other PoPs of the mesh relay through this one when they prove this key.
     relay_key: std::sync::OnceLock<RelayKey>,
+    /// The tunnels held here, sent on every change (for gossip: which PoP holds which).
+    held: watch::Sender<Vec<TunnelId>>,
     pub stats: HubStats,
 }
 
@@ -176,6 +181,7 @@ impl Hub {
             next_id: AtomicU64::new(1),
             next_pick: AtomicU64::new(0),
             relay_key: std::sync::OnceLock::new(),
+            held: watch::Sender::new(Vec::new()),
             stats: HubStats::default(),
         })
     }
@@ -190,10 +196,26 @@ impl Hub {
     pub fn set_grants(&self, grants: HashMap<TunnelId, Grant>) {
         if let Ok(mut live) = self.live.lock() {
             live.retain(|id, _| grants.contains_key(id));
+            self.tell_held(&live);
         }
         if let Ok(mut g) = self.grants.write() {
             *g = Arc::new(grants);
         }
+    }
+
+    /// The tunnels held here, now and on every change.
+    pub fn held_changes(&self) -> watch::Receiver<Vec<TunnelId>> {
+        self.held.subscribe()
+    }
+
+    fn tell_held(&self, live: &HashMap<TunnelId, Vec<Live>>) {
+        let mut now: Vec<TunnelId> = live.keys().copied().collect();
+        now.sort();
+        self.held.send_if_modified(|held| {
+            let changed = *held != now;
+            *held = now;
+            changed
+        });
     }
 
     fn grant(&self, tunnel: &TunnelId) -> Option<Grant> {
@@ -357,6 +379,7 @@ impl Hub {
             return Err(Refusal::TooManyConnections);
         }
         held.push(live);
+        self.tell_held(&all);
         Ok(())
     }
 
@@ -368,6 +391,7 @@ impl Hub {
                     all.remove(&tunnel);
                 }
             }
+            self.tell_held(&all);
         }
     }
 
@@ -432,15 +456,9 @@ impl Hub {
             .is_ok_and(|all| all.get(tunnel).is_some_and(|h| !h.is_empty()))
     }
 
-    /// The tunnels this PoP holds live connections of.
+    /// The tunnels this PoP holds live connections of, in order.
     pub fn held(&self) -> Vec<TunnelId> {
-        let mut held: Vec<TunnelId> = self
-            .live
-            .lock()
-            .map(|all| all.keys().copied().collect())
-            .unwrap_or_default();
-        held.sort();
-        held
+        self.held.borrow().clone()
     }
 
     /// The tunnel's live connections here.
@@ -481,7 +499,9 @@ impl Hub {
         target: SocketAddr,
     ) -> Result<TunnelStream, OpenError> {
         let grant = self.grant(tunnel).ok_or(OpenError::NoConnection)?;
-        if !grant.routes.iter().any(|r| r.contains(&target.ip())) {
+        if !grant.targets.contains(&target.ip())
+            || !grant.routes.iter().any(|r| r.contains(&target.ip()))
+        {
             return Err(OpenError::NotRouted);
         }
         let mut last = OpenError::NoConnection;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -20,10 +20,12 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
 use crate::hello::{Answer, EXPORTER_LABEL};
+use crate::holders::Holder;
 use crate::pop::OpenError;
 use crate::stream::TunnelStream;
 use crate::token::TunnelId;
 use crate::{TARGET_HEADER, TUNNEL_HEADER};
+use lb_tls::pin::SpkiPin;
 
 /// The first bytes of a relaying PoP's hello.
 pub const RELAY_MAGIC: &[u8; 4] = b"MLP1";
@@ -68,36 +70,68 @@ fn keyed(key: &[u8]) -> Hmac<Sha256> {
 }
 
 struct Held {
+    pin: SpkiPin,
     send: h2::client::SendRequest<Bytes>,
     /// How long TCP, TLS and the hello took: the nearest holder answers first.
     handshake: Duration,
 }
 
-/// A PoP's connections to the holders it relays through, one per holder, made on first use
-/// and again once closed.
+/// A PoP's (or a prober's) connections to the holders it relays through, one per holder,
+/// made on first use and again once closed. A holder is verified by the pin gossip gives
+/// for it ([`Holder::pin`]); the holder verifies this side by its proof of the relay key.
 pub struct Relays {
-    tls: Arc<rustls::ClientConfig>,
-    server_name: ServerName<'static>,
     key: RelayKey,
     timeout: Duration,
     held: Mutex<HashMap<SocketAddr, Held>>,
+    /// When a connect to a holder last failed: it is tried after the others for
+    /// [`FAILED_FOR`].
+    failed: Mutex<HashMap<SocketAddr, Instant>>,
+}
+
+/// How long a holder that could not be reached is tried after every other.
+pub const FAILED_FOR: Duration = Duration::from_secs(5);
+
+/// Where a holder stands in the order of trying: connected ones first, nearest (shortest
+/// handshake) first, then those not tried yet, then those that failed lately.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rank {
+    Connected(Duration),
+    Untried,
+    FailedLately,
 }
 
 impl Relays {
-    /// `tls` verifies holders (the PoPs' shared tunnel certificate, by pin or CA); `timeout`
-    /// bounds a connect and a stream's opening each.
-    pub fn new(
-        tls: Arc<rustls::ClientConfig>,
-        server_name: ServerName<'static>,
-        key: RelayKey,
-        timeout: Duration,
-    ) -> Relays {
+    /// `timeout` bounds a connect and a stream's opening each.
+    pub fn new(key: RelayKey, timeout: Duration) -> Relays {
         Relays {
-            tls,
-            server_name,
             key,
             timeout,
             held: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Where `holder` stands in the order of trying.
+    pub fn rank(&self, holder: &Holder) -> Rank {
+        if let Some(handshake) = self.handshake_time(&holder.relay) {
+            return Rank::Connected(handshake);
+        }
+        let failed = self
+            .failed
+            .lock()
+            .ok()
+            .and_then(|f| f.get(&holder.relay).copied());
+        match failed {
+            Some(at) if at.elapsed() < FAILED_FOR => Rank::FailedLately,
+            _ => Rank::Untried,
+        }
+    }
+
+    /// Connects to `holder` unless connected already, so its handshake time is known before a
+    /// stream needs it.
+    pub async fn warm(&self, holder: &Holder) {
+        if self.send(holder).is_none() {
+            let _ = self.connect(holder).await;
         }
     }
 
@@ -109,14 +143,15 @@ impl Relays {
     /// A stream to `target` through `tunnel`'s connections at `holder`.
     pub async fn open(
         &self,
-        holder: SocketAddr,
+        holder: &Holder,
         tunnel: &TunnelId,
         target: SocketAddr,
     ) -> Result<TunnelStream, OpenError> {
-        let send = match self.send(&holder) {
+        let send = match self.send(holder) {
             Some(send) => send,
             None => self.connect(holder).await?,
         };
+        let holder = holder.relay;
         let headers = [
             (TUNNEL_HEADER, tunnel.to_string()),
             (TARGET_HEADER, target.to_string()),
@@ -134,8 +169,13 @@ impl Relays {
         }
     }
 
-    fn send(&self, holder: &SocketAddr) -> Option<h2::client::SendRequest<Bytes>> {
-        self.held.lock().ok()?.get(holder).map(|h| h.send.clone())
+    fn send(&self, holder: &Holder) -> Option<h2::client::SendRequest<Bytes>> {
+        self.held
+            .lock()
+            .ok()?
+            .get(&holder.relay)
+            .filter(|h| h.pin == holder.pin)
+            .map(|h| h.send.clone())
     }
 
     fn forget(&self, holder: &SocketAddr) {
@@ -144,18 +184,19 @@ impl Relays {
         }
     }
 
-    async fn connect(
-        &self,
-        holder: SocketAddr,
-    ) -> Result<h2::client::SendRequest<Bytes>, OpenError> {
+    async fn connect(&self, holder: &Holder) -> Result<h2::client::SendRequest<Bytes>, OpenError> {
         let started = Instant::now();
+        let trust = lb_tls::ClientTrust {
+            pin: Some(holder.pin),
+            ..lb_tls::ClientTrust::default()
+        };
+        let tls = trust.config().map_err(|_| OpenError::NoConnection)?;
         let dial = async {
-            let tcp = TcpStream::connect(holder).await.ok()?;
+            let tcp = TcpStream::connect(holder.relay).await.ok()?;
             let _ = tcp.set_nodelay(true);
-            let mut tls = TlsConnector::from(Arc::clone(&self.tls))
-                .connect(self.server_name.clone(), tcp)
-                .await
-                .ok()?;
+            // The pin is checked, not the name (lb_tls::pin).
+            let name = ServerName::try_from("meshlb-pop").ok()?;
+            let mut tls = TlsConnector::from(tls).connect(name, tcp).await.ok()?;
             let exporter = tls
                 .get_ref()
                 .1
@@ -171,15 +212,24 @@ impl Relays {
             tokio::spawn(driver);
             Some(send)
         };
-        let send = tokio::time::timeout(self.timeout, dial)
+        let Some(send) = tokio::time::timeout(self.timeout, dial)
             .await
             .ok()
             .flatten()
-            .ok_or(OpenError::NoConnection)?;
+        else {
+            if let Ok(mut failed) = self.failed.lock() {
+                failed.insert(holder.relay, Instant::now());
+            }
+            return Err(OpenError::NoConnection);
+        };
+        if let Ok(mut failed) = self.failed.lock() {
+            failed.remove(&holder.relay);
+        }
         if let Ok(mut held) = self.held.lock() {
             held.insert(
-                holder,
+                holder.relay,
                 Held {
+                    pin: holder.pin,
                     send: send.clone(),
                     handshake: started.elapsed(),
                 },

@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,9 +11,22 @@ use lb_tls::pin::SpkiPin;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tunnel::{Connector, ConnectorSettings, Grant, Hub, HubLimits, OpenError, Refusal};
-use tunnel::{TunnelId, TunnelSecret};
+use tunnel::{Holder, HolderList, RelayKey, TunnelDialer, TunnelId, TunnelSecret};
 
 const TUNNEL: TunnelId = TunnelId([0x5a; 16]);
+const CLUSTER_KEY: &[u8] = b"the cluster key of the test mesh";
+
+/// The test tunnel's grant: 127.0.0.0/8 routed, its endpoints on 127.0.0.1 and 127.0.0.2.
+fn grant() -> Grant {
+    Grant {
+        secret: TunnelSecret([1; 32]),
+        routes: vec!["127.0.0.0/8".parse().expect("net")],
+        targets: ["127.0.0.1", "127.0.0.2"]
+            .iter()
+            .map(|a| a.parse().expect("ip"))
+            .collect(),
+    }
+}
 
 struct Pop {
     hub: Arc<Hub>,
@@ -31,14 +45,9 @@ async fn pop(limits: HubLimits) -> Pop {
         .with_no_client_auth()
         .with_single_cert(vec![der.clone()], key)
         .expect("server config");
-    let grants = HashMap::from([(
-        TUNNEL,
-        Grant {
-            secret: TunnelSecret([1; 32]),
-            routes: vec!["127.0.0.0/8".parse().expect("net")],
-        },
-    )]);
+    let grants = HashMap::from([(TUNNEL, grant())]);
     let hub = Hub::new(grants, limits);
+    hub.relay_for(RelayKey::derive(CLUSTER_KEY));
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
@@ -161,6 +170,12 @@ async fn a_target_outside_the_routes_is_refused_by_the_pop_or_the_connector() {
         pop.hub.open_tcp(&TUNNEL, outside).await.err(),
         Some(OpenError::NotRouted)
     );
+    // Routed, and no configured endpoint: the PoP forwards to none.
+    let unconfigured = SocketAddr::from(([127, 0, 0, 3], target.port()));
+    assert_eq!(
+        pop.hub.open_tcp(&TUNNEL, unconfigured).await.err(),
+        Some(OpenError::NotRouted)
+    );
     // Granted to the tunnel, not served by this connector.
     let other = SocketAddr::from(([127, 0, 0, 2], target.port()));
     assert_eq!(
@@ -263,13 +278,7 @@ async fn a_connector_dials_again_after_its_pop_drops_it() {
     pop.hub.set_grants(HashMap::new());
     wait("dropped", || pop.hub.connections(&TUNNEL).is_empty()).await;
     // ...and once granted again the connector is back on its own.
-    pop.hub.set_grants(HashMap::from([(
-        TUNNEL,
-        Grant {
-            secret: TunnelSecret([1; 32]),
-            routes: vec!["127.0.0.0/8".parse().expect("net")],
-        },
-    )]));
+    pop.hub.set_grants(HashMap::from([(TUNNEL, grant())]));
     wait("reconnected", || pop.hub.connections(&TUNNEL).len() == 2).await;
     connector.shutdown().await;
 }
@@ -321,4 +330,127 @@ async fn a_connector_that_stops_answering_pings_is_dropped_after_the_ping_timeou
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
+}
+
+fn holder_of(pop: &Pop) -> Holder {
+    Holder {
+        node: "holder".into(),
+        relay: pop.addr,
+        pin: pop.pin,
+        tunnels: vec![TUNNEL],
+    }
+}
+
+fn dialer(hub: Option<Arc<Hub>>, key: &[u8], holders: Vec<Holder>) -> TunnelDialer {
+    let list = Arc::new(HolderList::default());
+    list.set(holders);
+    TunnelDialer::new(hub, RelayKey::derive(key), list, Duration::from_secs(5))
+}
+
+#[tokio::test]
+async fn a_pop_without_a_connection_reaches_the_endpoint_through_the_holder() {
+    let (holder, relaying) = (
+        pop(HubLimits::default()).await,
+        pop(HubLimits::default()).await,
+    );
+    let target = echo().await;
+    let connector = Connector::start(settings(&holder, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || holder.hub.holds(&TUNNEL)).await;
+    assert!(!relaying.hub.holds(&TUNNEL));
+    let through = dialer(
+        Some(Arc::clone(&relaying.hub)),
+        CLUSTER_KEY,
+        vec![holder_of(&holder)],
+    );
+    let mut stream = through.open(&TUNNEL, target).await.expect("relayed");
+    round_trip(&mut stream, b"through the holder").await;
+    round_trip(&mut stream, &vec![9u8; 1 << 20]).await;
+    assert_eq!(holder.hub.stats.streams_opened.load(Ordering::Relaxed), 1);
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relaying_pop_that_cannot_prove_the_mesh_key_is_refused() {
+    let holder = pop(HubLimits::default()).await;
+    let target = echo().await;
+    let connector = Connector::start(settings(&holder, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || holder.hub.holds(&TUNNEL)).await;
+    let stranger = dialer(None, b"another mesh's key", vec![holder_of(&holder)]);
+    assert_eq!(
+        stranger.open(&TUNNEL, target).await.err(),
+        Some(OpenError::NoConnection)
+    );
+    assert_eq!(holder.hub.stats.refused(Refusal::BadRelay), 1);
+    assert_eq!(holder.hub.stats.streams_opened.load(Ordering::Relaxed), 0);
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relayed_stream_skips_a_holder_that_lost_its_connections_for_one_that_has_them() {
+    let (gone, holding) = (
+        pop(HubLimits::default()).await,
+        pop(HubLimits::default()).await,
+    );
+    let target = echo().await;
+    let connector = Connector::start(settings(&holding, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || holding.hub.holds(&TUNNEL)).await;
+    // Gossip still names `gone` as a holder, first; its connections are gone.
+    let through = dialer(
+        None,
+        CLUSTER_KEY,
+        vec![holder_of(&gone), holder_of(&holding)],
+    );
+    for _ in 0..3 {
+        let mut stream = through
+            .open(&TUNNEL, target)
+            .await
+            .expect("through the other");
+        round_trip(&mut stream, b"failover").await;
+    }
+    assert_eq!(holding.hub.stats.streams_opened.load(Ordering::Relaxed), 3);
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_holder_whose_certificate_is_not_the_gossiped_pin_is_not_relayed_through() {
+    let (holder, impostor) = (
+        pop(HubLimits::default()).await,
+        pop(HubLimits::default()).await,
+    );
+    let target = echo().await;
+    let connector = Connector::start(settings(&holder, [1; 32], &["127.0.0.1/32"]));
+    wait("connected", || holder.hub.holds(&TUNNEL)).await;
+    // Gossip says `holder`'s address has `impostor`'s key.
+    let wrong = Holder {
+        pin: impostor.pin,
+        ..holder_of(&holder)
+    };
+    let through = dialer(None, CLUSTER_KEY, vec![wrong]);
+    assert_eq!(
+        through.open(&TUNNEL, target).await.err(),
+        Some(OpenError::NoConnection)
+    );
+    assert_eq!(holder.hub.stats.streams_opened.load(Ordering::Relaxed), 0);
+    connector.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_hub_tells_which_tunnels_it_holds_on_every_change() {
+    let pop = pop(HubLimits::default()).await;
+    let mut held = pop.hub.held_changes();
+    assert!(held.borrow_and_update().is_empty());
+    let connector = Connector::start(settings(&pop, [1; 32], &["127.0.0.1/32"]));
+    tokio::time::timeout(Duration::from_secs(5), held.changed())
+        .await
+        .expect("in time")
+        .expect("changed");
+    assert_eq!(*held.borrow_and_update(), vec![TUNNEL]);
+    connector.shutdown().await;
+    tokio::time::timeout(Duration::from_secs(5), async {
+        while !held.borrow_and_update().is_empty() {
+            held.changed().await.expect("changed");
+        }
+    })
+    .await
+    .expect("released in time");
 }

@@ -226,6 +226,10 @@ pub struct Args {
     /// (docs/design.md#private-endpoints).
     #[arg(long, value_name = "ADDR", requires_all = ["tunnel_cert", "tunnel_key"])]
     tunnel_listen: Option<SocketAddr>,
+    /// The tunnel address other PoPs relay through, gossiped [default: --tunnel-listen; set
+    /// it when that is a wildcard address].
+    #[arg(long, value_name = "ADDR", requires = "tunnel_listen")]
+    tunnel_advertise: Option<SocketAddr>,
     /// The PEM certificate chain connectors verify (by its CA or its key's pin).
     #[arg(long, value_name = "FILE", requires = "tunnel_listen")]
     tunnel_cert: Option<PathBuf>,
@@ -296,6 +300,7 @@ impl Args {
         Ok(Settings {
             node,
             affinity_key: self.mesh.affinity_key()?,
+            relay_key: tunnel::RelayKey::derive(self.mesh.key_texts()?.0.as_bytes()),
             config_advertise_url: self.config_advertise_url.clone(),
             admin: AdminSettings {
                 addr: self.admin,
@@ -335,6 +340,7 @@ impl Args {
         );
         Some(crate::node::TunnelSettings {
             listen,
+            advertise: self.tunnel_advertise,
             cert,
             key,
             limits: tunnel::HubLimits {

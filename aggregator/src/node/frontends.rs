@@ -250,6 +250,7 @@ impl Frontends {
         generation: &Arc<Generation>,
         shared: &Arc<Shared>,
         adopter: Adopter,
+        gossip: Arc<tokio::sync::Mutex<chitchat::Chitchat>>,
     ) -> Result<Started, StartError> {
         let building = Building {
             settings,
@@ -265,13 +266,20 @@ impl Frontends {
             None => (None, None),
         };
         let tunnels = match &settings.tunnels {
-            Some(t) => Some(super::tunnels::Tunnels::start(t, generation.config()).await?),
+            Some(t) => Some(
+                super::tunnels::Tunnels::start(t, generation.config(), &settings.relay_key, gossip)
+                    .await?,
+            ),
             None => None,
         };
+        let dialer = super::tunnels::dialer(
+            tunnels.as_ref(),
+            &settings.relay_key,
+            Arc::clone(&shared.tunnel_holders),
+        );
         let (proxy, proxies) = match &settings.proxy {
             Some(p) => {
-                let dialer = tunnels.as_ref().map(super::tunnels::Tunnels::dialer);
-                let (serving, listeners) = building.proxy(p, dialer)?;
+                let (serving, listeners) = building.proxy(p, Some(dialer.clone()))?;
                 (Some(serving), listeners)
             }
             None => (None, Vec::new()),

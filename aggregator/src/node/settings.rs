@@ -22,6 +22,9 @@ pub struct Settings {
     pub node: NodeSettings,
     /// The session-affinity cookie key (derived from the cluster key).
     pub affinity_key: AffinityKey,
+    /// The key PoPs prove to each other to relay streams to private endpoints (derived from
+    /// the cluster key, `tunnel::relay`).
+    pub relay_key: tunnel::RelayKey,
     /// The admin API URL the primary announces [default: http://<admin address> (https://
     /// with TLS on), with the gossip address's IP when the admin listens on every address].
     pub config_advertise_url: Option<String>,
@@ -32,6 +35,7 @@ pub struct Settings {
     pub advertise_proxy: Vec<IpAddr>,
     pub l4: Option<lb_l4::L4Settings>,
     /// Accept tunnel connectors (`--tunnel-listen`) and reach private endpoints through them.
+    /// Without, private endpoints are reached through the PoPs that hold their tunnels.
     pub tunnels: Option<super::TunnelSettings>,
     /// Keep the drain decisions across restarts in this directory (`--state-dir`).
     pub state_dir: Option<PathBuf>,

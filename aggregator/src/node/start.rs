@@ -67,7 +67,14 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
         frontends,
         dns_server,
         proxies,
-    } = Frontends::start(&settings, &generation, &shared, adopter).await?;
+    } = Frontends::start(
+        &settings,
+        &generation,
+        &shared,
+        adopter,
+        node.handle.chitchat(),
+    )
+    .await?;
     let mut vital = Vital::new();
     vital.future("gossip task", {
         let ended = node.handle.termination_watcher();
