@@ -141,10 +141,24 @@ fn dependencies_between_meshlb_crates_flow_one_way() {
         // The simulator drives mesh nodes; nothing of meshlb's depends on it.
         ("mesh-sim", &["mesh"]),
         // The tunnel's connector and the PoP's side of it: nothing of meshlb's beneath it.
-        ("tunnel", &["lb-core", "lb-edge"]),
-        ("meshlb-node", &["lb-core", "lb-edge", "lb-tls", "mesh"]),
+        ("tunnel", &["lb-core", "lb-edge", "lb-tls"]),
+        (
+            "meshlb-node",
+            &["lb-core", "lb-edge", "lb-tls", "mesh", "tunnel"],
+        ),
         // The prober never depends on the aggregator: what both roles share is meshlb-node.
-        ("prober", &["lb-core", "lb-tls", "mesh", "meshlb-node"]),
+        // It reaches private endpoints through the dialing seam (lb-edge) and tunnels.
+        (
+            "prober",
+            &[
+                "lb-core",
+                "lb-edge",
+                "lb-tls",
+                "mesh",
+                "meshlb-node",
+                "tunnel",
+            ],
+        ),
         (
             "aggregator",
             &[

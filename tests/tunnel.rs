@@ -206,3 +206,70 @@ fn a_pop_without_a_tunnel_connection_serves_the_endpoint_through_the_pop_that_ho
     );
     assert!(get(holder_proxy).is_some_and(|(status, _)| status == 530));
 }
+
+/// The config with the private pool monitored (HTTP, interval 1 s, consecutive_down 2) and a
+/// public fallback pool whose origin says `fallback`.
+fn monitored_config(origin_port: u16, fallback_port: u16) -> String {
+    config(origin_port)
+        .replace(
+            "[[pools]]\nname = \"office\"\n",
+            "[[monitors]]\nname = \"m\"\ntype = \"http\"\npath = \"/\"\ninterval = 1\ntimeout = 1\nretries = 0\nconsecutive_down = 2\nconsecutive_up = 1\n\n[[pools]]\nname = \"office\"\nmonitor = \"m\"\n",
+        )
+        .replace(
+            "default_pools = [\"office\"]",
+            &format!("default_pools = [\"office\"]\nfallback_pool = \"public\"\n\n[[pools]]\nname = \"public\"\norigins = [{{ name = \"web\", address = \"127.0.0.3\", port = {fallback_port} }}]"),
+        )
+}
+
+/// The verdict `/status` gives the private endpoint.
+fn office_verdict(admin: SocketAddr) -> Option<String> {
+    let status = test_support::get(admin, "/status")?;
+    let pools = status["pools"].as_array()?;
+    let office = pools.iter().find(|p| p["name"] == "office")?;
+    Some(office["endpoints"][0]["verdict"].as_str()?.to_string())
+}
+
+#[test]
+fn probes_reach_a_private_endpoint_through_its_tunnel_and_its_loss_fails_over_within_the_bound() {
+    let origin = test_support::origin_saying("127.0.0.2", "office");
+    let fallback = test_support::origin_saying("127.0.0.3", "fallback");
+    let (dir, key) = scratch_dir_with_key("tunnel-health");
+    let path = dir.path().join("meshlb.toml");
+    std::fs::write(&path, monitored_config(origin.port, fallback.port)).expect("config");
+    let (cert, cert_key) = pop_cert(dir.path());
+    let (admin, proxy, tunnels) = (free_tcp(), free_tcp(), free_tcp());
+    let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
+    args.extend([
+        "--tunnel-listen".into(),
+        tunnels.to_string(),
+        "--tunnel-cert".into(),
+        cert.display().to_string(),
+        "--tunnel-key".into(),
+        cert_key.display().to_string(),
+    ]);
+    args.extend(admin_token_args(dir.path()));
+    let mut procs = start_mesh(&path, &key, admin, &args);
+    procs.0.push(connector(dir.path(), tunnels));
+    // The probers' votes, probed through the PoP holding the tunnel, make it healthy.
+    wait_for(
+        "the private endpoint healthy",
+        Duration::from_secs(30),
+        || office_verdict(admin).as_deref() == Some("healthy"),
+    );
+    let body = |p| get(p).map(|(_, body)| body);
+    assert_eq!(body(proxy).as_deref(), Some("office"));
+    // Every connection dropped: unhealthy within interval x consecutive_down + 1 s = 3 s
+    // (asserted with a margin for a loaded machine), the proxy on the fallback pool.
+    let connector = procs.0.pop().expect("the connector");
+    let killed = std::time::Instant::now();
+    drop(Procs(vec![connector]));
+    wait_for(
+        "the private endpoint unhealthy",
+        Duration::from_secs(15),
+        || office_verdict(admin).as_deref() == Some("unhealthy"),
+    );
+    let took = killed.elapsed();
+    eprintln!("private endpoint unhealthy {took:?} after its connector was killed");
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    assert_eq!(body(proxy).as_deref(), Some("fallback"));
+}

@@ -258,18 +258,6 @@ impl MeshView {
             .collect()
     }
 
-    /// The live aggregators that hold tunnels, and where to relay through them.
-    pub fn tunnel_holders(&self) -> Vec<tunnel::Holder> {
-        self.members
-            .iter()
-            .filter(|m| m.role == Role::Aggregator && m.alive && !m.tunnels.is_empty())
-            .filter_map(|m| {
-                let held = m.tunnels.join(",");
-                tunnel::Holder::read(&m.node_id, m.tunnel_relay.as_deref()?, Some(&held))
-            })
-            .collect()
-    }
-
     /// Drain decisions published by live aggregators.
     pub fn drains(&self) -> &[keys::DrainDecision] {
         &self.drains

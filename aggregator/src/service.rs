@@ -131,7 +131,9 @@ impl Loop {
         if **self.shared.pops.load() != pops {
             self.shared.pops.store(Arc::new(pops));
         }
-        self.shared.tunnel_holders.set(self.view.tunnel_holders());
+        self.shared
+            .tunnel_holders
+            .set(meshlb_node::tunnel_holders::read(&c));
         changed
     }
 

@@ -118,6 +118,7 @@ fn prober_settings(config: &Path, listen: SocketAddr, seed: SocketAddr) -> probe
         concurrency: 4,
         metrics: None,
         previews: prober::preview::PreviewSettings::default(),
+        relay_key: tunnel::RelayKey::derive(KEY.as_bytes()),
     }
 }
 

@@ -13,6 +13,7 @@
 //!   listener.
 //! - [`logging`]: the process's log format.
 //! - [`flags`]: the command-line flags both roles take, and the settings they make.
+//! - [`tunnel_holders`]: the PoPs holding tunnels, as gossip names them.
 
 pub mod control;
 pub mod credentials;
@@ -24,5 +25,6 @@ pub mod metrics;
 pub mod reload;
 pub mod settings;
 pub mod supervise;
+pub mod tunnel_holders;
 
 pub use settings::NodeSettings;

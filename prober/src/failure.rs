@@ -104,10 +104,14 @@ pub enum Failure {
     /// The monitor could not be set up (say, an unreadable CA file): every probe fails with it.
     #[error("{0}")]
     Setup(String),
-    /// A private endpoint (`virtual_network_id`): probers do not reach private networks
-    /// through tunnels yet (docs/design.md#private-endpoints), and never dial them directly.
+    /// A private endpoint (`virtual_network_id`) that no live tunnel connection of the mesh
+    /// reaches, or whose monitor type cannot cross a tunnel (ICMP, UDP, LDAP): never dialed
+    /// directly (docs/private-networks.md).
     #[error("private network: no tunnel reaches it from this prober")]
     NoTunnel,
+    /// The tunnel's connector could not connect to the private endpoint.
+    #[error("private network: the tunnel's connector could not reach it")]
+    TunnelUnreachable,
 }
 
 impl Failure {
@@ -131,7 +135,9 @@ impl Failure {
             Failure::Timeout | Failure::TimeoutIn(_) => "timeout",
             Failure::Refused => "refused",
             Failure::Reset => "reset",
-            Failure::HostUnreachable | Failure::NetworkUnreachable => "unreachable",
+            Failure::HostUnreachable | Failure::NetworkUnreachable | Failure::TunnelUnreachable => {
+                "unreachable"
+            }
             Failure::UnexpectedCode(_) | Failure::SmtpCode { .. } => "code",
             Failure::BodyMismatch => "body",
             Failure::RedirectNotFollowed { .. } | Failure::TooManyRedirects(_) => "redirect",

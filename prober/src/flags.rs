@@ -96,6 +96,7 @@ impl Args {
         Ok(Settings {
             node: node_settings(&self.file, place, &self.control, &self.mesh, regions)?,
             concurrency: self.concurrency,
+            relay_key: tunnel::RelayKey::derive(self.mesh.key_texts()?.0.as_bytes()),
             previews: crate::preview::PreviewSettings {
                 concurrent: self.preview_concurrency.max(1),
                 remembered: self.preview_max_remembered,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use lb_core::config::{Config, MemberRole};
 use serde::Serialize;
 
-use crate::monitors::{check_for, probe, IcmpClients};
+use crate::monitors::{check_for, probe, Dialer, IcmpClients};
 pub use crate::probed::Probed;
 use crate::{Attempt, Failure, ProbeResult, ProbeTarget};
 
@@ -31,11 +31,13 @@ fn role(config: &Config, t: &ProbeTarget) -> Option<MemberRole> {
         .map(|c| c.role)
 }
 
-/// Probes every target of `config` in `targets` once, all at once.
+/// Probes every target of `config` in `targets` once, all at once. Private endpoints fail
+/// as `no_tunnel`: `meshlb probe` is no member of the mesh, and knows no tunnel.
 pub async fn probe_once(config: &Config, targets: &[ProbeTarget]) -> Vec<Probed> {
     let icmp = IcmpClients::new();
+    let dial = Dialer::direct();
     let probes = targets.iter().map(|t| {
-        let check = check_for(&t.monitor, &icmp);
+        let check = check_for(&t.monitor, &icmp, &dial);
         async move {
             match check {
                 Ok(c) => probe(c.as_ref(), t).await,

@@ -26,7 +26,7 @@ use tokio::task::JoinHandle;
 use lb_core::clock::unix_ms;
 
 use crate::failure::Failure;
-use crate::monitors::{check_for, probe, Check, IcmpClients};
+use crate::monitors::{check_for, probe, Check, Dialer, IcmpClients};
 use crate::outcome::{Attempt, ProbeResult};
 use crate::probed::Probed;
 use crate::sink::{ProbeReport, ResultSink};
@@ -42,6 +42,8 @@ pub struct SchedulerSettings {
     pub startup_spread: Duration,
     /// Per-round jitter, as a fraction of the interval (capped at 250 ms).
     pub jitter: f64,
+    /// How monitors reach their targets (private endpoints through tunnels).
+    pub dialer: Dialer,
 }
 
 impl Default for SchedulerSettings {
@@ -50,6 +52,7 @@ impl Default for SchedulerSettings {
             concurrency: 512,
             startup_spread: Duration::from_secs(1),
             jitter: 0.02,
+            dialer: Dialer::direct(),
         }
     }
 }
@@ -219,9 +222,11 @@ impl Core {
             }
             let check = checks
                 .entry(Arc::as_ptr(&target.monitor))
-                .or_insert_with(|| match check_for(&target.monitor, &self.icmp) {
-                    Ok(c) => c,
-                    Err(e) => Arc::new(Broken(Failure::Setup(e.to_string()))),
+                .or_insert_with(|| {
+                    match check_for(&target.monitor, &self.icmp, &self.settings.dialer) {
+                        Ok(c) => c,
+                        Err(e) => Arc::new(Broken(Failure::Setup(e.to_string()))),
+                    }
                 })
                 .clone();
             let interval = target.monitor.interval;

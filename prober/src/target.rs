@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use lb_core::config::private::{NetworkIndex, PrivateNetworks};
 use lb_core::config::{Address, Config, Monitor};
 use lb_core::Region;
 
@@ -44,7 +45,14 @@ pub struct ProbeTarget {
     /// changes them builds the check again.
     pub tls_files: Arc<Vec<Option<Vec<u8>>>>,
     /// A private endpoint's (`virtual_network_id`): reached only through a tunnel.
-    pub private: bool,
+    pub private: Option<PrivateTarget>,
+}
+
+/// Where a private endpoint is: its network, and the config's routes to find its tunnel by.
+#[derive(Debug, Clone)]
+pub struct PrivateTarget {
+    pub network: NetworkIndex,
+    pub networks: Arc<PrivateNetworks>,
 }
 
 impl ProbeTarget {
@@ -77,6 +85,7 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
             Arc::new(read.collect())
         })
         .collect();
+    let networks = Arc::new(config.private.clone());
     let mut out = Vec::new();
     for pool in &config.pools {
         if !pool.enabled || region.is_some_and(|r| !pool.check_regions.contains(&r)) {
@@ -124,7 +133,10 @@ pub fn targets(config: &Config, region: Option<Region>) -> Vec<ProbeTarget> {
                     tls_files: Arc::clone(files),
                     group: group.clone(),
                     region,
-                    private: e.network.is_some(),
+                    private: e.network.map(|network| PrivateTarget {
+                        network,
+                        networks: Arc::clone(&networks),
+                    }),
                 });
             }
         }

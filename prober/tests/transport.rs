@@ -64,7 +64,12 @@ async fn concurrent_pings_keep_their_own_replies() {
     };
     let targets = support::targets(&toml);
     let icmp = prober::monitors::IcmpClients::new();
-    let check = prober::monitors::check_for(&targets[0].monitor, &icmp).expect("check");
+    let check = prober::monitors::check_for(
+        &targets[0].monitor,
+        &icmp,
+        &prober::monitors::Dialer::direct(),
+    )
+    .expect("check");
     let results = futures::future::join_all(
         targets
             .iter()
@@ -153,8 +158,12 @@ origins = [{{ name = "e", address = "127.0.0.1", port = {port}, virtual_network_
 "#
     );
     let t = support::targets(&toml).pop().expect("one target");
-    let check = prober::monitors::check_for(&t.monitor, &prober::monitors::IcmpClients::new())
-        .expect("check builds");
+    let check = prober::monitors::check_for(
+        &t.monitor,
+        &prober::monitors::IcmpClients::new(),
+        &prober::monitors::Dialer::direct(),
+    )
+    .expect("check builds");
     let r = prober::monitors::probe(check.as_ref(), &t).await;
     assert_fail(&r, "private network: no tunnel reaches it from this prober");
     let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;

@@ -10,6 +10,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use lb_core::config::private::{NetworkIndex, PrivateNetworks};
+use lb_edge::private_dial::PrivateDial;
+use lb_edge::{Dial, PrivateDialError, PrivateStream};
+
 use crate::holders::{Holder, HolderList};
 use crate::pop::{Hub, OpenError};
 use crate::relay::{Rank, RelayKey, Relays};
@@ -120,6 +124,36 @@ impl TunnelDialer {
                 w.remove(&holder.relay);
             }
         });
+    }
+}
+
+/// The seam the proxy, layer 4 and the monitors dial private endpoints through: the tunnel
+/// is the one whose route in the endpoint's network holds its address.
+impl Dial for TunnelDialer {
+    fn dial<'a>(
+        &'a self,
+        networks: &'a PrivateNetworks,
+        network: NetworkIndex,
+        to: SocketAddr,
+    ) -> PrivateDial<'a> {
+        Box::pin(async move {
+            let route = networks
+                .route(network, to.ip())
+                .ok_or(PrivateDialError::NoTunnel)?;
+            let id: TunnelId = networks
+                .tunnel(route.tunnel)
+                .id
+                .parse()
+                .map_err(|_| PrivateDialError::NoTunnel)?;
+            match self.open(&id, to).await {
+                Ok(stream) => Ok(Box::new(stream) as Box<dyn PrivateStream>),
+                Err(OpenError::NoConnection | OpenError::NotRouted) => {
+                    Err(PrivateDialError::NoTunnel)
+                }
+                Err(OpenError::Unreachable(_)) => Err(PrivateDialError::Unreachable),
+                Err(OpenError::TimedOut) => Err(PrivateDialError::TimedOut),
+            }
+        })
     }
 }
 

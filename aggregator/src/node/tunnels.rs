@@ -9,11 +9,11 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lb_core::config::private::{NetworkIndex, PrivateNetworks};
+use lb_core::config::private::NetworkIndex;
 use lb_core::config::Config;
-use lb_edge::{Dial, PrivateDialError, PrivateDialer, PrivateStream};
+use lb_edge::PrivateDialer;
 use lb_tls::pin::SpkiPin;
-use tunnel::{Grant, HolderList, Hub, HubLimits, OpenError, RelayKey, TunnelDialer};
+use tunnel::{Grant, HolderList, Hub, HubLimits, RelayKey, TunnelDialer};
 use tunnel::{TunnelId, TunnelSecret};
 
 use super::StartError;
@@ -120,7 +120,7 @@ pub(super) fn dialer(
         Some(t) => through.with_self(t.advertised),
         None => through,
     };
-    PrivateDialer(Arc::new(MeshDialer(through)))
+    PrivateDialer(Arc::new(through))
 }
 
 /// Each configured tunnel's secret, routes and the private endpoints in them, by id.
@@ -166,35 +166,4 @@ fn private_endpoints(config: &Config) -> impl Iterator<Item = (NetworkIndex, IpA
             };
             Some((e.network?, ip))
         })
-}
-
-/// Opens a stream through the tunnel whose route holds the address.
-struct MeshDialer(TunnelDialer);
-
-impl Dial for MeshDialer {
-    fn dial<'a>(
-        &'a self,
-        networks: &'a PrivateNetworks,
-        network: NetworkIndex,
-        to: SocketAddr,
-    ) -> lb_edge::private_dial::PrivateDial<'a> {
-        Box::pin(async move {
-            let route = networks
-                .route(network, to.ip())
-                .ok_or(PrivateDialError::NoTunnel)?;
-            let id: TunnelId = networks
-                .tunnel(route.tunnel)
-                .id
-                .parse()
-                .map_err(|_| PrivateDialError::NoTunnel)?;
-            match self.0.open(&id, to).await {
-                Ok(stream) => Ok(Box::new(stream) as Box<dyn PrivateStream>),
-                Err(OpenError::NoConnection | OpenError::NotRouted) => {
-                    Err(PrivateDialError::NoTunnel)
-                }
-                Err(OpenError::Unreachable(_)) => Err(PrivateDialError::Unreachable),
-                Err(OpenError::TimedOut) => Err(PrivateDialError::TimedOut),
-            }
-        })
-    }
 }

@@ -17,10 +17,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use lb_core::config::{Address, HttpCheck, HttpMethod, OriginTls, OriginTlsSettings};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
-use super::{socket_addr, tls, Check};
+use super::{socket_addr, tls, Check, Dialer};
 use crate::failure::{Failure, Phase, SetupError};
 use crate::outcome::{Attempt, HttpTimings};
 use crate::target::ProbeTarget;
@@ -39,6 +38,7 @@ pub(super) struct HttpMonitor {
     /// `expected_body` lower-cased once.
     expected_body: Option<Vec<u8>>,
     extra_headers: Vec<(HeaderName, HeaderValue)>,
+    dial: Dialer,
 }
 
 impl HttpMonitor {
@@ -49,6 +49,7 @@ impl HttpMonitor {
         check: &HttpCheck,
         https: bool,
         zone: Option<&OriginTlsSettings>,
+        dial: Dialer,
     ) -> Result<Self, SetupError> {
         let config = match zone.filter(|z| z.mode != OriginTls::Off) {
             Some(z) => lb_tls::client_config_with(
@@ -85,6 +86,7 @@ impl HttpMonitor {
                 .as_ref()
                 .map(|b| b.to_lowercase().into_bytes()),
             extra_headers,
+            dial,
         })
     }
 }
@@ -169,18 +171,17 @@ impl HttpMonitor {
             });
             a
         };
-        let stream =
-            match tokio::time::timeout_at(deadline.into(), TcpStream::connect(hop.addr)).await {
-                Ok(Ok(s)) => s,
-                Ok(Err(e)) => return (fail(&timings, None, Failure::from_io(&e)), None),
-                Err(_) => {
-                    return (
-                        fail(&timings, None, Failure::TimeoutIn(Phase::Connect)),
-                        None,
-                    )
-                }
-            };
-        let _ = stream.set_nodelay(true);
+        let connect = self.dial.connect(target, hop.addr);
+        let stream = match tokio::time::timeout_at(deadline.into(), connect).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return (fail(&timings, None, e), None),
+            Err(_) => {
+                return (
+                    fail(&timings, None, Failure::TimeoutIn(Phase::Connect)),
+                    None,
+                )
+            }
+        };
         timings.connect = start.elapsed();
         let response = match &hop.tls {
             None => {

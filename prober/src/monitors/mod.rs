@@ -1,5 +1,6 @@
 //! The monitors, one file per type, behind one small trait.
 
+mod dial;
 mod http;
 mod icmp;
 mod ldap;
@@ -15,6 +16,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use lb_core::config::{Address, Monitor, MonitorKind};
 
+pub use dial::Dialer;
 pub use icmp::IcmpClients;
 
 use crate::failure::{Failure, SetupError};
@@ -27,23 +29,29 @@ pub trait Check: Send + Sync {
 }
 
 /// Builds the check for a target's monitor. Checks hold what is costly to build (TLS configs,
-/// ICMP sockets) and are shared by every target of the monitor.
-pub fn check_for(monitor: &Monitor, icmp: &IcmpClients) -> Result<Arc<dyn Check>, SetupError> {
+/// ICMP sockets) and are shared by every target of the monitor; those of stream types
+/// connect through `dial`.
+pub fn check_for(
+    monitor: &Monitor,
+    icmp: &IcmpClients,
+    dial: &Dialer,
+) -> Result<Arc<dyn Check>, SetupError> {
     let zone = monitor.zone_tls.as_ref();
+    let dial = dial.clone();
     Ok(match &monitor.kind {
-        MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false, zone)?),
-        MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true, zone)?),
-        MonitorKind::Tcp { .. } => Arc::new(tcp::TcpMonitor),
+        MonitorKind::Http(h) => Arc::new(http::HttpMonitor::new(h, false, zone, dial)?),
+        MonitorKind::Https(h) => Arc::new(http::HttpMonitor::new(h, true, zone, dial)?),
+        MonitorKind::Tcp { .. } => Arc::new(tcp::TcpMonitor(dial)),
         MonitorKind::IcmpPing => Arc::new(icmp::IcmpMonitor::new(icmp.clone())),
         MonitorKind::UdpIcmp { .. } => Arc::new(udp_icmp::UdpIcmpMonitor::new(icmp.clone())),
-        MonitorKind::Smtp { .. } => Arc::new(smtp::SmtpMonitor),
+        MonitorKind::Smtp { .. } => Arc::new(smtp::SmtpMonitor(dial)),
         MonitorKind::Ldap(l) => Arc::new(ldap::LdapMonitor::new(l)?),
     })
 }
 
 /// Runs a probe: one attempt, and on failure up to `retries` more at once.
 pub async fn probe(check: &dyn Check, target: &ProbeTarget) -> ProbeResult {
-    if target.private {
+    if target.private.is_some() && !crosses_tunnels(&target.monitor.kind) {
         let attempt = Attempt::fail(Duration::ZERO, None, Failure::NoTunnel);
         return ProbeResult { attempt, tries: 1 };
     }
@@ -61,6 +69,18 @@ pub async fn probe(check: &dyn Check, target: &ProbeTarget) -> ProbeResult {
             return ProbeResult { attempt, tries };
         }
     }
+}
+
+/// Whether a monitor of `kind` reaches a private endpoint: streams cross a tunnel, ICMP and
+/// UDP datagrams do not, and LDAP's client (ldap3) dials its own sockets.
+pub fn crosses_tunnels(kind: &MonitorKind) -> bool {
+    matches!(
+        kind,
+        MonitorKind::Http(_)
+            | MonitorKind::Https(_)
+            | MonitorKind::Tcp { .. }
+            | MonitorKind::Smtp { .. }
+    )
 }
 
 /// Resolves the target to a socket address (hostnames through the system resolver).

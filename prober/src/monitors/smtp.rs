@@ -3,27 +3,25 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::TcpStream;
-
-use super::{socket_addr, Check};
+use super::{socket_addr, Check, Dialer};
 use crate::failure::Failure;
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
+use futures::future::BoxFuture;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// Longest reply line read, and most lines in one reply: a hostile server cannot make the
 /// prober buffer without bound.
 const MAX_LINE: u64 = 1024;
 const MAX_LINES: usize = 64;
 
-pub(super) struct SmtpMonitor;
+pub(super) struct SmtpMonitor(pub(super) Dialer);
 
 impl Check for SmtpMonitor {
     fn attempt<'a>(&'a self, target: &'a ProbeTarget, timeout: Duration) -> BoxFuture<'a, Attempt> {
         Box::pin(async move {
             let start = Instant::now();
-            match tokio::time::timeout(timeout, dialogue(target)).await {
+            match tokio::time::timeout(timeout, dialogue(&self.0, target)).await {
                 Ok(Ok(code)) => Attempt::pass(start.elapsed(), Some(code)),
                 Ok(Err((code, reason))) => Attempt::fail(start.elapsed(), code, reason),
                 Err(_) => Attempt::fail(start.elapsed(), None, Failure::Timeout),
@@ -35,14 +33,12 @@ impl Check for SmtpMonitor {
 /// A failure and the reply code that caused it, when there was one.
 type Failed = (Option<u32>, Failure);
 
-async fn dialogue(target: &ProbeTarget) -> Result<u32, Failed> {
+async fn dialogue(dial: &Dialer, target: &ProbeTarget) -> Result<u32, Failed> {
     let addr = socket_addr(&target.address, target.port)
         .await
         .map_err(|e| (None, e))?;
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| (None, Failure::from_io(&e)))?;
-    let (read, mut write) = stream.into_split();
+    let stream = dial.connect(target, addr).await.map_err(|e| (None, e))?;
+    let (read, mut write) = tokio::io::split(stream);
     let mut read = BufReader::new(read);
     expect(&mut read, 220, "greeting").await?;
     write

@@ -2,15 +2,13 @@
 
 use std::time::{Duration, Instant};
 
-use futures::future::BoxFuture;
-use tokio::net::TcpStream;
-
-use super::{socket_addr, Check};
+use super::{socket_addr, Check, Dialer};
 use crate::failure::{Failure, Phase};
 use crate::outcome::Attempt;
 use crate::target::ProbeTarget;
+use futures::future::BoxFuture;
 
-pub(super) struct TcpMonitor;
+pub(super) struct TcpMonitor(pub(super) Dialer);
 
 impl Check for TcpMonitor {
     fn attempt<'a>(&'a self, target: &'a ProbeTarget, timeout: Duration) -> BoxFuture<'a, Attempt> {
@@ -20,9 +18,9 @@ impl Check for TcpMonitor {
                 Ok(a) => a,
                 Err(e) => return Attempt::fail(start.elapsed(), None, e),
             };
-            match tokio::time::timeout(timeout, TcpStream::connect(addr)).await {
+            match tokio::time::timeout(timeout, self.0.connect(target, addr)).await {
                 Ok(Ok(_stream)) => Attempt::pass(start.elapsed(), None),
-                Ok(Err(e)) => Attempt::fail(start.elapsed(), None, Failure::from_io(&e)),
+                Ok(Err(e)) => Attempt::fail(start.elapsed(), None, e),
                 Err(_) => Attempt::fail(start.elapsed(), None, Failure::TimeoutIn(Phase::Connect)),
             }
         })

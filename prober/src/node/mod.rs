@@ -176,10 +176,26 @@ fn start_probing(
         settings.node.mesh.listen,
         targets.len()
     );
+    let holders = Arc::new(tunnel::HolderList::default());
+    vital.task(
+        "tunnel holders",
+        tokio::spawn(meshlb_node::tunnel_holders::follow(
+            node.handle.chitchat(),
+            Arc::clone(&holders),
+            meshlb_node::tunnel_holders::FOLLOW_EVERY,
+        )),
+    );
+    let through = tunnel::TunnelDialer::new(
+        None,
+        settings.relay_key.clone(),
+        holders,
+        tunnel::HubLimits::default().open_timeout,
+    );
     let scheduler = Scheduler::start(
         targets,
         SchedulerSettings {
             concurrency: settings.concurrency,
+            dialer: crate::monitors::Dialer::through(lb_edge::PrivateDialer(Arc::new(through))),
             ..SchedulerSettings::default()
         },
         Arc::clone(&publisher) as _,

@@ -18,6 +18,9 @@ pub struct Settings {
     pub metrics: Option<MetricsListener>,
     /// How the monitor previews the mesh asks for are run.
     pub previews: crate::preview::PreviewSettings,
+    /// The key PoPs prove to each other (derived from the cluster key): a prober probes a
+    /// private endpoint through a PoP that holds its tunnel, as a PoP would.
+    pub relay_key: tunnel::RelayKey,
 }
 
 impl MetricsListener {

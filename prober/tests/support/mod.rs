@@ -10,7 +10,7 @@ pub mod servers;
 
 use lb_core::config::Config;
 use lb_core::RegionsTable;
-use prober::monitors::{check_for, probe, IcmpClients};
+use prober::monitors::{check_for, probe, Dialer, IcmpClients};
 use prober::{ProbeResult, ProbeTarget};
 
 /// A fresh directory under the system temp dir, removed when the guard drops.
@@ -35,7 +35,8 @@ pub async fn probe_once(monitor: &str, endpoint: &str) -> ProbeResult {
         "[[monitors]]\nname = \"m\"\n{monitor}\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\norigins = [{endpoint}]\n"
     );
     let t = targets(&toml).pop().expect("one target");
-    let check = check_for(&t.monitor, &IcmpClients::new()).expect("check builds");
+    let check =
+        check_for(&t.monitor, &IcmpClients::new(), &Dialer::direct()).expect("check builds");
     probe(check.as_ref(), &t).await
 }
 

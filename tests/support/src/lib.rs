@@ -50,7 +50,7 @@ pub use meshes::{gossip_args, start_aggregator, start_mesh, start_mesh_seeded, s
 #[cfg(feature = "harness")]
 pub use named::named_origin;
 #[cfg(feature = "harness")]
-pub use origins::{origin, origin_missing, origin_on, Origin, Stopped};
+pub use origins::{origin, origin_missing, origin_on, origin_saying, Origin, Stopped};
 #[cfg(feature = "harness")]
 pub use ports::{free_tcp, free_tcp_and_udp, free_tcp_and_udp_v6, free_udp};
 #[cfg(feature = "harness")]

@@ -92,6 +92,20 @@ pub fn origin_on(ip: &str) -> Origin {
     })
 }
 
+/// A minimal HTTP origin on `ip` that answers 200 with `body`, to tell which origin served.
+pub fn origin_saying(ip: &str, body: &'static str) -> Origin {
+    serve(ip, move |mut s| {
+        let mut buf = [0u8; 1024];
+        let _ = s.read(&mut buf);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        let _ = s.write_all(head.as_bytes());
+        let _ = s.write_all(body.as_bytes());
+    })
+}
+
 /// An HTTP origin on `ip` that answers 404 for `missing` and 200 `ok` for any other path: a
 /// monitor of `missing` fails on it.
 pub fn origin_missing(ip: &str, missing: &'static str) -> Origin {

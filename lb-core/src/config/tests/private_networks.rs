@@ -236,3 +236,27 @@ fn a_tunnel_s_debug_form_never_shows_its_secret() {
     let shown = format!("{:?}", c.private);
     assert!(!shown.contains("secret"), "{shown}");
 }
+
+#[test]
+fn a_private_endpoint_monitored_by_a_type_that_cannot_cross_a_tunnel_is_refused() {
+    let origin =
+        format!(r#"{{ name = "private", address = "10.1.2.7", virtual_network_id = "{LAB}" }}"#);
+    for (kind, refused) in [
+        ("icmp_ping", true),
+        ("udp_icmp", true),
+        ("ldap", true),
+        ("tcp", false),
+        ("http", false),
+    ] {
+        let text = private(&origin).replace(
+            "[[pools]]\nname = \"p\"\n",
+            &format!("[[monitors]]\nname = \"m\"\ntype = \"{kind}\"\nport = 389\n\n[[pools]]\nname = \"p\"\nmonitor = \"m\"\n"),
+        );
+        let why = "pools[0].origins[1].virtual_network_id: a private endpoint is probed through its tunnel";
+        if refused {
+            has(&errors(&text), why);
+        } else {
+            parse(&text).unwrap_or_else(|e| panic!("{kind}: {e}"));
+        }
+    }
+}

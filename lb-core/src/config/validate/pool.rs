@@ -161,7 +161,42 @@ impl Validator<'_> {
                 }
             }
         }
+        self.private_endpoints_monitored_by_streams(path, &endpoints, checks);
         endpoints
+    }
+
+    /// A private endpoint is probed through its tunnel, which carries streams: an ICMP or
+    /// UDP monitor cannot cross it, nor LDAP (its client dials its own sockets).
+    fn private_endpoints_monitored_by_streams(
+        &mut self,
+        path: &str,
+        endpoints: &[Endpoint],
+        checks: &[PoolCheck],
+    ) {
+        let Some(j) = endpoints.iter().position(|e| e.network.is_some()) else {
+            return;
+        };
+        for c in checks {
+            let kind = self.monitor_kinds.get(&c.monitor);
+            let crosses = matches!(
+                kind,
+                Some(
+                    MonitorKind::Http(_)
+                        | MonitorKind::Https(_)
+                        | MonitorKind::Tcp { .. }
+                        | MonitorKind::Smtp { .. }
+                ) | None
+            );
+            if let (false, Some(kind)) = (crosses, kind) {
+                self.sink.push(
+                    format!("{path}.origins[{j}].virtual_network_id"),
+                    format!(
+                        "a private endpoint is probed through its tunnel, which a {} monitor cannot cross: use http, https, tcp or smtp",
+                        kind.type_name()
+                    ),
+                );
+            }
+        }
     }
 
     /// `origin_steering`: its policy among [`OriginPolicy::ALL`].
