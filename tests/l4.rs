@@ -661,8 +661,9 @@ network = "127.0.0.0/8"
 tunnel_id = "f70ff985-a4ef-4643-bbbc-4a0ed4fc8415"
 "#;
 
-/// Layer 4 does not reach private endpoints through tunnels yet: a private endpoint is never
-/// dialed, and its connections go to the pool's other endpoint.
+/// With no connection of its tunnel anywhere in the mesh, a private endpoint is never dialed
+/// (not on the public side either), and its connections go to the pool's other endpoint.
+/// Through a tunnel: tests/tunnel.rs.
 #[test]
 fn a_private_endpoint_is_never_dialed_and_its_connections_go_elsewhere() {
     let public = echo_origin("public");

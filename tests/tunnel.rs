@@ -6,7 +6,7 @@
 //! same endpoint through the one that holds the tunnel (PoP to PoP).
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::Command;
 use std::time::Duration;
 
@@ -78,8 +78,25 @@ fn aggregator(
     proxy: SocketAddr,
     tunnels: Option<SocketAddr>,
 ) -> std::process::Child {
+    aggregator_with(
+        dir,
+        key,
+        gossip,
+        &["--proxy".into(), proxy.to_string()],
+        tunnels,
+    )
+}
+
+/// `aggregator` with `serving` as its frontends' arguments.
+fn aggregator_with(
+    dir: &std::path::Path,
+    key: &std::path::Path,
+    gossip: (SocketAddr, SocketAddr),
+    serving: &[String],
+    tunnels: Option<SocketAddr>,
+) -> std::process::Child {
     let config = dir.join("meshlb.toml");
-    let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
+    let mut args: Vec<String> = serving.to_vec();
     if let Some(tunnels) = tunnels {
         let (cert, cert_key) = pop_cert(dir);
         args.extend([
@@ -272,4 +289,71 @@ fn probes_reach_a_private_endpoint_through_its_tunnel_and_its_loss_fails_over_wi
     eprintln!("private endpoint unhealthy {took:?} after its connector was killed");
     assert!(took < Duration::from_secs(8), "took {took:?}");
     assert_eq!(body(proxy).as_deref(), Some("fallback"));
+}
+
+/// A TCP server on 127.0.0.2 that greets each connection with `office\n` and echoes.
+fn private_echo() -> u16 {
+    let listener = TcpListener::bind("127.0.0.2:0").expect("bind 127.0.0.2");
+    let port = listener.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut conn = conn;
+                if conn.write_all(b"office\n").is_err() {
+                    return;
+                }
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = conn.read(&mut buf) {
+                    if n == 0 || conn.write_all(&buf[..n]).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Connects to the layer-4 port, reads the greeting, and echoes `text`: the greeting and the
+/// echo, or `None` when the connection fails or closes first.
+fn l4_round_trip(listen: u16, text: &[u8]) -> Option<(String, Vec<u8>)> {
+    let mut s = TcpStream::connect(("127.0.0.1", listen)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    let mut greeting = [0u8; 7];
+    s.read_exact(&mut greeting).ok()?;
+    s.write_all(text).ok()?;
+    let mut back = vec![0u8; text.len()];
+    s.read_exact(&mut back).ok()?;
+    Some((String::from_utf8_lossy(&greeting).into_owned(), back))
+}
+
+#[test]
+fn a_layer_4_load_balancer_reaches_a_private_endpoint_through_the_tunnel() {
+    let port = private_echo();
+    let (dir, key) = scratch_dir_with_key("tunnel-l4");
+    let listen = free_tcp().port();
+    let config = config(port).replace(
+        "[[load_balancers]]\nname = \"app.example.test\"\nproxied = true\n",
+        &format!("[[load_balancers]]\nname = \"db.example.test\"\nprotocol = \"tcp\"\nlisten = [{listen}]\n"),
+    );
+    std::fs::write(dir.path().join("meshlb.toml"), config).expect("config");
+    let (tunnels, gossip) = (free_tcp(), free_udp());
+    let mut procs = Procs(vec![aggregator_with(
+        dir.path(),
+        &key,
+        (gossip, gossip),
+        &["--l4".into(), "127.0.0.1".into()],
+        Some(tunnels),
+    )]);
+    procs.0.push(connector(dir.path(), tunnels));
+    wait_for(
+        "a layer-4 connection through the tunnel",
+        Duration::from_secs(20),
+        || l4_round_trip(listen, b"ping").is_some(),
+    );
+    // Within what loopback's socket buffers hold: the client writes it all before reading.
+    let big = vec![b'x'; 256 << 10];
+    let (greeting, back) = l4_round_trip(listen, &big).expect("256 KiB both ways");
+    assert_eq!(greeting, "office\n");
+    assert!(back == big, "the echo differs");
 }

@@ -444,6 +444,8 @@ impl Args {
             udp_idle_timeout: ms(self.l4_udp_idle_timeout_ms),
             udp_max_flows: self.l4_udp_max_flows.max(1),
             log: self.records.l4_log()?,
+            // The node's tunnel dialer, given when the frontends start.
+            private: None,
         }))
     }
 }

@@ -224,13 +224,20 @@ impl Building<'_> {
     }
 
     /// The layer-4 frontend's listeners, bound.
-    async fn l4(&self, l4: &lb_l4::L4Settings) -> Result<lb_l4::Listeners, StartError> {
+    async fn l4(
+        &self,
+        l4: &lb_l4::L4Settings,
+        private: lb_edge::PrivateDialer,
+    ) -> Result<lb_l4::Listeners, StartError> {
         let frontend = lb_l4::Layer4::new(
             Arc::clone(self.generation),
             Arc::clone(&self.regions),
             self.settings.affinity_key.clone(),
             self.pop(),
-            l4.clone(),
+            lb_l4::L4Settings {
+                private: Some(private),
+                ..l4.clone()
+            },
         )
         .map_err(|e| StartError::frontend("layer 4")(format!("{}: {e}", self.file)))?;
         let listeners = lb_l4::Listeners::start(frontend)
@@ -285,7 +292,7 @@ impl Frontends {
             None => (None, Vec::new()),
         };
         let l4 = match &settings.l4 {
-            Some(l4) => Some(building.l4(l4).await?),
+            Some(l4) => Some(building.l4(l4, dialer).await?),
             None => None,
         };
         let frontends = Frontends {

@@ -50,6 +50,15 @@ pub trait Dial: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct PrivateDialer(pub Arc<dyn Dial>);
 
+/// The same dialer (settings that hold one compare equal when they hold the same).
+impl PartialEq for PrivateDialer {
+    fn eq(&self, other: &PrivateDialer) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(&self.0), Arc::as_ptr(&other.0))
+    }
+}
+
+impl Eq for PrivateDialer {}
+
 impl std::fmt::Debug for PrivateDialer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PrivateDialer(..)")

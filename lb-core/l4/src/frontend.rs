@@ -10,12 +10,13 @@ use std::time::Duration;
 
 use lb_core::affinity::AffinityKey;
 use lb_core::clock::unix_secs;
+use lb_core::config::private::NetworkIndex;
 use lb_core::config::{Address, Config, LbId, LoadBalancer, Transport};
 use lb_core::geolocation::{GeolocationError, Geolocator};
 use lb_core::regions_table::RegionsTable;
 use lb_core::request::{Mode, RequestContext};
 use lb_core::steering::{Decision, Engine, Target};
-use lb_edge::{decide_live, Generation, PopInfo};
+use lb_edge::{decide_live, Generation, PopInfo, PrivateDialer};
 
 use crate::live::Live;
 use crate::metrics::L4Metrics;
@@ -41,6 +42,9 @@ pub struct L4Settings {
     pub udp_max_flows: usize,
     /// The layer-4 log (`--l4-log`).
     pub log: Option<crate::record::L4Log>,
+    /// How TCP connections reach private endpoints (through tunnels); `None`: a private
+    /// endpoint is never connected to, and the connection steers to another.
+    pub private: Option<PrivateDialer>,
 }
 
 impl Default for L4Settings {
@@ -54,8 +58,18 @@ impl Default for L4Settings {
             udp_idle_timeout: Duration::from_secs(30),
             udp_max_flows: 65_536,
             log: None,
+            private: None,
         }
     }
+}
+
+/// Where an endpoint is reached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointReach {
+    /// Over the public side, at this address.
+    Public(SocketAddr),
+    /// Through the tunnel routing this address of a private network.
+    Private(NetworkIndex, SocketAddr),
 }
 
 /// The layer-4 frontend of one configuration generation.
@@ -165,27 +179,25 @@ impl Layer4 {
     }
 
     /// Where a connection or flow that came in on `listen` goes at `target`: the endpoint's
-    /// address (a hostname is resolved, the first address taken), at the mapped port; none
-    /// for a private endpoint.
-    pub async fn endpoint_addr(
+    /// address (a hostname is resolved, the first address taken), at the mapped port, and
+    /// the network of a private endpoint (reached only through its tunnel).
+    pub async fn endpoint_reach(
         &self,
         lb: &LoadBalancer,
         target: Target,
         listen: u16,
-    ) -> Option<SocketAddr> {
+    ) -> Option<EndpointReach> {
         let e = self
             .config
             .pools
             .get(target.pool.0)?
             .endpoints
             .get(target.endpoint.0)?;
-        // A private endpoint is reached only through a tunnel, which layer 4 does not use
-        // yet (docs/design.md#private-endpoints): never dialed on the public side.
-        if e.network.is_some() {
-            return None;
-        }
         let port = lb.layer4.as_ref()?.origin_port(listen, e.port);
-        match &e.address {
+        if let (Some(network), Address::Ip(ip)) = (e.network, &e.address) {
+            return Some(EndpointReach::Private(network, SocketAddr::new(*ip, port)));
+        }
+        let addr = match &e.address {
             Address::Ip(ip) => Some(SocketAddr::new(*ip, port)),
             // Bounded by the connect timeout: a UDP socket's loop waits for it.
             Address::Hostname(h) => tokio::time::timeout(
@@ -196,7 +208,27 @@ impl Layer4 {
             .ok()?
             .ok()?
             .next(),
+        };
+        addr.map(EndpointReach::Public)
+    }
+
+    /// A public endpoint's address, for UDP flows: datagrams do not cross tunnels, so a
+    /// private endpoint has none (and is never sent one on the public side).
+    pub async fn endpoint_addr(
+        &self,
+        lb: &LoadBalancer,
+        target: Target,
+        listen: u16,
+    ) -> Option<SocketAddr> {
+        match self.endpoint_reach(lb, target, listen).await? {
+            EndpointReach::Public(addr) => Some(addr),
+            EndpointReach::Private(..) => None,
         }
+    }
+
+    /// The private networks of this generation's config (a private endpoint's route).
+    pub(crate) fn private_networks(&self) -> &lb_core::config::private::PrivateNetworks {
+        &self.config.private
     }
 
     /// Open connections or flows at `target` now (tests, status).

@@ -10,17 +10,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use lb_core::config::{LbId, LoadBalancer, ProxyProtocol, Transport};
 use lb_core::steering::{Outcome, Target};
-use lb_edge::Serving;
+use lb_edge::{PrivateDialError, PrivateStream, Serving};
 use std::time::SystemTime;
 
-use crate::frontend::Layer4;
+use crate::frontend::{EndpointReach, Layer4};
 use crate::metrics::LbMetrics;
 use crate::proxy_header;
 use crate::record::{Close, L4Record};
@@ -78,6 +78,16 @@ enum ConnectError {
     NoAddress,
     Failed(io::Error),
     TimedOut,
+    /// A private endpoint on a node that reaches no tunnel.
+    NoDialer,
+    /// A private endpoint's tunnel did not open the stream.
+    Private(PrivateDialError),
+}
+
+/// An endpoint's side of a connection: TCP, or a stream through a tunnel.
+enum OriginConn {
+    Tcp(TcpStream),
+    Private(Box<dyn PrivateStream>),
 }
 
 async fn connect(
@@ -85,17 +95,34 @@ async fn connect(
     lb: &LoadBalancer,
     target: Target,
     listen: u16,
-) -> Result<TcpStream, ConnectError> {
-    let addr = frontend
-        .endpoint_addr(lb, target, listen)
+) -> Result<OriginConn, ConnectError> {
+    let reach = frontend
+        .endpoint_reach(lb, target, listen)
         .await
         .ok_or(ConnectError::NoAddress)?;
-    // A coarse deadline (`deadline.rs`): a timer per connect costs a system call each.
-    let connecting = TcpStream::connect(addr);
-    match crate::deadline::within(connecting, frontend.settings.connect_timeout).await {
-        Some(Ok(s)) => Ok(s),
-        Some(Err(e)) => Err(ConnectError::Failed(e)),
-        None => Err(ConnectError::TimedOut),
+    let limit = frontend.settings.connect_timeout;
+    match reach {
+        EndpointReach::Public(addr) => {
+            // A coarse deadline (`deadline.rs`): a timer per connect costs a system call each.
+            match crate::deadline::within(TcpStream::connect(addr), limit).await {
+                Some(Ok(s)) => Ok(OriginConn::Tcp(s)),
+                Some(Err(e)) => Err(ConnectError::Failed(e)),
+                None => Err(ConnectError::TimedOut),
+            }
+        }
+        EndpointReach::Private(network, addr) => {
+            let dialer = frontend
+                .settings
+                .private
+                .as_ref()
+                .ok_or(ConnectError::NoDialer)?;
+            let dial = dialer.0.dial(frontend.private_networks(), network, addr);
+            match crate::deadline::within(dial, limit).await {
+                Some(Ok(s)) => Ok(OriginConn::Private(s)),
+                Some(Err(e)) => Err(ConnectError::Private(e)),
+                None => Err(ConnectError::TimedOut),
+            }
+        }
     }
 }
 
@@ -159,7 +186,9 @@ async fn connection(
         em.open.increment(1.0);
     }
     let _ = client.set_nodelay(true);
-    let _ = origin.set_nodelay(true);
+    if let OriginConn::Tcp(origin) = &origin {
+        let _ = origin.set_nodelay(true);
+    }
     let proxy_protocol = lb
         .layer4
         .as_ref()
@@ -201,7 +230,7 @@ async fn connected(
     target: Target,
     retry: Option<Target>,
     listen: u16,
-) -> Option<(TcpStream, Target)> {
+) -> Option<(OriginConn, Target)> {
     let mut tries = std::iter::once(target).chain(retry);
     let mut first = true;
     loop {
@@ -222,6 +251,8 @@ async fn connected(
                     ConnectError::NoAddress => "no address".to_string(),
                     ConnectError::Failed(e) => e.to_string(),
                     ConnectError::TimedOut => "timed out".to_string(),
+                    ConnectError::NoDialer => "a private endpoint, and no tunnel here".to_string(),
+                    ConnectError::Private(e) => e.to_string(),
                 };
                 tracing::debug!(load_balancer = %lb.name, pool = t.pool.0, endpoint = t.endpoint.0, %why, "layer-4 connect failed");
             }
@@ -246,9 +277,9 @@ fn since(base: Instant) -> u64 {
 /// Copies `from` into `to` until `from` ends, counting bytes and marking activity. At the end
 /// the half-close is passed on while the other direction still runs (`other_done` unset);
 /// when it has ended too, the connection is about to close, which sends the FIN anyway.
-async fn pipe(
-    from: &mut tokio::net::tcp::ReadHalf<'_>,
-    to: &mut tokio::net::tcp::WriteHalf<'_>,
+async fn pipe<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    from: &mut R,
+    to: &mut W,
     (bytes, moved): (&metrics::Counter, &AtomicU64),
     last: &AtomicU64,
     base: Instant,
@@ -277,21 +308,52 @@ async fn pipe(
 
 async fn relay(
     mut client: TcpStream,
-    mut origin: TcpStream,
+    origin: OriginConn,
     header: Option<Vec<u8>>,
     idle: Duration,
     m: &LbMetrics,
     moved: &Moved,
 ) -> Close {
-    if let Some(h) = header {
-        if origin.write_all(&h).await.is_err() {
-            return Close::HeaderFailed;
+    match origin {
+        OriginConn::Tcp(mut origin) => {
+            if let Some(h) = header {
+                if origin.write_all(&h).await.is_err() {
+                    return Close::HeaderFailed;
+                }
+            }
+            let (cr, cw) = client.split();
+            let (or, ow) = origin.split();
+            relay_halves((cr, cw), (or, ow), idle, m, moved).await
+        }
+        OriginConn::Private(mut origin) => {
+            if let Some(h) = header {
+                if origin.write_all(&h).await.is_err() {
+                    return Close::HeaderFailed;
+                }
+            }
+            let (cr, cw) = client.split();
+            let (or, ow) = tokio::io::split(origin);
+            relay_halves((cr, cw), (or, ow), idle, m, moved).await
         }
     }
+}
+
+/// Relays both ways until both have ended, either fails, or nothing moves for `idle`.
+async fn relay_halves<CR, CW, OR, OW>(
+    (mut cr, mut cw): (CR, CW),
+    (mut or, mut ow): (OR, OW),
+    idle: Duration,
+    m: &LbMetrics,
+    moved: &Moved,
+) -> Close
+where
+    CR: AsyncRead + Unpin,
+    CW: AsyncWrite + Unpin,
+    OR: AsyncRead + Unpin,
+    OW: AsyncWrite + Unpin,
+{
     let base = Instant::now();
     let last = AtomicU64::new(0);
-    let (mut cr, mut cw) = client.split();
-    let (mut or, mut ow) = origin.split();
     let (up_ended, down_ended) = (AtomicBool::new(false), AtomicBool::new(false));
     let up = pipe(
         &mut cr,
