@@ -59,6 +59,19 @@ fn start_world() -> World {
     let admin = free_tcp();
     let mut extra = admin_token_args(dir.path());
     extra.push("--config-primary".into());
+    // A tunnel listener, so the API has PoPs to put in a tunnel's token.
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
+    let (cert_file, key_file) = (dir.path().join("pop.pem"), dir.path().join("pop.key"));
+    std::fs::write(&cert_file, cert.cert.pem()).expect("cert");
+    std::fs::write(&key_file, cert.signing_key.serialize_pem()).expect("key");
+    extra.extend([
+        "--tunnel-listen".into(),
+        free_tcp().to_string(),
+        "--tunnel-cert".into(),
+        cert_file.display().to_string(),
+        "--tunnel-key".into(),
+        key_file.display().to_string(),
+    ]);
     let (procs, _) = start_mesh_split(&config, &probers, &key, admin, &extra);
     wait_for("the admin API", Duration::from_secs(30), || {
         get(admin, "/config").is_some()
@@ -159,6 +172,7 @@ sdk_checks![
     regions_list_their_countries,
     errors_are_typed_with_the_envelopes_errors,
     a_conflict_is_not_retried,
+    private_networks_are_made_and_a_pool_endpoint_in_one_reads_back,
 ];
 
 fn main() {

@@ -138,6 +138,8 @@ pub struct Shared {
     /// The live PoPs holding tunnels (private endpoints are reached through them); the loop
     /// updates it from gossip.
     pub tunnel_holders: Arc<tunnel::HolderList>,
+    /// This aggregator's tunnel hub (`--tunnel-listen`), for the API's views of tunnels.
+    pub tunnel_hub: OnceLock<Arc<tunnel::Hub>>,
     /// The control plane: the mesh config's generation, the primary, the API's writes.
     pub control: Arc<meshlb_node::control::ControlPlane>,
     /// The API's monitor previews, run by the mesh's probers.
@@ -177,6 +179,7 @@ impl Shared {
             reload_requests,
             pops: Arc::new(lb_edge::Pops::from_pointee(Vec::new())),
             tunnel_holders: Arc::default(),
+            tunnel_hub: OnceLock::new(),
             control,
             previews,
             rtt_history: Default::default(),

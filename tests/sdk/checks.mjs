@@ -232,6 +232,45 @@ const checks = {
     check(e instanceof Cloudflare.ConflictError && e.errors[0].code === 1006, `409: ${show(e.errors)}`);
     check(requests === 1, `the conflict was sent ${requests} times`);
   },
+
+  async private_networks_are_made_and_a_pool_endpoint_in_one_reads_back() {
+    const zt = cf.zeroTrust;
+    const t = await zt.tunnels.cloudflared.create({ account_id: ACCOUNT, name: 'ts-office', config_src: 'local' });
+    check(t.id && t.name === 'ts-office' && t.tun_type === 'cfd_tunnel', `tunnel: ${show(t)}`);
+    check(t.status === 'down', `a tunnel no connector runs is down: ${t.status}`);
+    const tunnels = await all(zt.tunnels.cloudflared.list({ account_id: ACCOUNT }));
+    check(tunnels.some((x) => x.id === t.id), 'listed');
+    const token = await zt.tunnels.cloudflared.token.get(t.id, { account_id: ACCOUNT });
+    check(typeof token === 'string' && token.length > 40, `token: ${show(token)}`);
+    const n = await zt.networks.virtualNetworks.create({
+      account_id: ACCOUNT, name: 'ts-office-net', comment: 'the office', is_default_network: false,
+    });
+    check(n.comment === 'the office' && !n.is_default_network, `network: ${show(n)}`);
+    const r = await zt.networks.routes.create({
+      account_id: ACCOUNT, network: '10.21.0.0/16', tunnel_id: t.id, virtual_network_id: n.id, comment: 'office LAN',
+    });
+    check(r.network === '10.21.0.0/16' && r.tunnel_id === t.id, `route: ${show(r)}`);
+    const routes = (await all(zt.networks.routes.list({ account_id: ACCOUNT }))).filter((x) => x.id === r.id);
+    check(routes.length === 1 && routes[0].tunnel_name === 'ts-office'
+      && routes[0].virtual_network_name === 'ts-office-net', `routes: ${show(routes)}`);
+    const p = await lbs.pools.create({
+      account_id: ACCOUNT, name: 'ts-private',
+      origins: [{ name: 'app', address: '10.21.1.5', port: 8080, virtual_network_id: n.id }],
+    });
+    const got = await lbs.pools.get(p.id, { account_id: ACCOUNT });
+    check(got.origins[0].virtual_network_id === n.id, `virtual_network_id: ${show(got.origins)}`);
+    await expectError(lbs.pools.create({
+      account_id: ACCOUNT, name: 'ts-unrouted',
+      origins: [{ name: 'app', address: '10.99.1.5', virtual_network_id: n.id }],
+    }), 400, 'an unrouted private endpoint');
+    await expectError(zt.tunnels.cloudflared.delete(t.id, { account_id: ACCOUNT }), 400, 'a routed tunnel');
+    await lbs.pools.delete(p.id, { account_id: ACCOUNT });
+    await zt.networks.routes.delete(r.id, { account_id: ACCOUNT });
+    await zt.networks.virtualNetworks.delete(n.id, { account_id: ACCOUNT });
+    const gone = await zt.tunnels.cloudflared.delete(t.id, { account_id: ACCOUNT });
+    check(gone.deleted_at, `deleted: ${show(gone)}`);
+    await expectError(zt.tunnels.cloudflared.get(t.id, { account_id: ACCOUNT }), 404, 'the deleted tunnel');
+  },
 };
 
 // The preview's answer once an origin of `poolId` is in (30 s at most).

@@ -255,5 +255,51 @@ def a_conflict_is_not_retried():
     check(len(requests) == 1, f"the conflict was sent {len(requests)} times")
 
 
+def private_networks_are_made_and_a_pool_endpoint_in_one_reads_back():
+    zt = cf.zero_trust
+    t = zt.tunnels.cloudflared.create(account_id=ACCOUNT, name="py-office", config_src="local")
+    check(t.id and t.name == "py-office" and t.tun_type == "cfd_tunnel", f"tunnel: {t}")
+    check(t.status == "down", f"a tunnel no connector runs is down: {t.status}")
+    check(t.id in [x.id for x in zt.tunnels.cloudflared.list(account_id=ACCOUNT)], "listed")
+    token = zt.tunnels.cloudflared.token.get(t.id, account_id=ACCOUNT)
+    check(isinstance(token, str) and len(token) > 40, f"token: {token!r}")
+    n = zt.networks.virtual_networks.create(account_id=ACCOUNT, name="py-office-net",
+                                            comment="the office", is_default_network=False)
+    check(n.comment == "the office" and not n.is_default_network, f"network: {n}")
+    r = zt.networks.routes.create(account_id=ACCOUNT, network="10.20.0.0/16", tunnel_id=t.id,
+                                  virtual_network_id=n.id, comment="office LAN")
+    check(r.network == "10.20.0.0/16" and r.tunnel_id == t.id, f"route: {r}")
+    listed = [x for x in zt.networks.routes.list(account_id=ACCOUNT) if x.id == r.id]
+    check(listed and listed[0].tunnel_name == "py-office"
+          and listed[0].virtual_network_name == "py-office-net", f"routes: {listed}")
+    p = lbs.pools.create(account_id=ACCOUNT, name="py-private", origins=[
+        {"name": "app", "address": "10.20.1.5", "port": 8080, "virtual_network_id": n.id}])
+    got = lbs.pools.get(p.id, account_id=ACCOUNT)
+    check(got.origins[0].virtual_network_id == n.id, f"virtual_network_id: {got.origins}")
+    # Outside every route of its network: refused, with the field's path.
+    try:
+        lbs.pools.create(account_id=ACCOUNT, name="py-unrouted", origins=[
+            {"name": "app", "address": "10.99.1.5", "virtual_network_id": n.id}])
+        raise AssertionError("an unrouted private endpoint was written")
+    except cloudflare.BadRequestError as e:
+        check("no route" in str(e.body), f"400: {e.body}")
+    # What a route or a pool still names is not deleted.
+    try:
+        zt.tunnels.cloudflared.delete(t.id, account_id=ACCOUNT)
+        raise AssertionError("a routed tunnel was deleted")
+    except cloudflare.BadRequestError:
+        pass
+    lbs.pools.delete(p.id, account_id=ACCOUNT)
+    zt.networks.routes.delete(r.id, account_id=ACCOUNT)
+    zt.networks.virtual_networks.delete(n.id, account_id=ACCOUNT)
+    gone = zt.tunnels.cloudflared.delete(t.id, account_id=ACCOUNT)
+    check(gone.deleted_at is not None, f"deleted: {gone}")
+    try:
+        zt.tunnels.cloudflared.get(t.id, account_id=ACCOUNT)
+        raise AssertionError("the deleted tunnel is still there")
+    except cloudflare.NotFoundError:
+        pass
+
+
 if __name__ == "__main__":
     globals()[sys.argv[1]]()

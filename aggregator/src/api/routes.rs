@@ -13,13 +13,13 @@ use http::Method;
 use lb_core::config::document::Kind;
 
 use super::call::Call;
-use super::handlers::{config, previews, resources, views};
+use super::handlers::{config, previews, resources, teamnet, views};
 use super::handlers::{Answer, Handler};
 
 /// One method on one path template, and what serves it.
 pub struct Route {
     pub method: Method,
-    /// Segments are literal or a `{param}` that any segment fills; `{account}` is not read.
+    /// Segments are literal or a `{param}` that any segment fills; `{account}` is not checked.
     pub path: &'static str,
     /// The kind of resource the path names, for the handlers shared by every kind.
     pub kind: Option<Kind>,
@@ -90,6 +90,23 @@ pub static ROUTES: &[Route] = routes! {
     PATCH "/zones/{zone}/load_balancers/{id}" LB => resources::patch;
     DELETE "/zones/{zone}/load_balancers/{id}" LB => resources::delete;
     GET "/user/load_balancing_analytics/events" None => views::events;
+    GET "/accounts/{account}/cfd_tunnel" None => teamnet::list_tunnels;
+    POST "/accounts/{account}/cfd_tunnel" None => teamnet::create_tunnel;
+    GET "/accounts/{account}/cfd_tunnel/{id}" None => teamnet::get_tunnel;
+    PATCH "/accounts/{account}/cfd_tunnel/{id}" None => teamnet::patch_tunnel;
+    DELETE "/accounts/{account}/cfd_tunnel/{id}" None => teamnet::delete_tunnel;
+    GET "/accounts/{account}/cfd_tunnel/{id}/token" None => teamnet::tunnel_token;
+    GET "/accounts/{account}/cfd_tunnel/{id}/connections" None => teamnet::tunnel_connections;
+    GET "/accounts/{account}/teamnet/virtual_networks" None => teamnet::list_networks;
+    POST "/accounts/{account}/teamnet/virtual_networks" None => teamnet::create_network;
+    GET "/accounts/{account}/teamnet/virtual_networks/{id}" None => teamnet::get_network;
+    PATCH "/accounts/{account}/teamnet/virtual_networks/{id}" None => teamnet::patch_network;
+    DELETE "/accounts/{account}/teamnet/virtual_networks/{id}" None => teamnet::delete_network;
+    GET "/accounts/{account}/teamnet/routes" None => teamnet::list_routes;
+    POST "/accounts/{account}/teamnet/routes" None => teamnet::create_route;
+    GET "/accounts/{account}/teamnet/routes/{id}" None => teamnet::get_route;
+    PATCH "/accounts/{account}/teamnet/routes/{id}" None => teamnet::patch_route;
+    DELETE "/accounts/{account}/teamnet/routes/{id}" None => teamnet::delete_route;
     GET "/config" None => config::state;
     GET "/config/document" None => config::document;
     PUT "/config/document" None => config::replace_document;
@@ -101,6 +118,9 @@ pub const CLOUDFLARE_BASE: &str = "/client/v4";
 /// What a path's `{param}` segments held (percent-decoded).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params {
+    /// The account of the path: not checked (meshlb is one account), only echoed where
+    /// Cloudflare echoes it (a tunnel's `account_tag`).
+    pub account: Option<String>,
     pub id: Option<String>,
     pub zone: Option<String>,
 }
@@ -215,7 +235,7 @@ fn fill(template: &str, segments: &[String]) -> Option<Params> {
     let mut params = Params::default();
     for (part, segment) in parts.iter().zip(segments) {
         match *part {
-            "{account}" => {}
+            "{account}" => params.account = Some(segment.clone()).filter(|a| !a.is_empty()),
             "{id}" => params.id = Some(segment.clone()),
             "{zone}" => params.zone = Some(segment.clone()),
             literal if literal == segment => {}
@@ -255,7 +275,10 @@ mod tests {
         let pools = Some((
             "/accounts/{account}/load_balancers/pools",
             Some(Kind::Pool),
-            Params::default(),
+            Params {
+                account: Some("abc".into()),
+                ..Params::default()
+            },
         ));
         assert_eq!(
             one("/client/v4/accounts/abc/load_balancers/pools", Method::GET),
@@ -265,14 +288,18 @@ mod tests {
             one("/accounts/abc/load_balancers/pools/", Method::GET),
             pools
         );
-        assert_eq!(one("/user/load_balancers/pools", Method::GET), pools);
-        let id = |s: &str| Params {
+        assert_eq!(
+            one("/user/load_balancers/pools", Method::GET),
+            pools.clone().map(|(p, k, _)| (p, k, Params::default()))
+        );
+        let id = |account: Option<&str>, s: &str| Params {
+            account: account.map(str::to_string),
             id: Some(s.to_string()),
             zone: None,
         };
         assert_eq!(
             one("/user/load_balancers/monitors/0123", Method::DELETE).map(|r| (r.1, r.2)),
-            Some((Some(Kind::Monitor), id("0123")))
+            Some((Some(Kind::Monitor), id(None, "0123")))
         );
         assert_eq!(
             one(
@@ -280,7 +307,7 @@ mod tests {
                 Method::GET
             )
             .map(|r| r.2),
-            Some(id("eu west"))
+            Some(id(Some("a"), "eu west"))
         );
         assert_eq!(
             one(
@@ -291,6 +318,7 @@ mod tests {
             Some((
                 Some(Kind::LoadBalancer),
                 Params {
+                    account: None,
                     id: Some("www.example.com".into()),
                     zone: Some("example.com".into())
                 }
@@ -357,6 +385,23 @@ mod tests {
                 "/accounts/{account}/load_balancers/regions",
                 "/accounts/{account}/load_balancers/regions/{id}",
                 "/user/load_balancing_analytics/events",
+                "/accounts/{account}/cfd_tunnel",
+                "/accounts/{account}/cfd_tunnel",
+                "/accounts/{account}/cfd_tunnel/{id}",
+                "/accounts/{account}/cfd_tunnel/{id}",
+                "/accounts/{account}/cfd_tunnel/{id}",
+                "/accounts/{account}/cfd_tunnel/{id}/token",
+                "/accounts/{account}/cfd_tunnel/{id}/connections",
+                "/accounts/{account}/teamnet/virtual_networks",
+                "/accounts/{account}/teamnet/virtual_networks",
+                "/accounts/{account}/teamnet/virtual_networks/{id}",
+                "/accounts/{account}/teamnet/virtual_networks/{id}",
+                "/accounts/{account}/teamnet/virtual_networks/{id}",
+                "/accounts/{account}/teamnet/routes",
+                "/accounts/{account}/teamnet/routes",
+                "/accounts/{account}/teamnet/routes/{id}",
+                "/accounts/{account}/teamnet/routes/{id}",
+                "/accounts/{account}/teamnet/routes/{id}",
                 "/config",
                 "/config/document",
                 "/config/document",

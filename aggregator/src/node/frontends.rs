@@ -279,6 +279,9 @@ impl Frontends {
             ),
             None => None,
         };
+        if let Some(t) = &tunnels {
+            let _ = shared.tunnel_hub.set(t.hub());
+        }
         let dialer = super::tunnels::dialer(
             tunnels.as_ref(),
             &settings.relay_key,

@@ -82,6 +82,10 @@ impl Tunnels {
         Ok(Tunnels { hub, advertised })
     }
 
+    pub(super) fn hub(&self) -> Arc<Hub> {
+        Arc::clone(&self.hub)
+    }
+
     /// A reload's config: tunnels no longer granted, or whose secret changed, are dropped.
     pub(super) fn apply(&self, config: &Config) {
         self.hub.set_grants(grants(config));

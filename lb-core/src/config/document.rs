@@ -117,6 +117,23 @@ impl Document {
         }
     }
 
+    /// A top-level array that is not a resource kind (`tunnels`, `routes`), to edit: made
+    /// when missing. Its tables are found by the caller (their ids are fields, not names).
+    pub fn top_mut(&mut self, key: &str) -> &mut Vec<Value> {
+        let entry = self
+            .table
+            .entry(key)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if !entry.is_array() {
+            // Never a valid config (validation refuses it), so never the document in force.
+            *entry = Value::Array(Vec::new());
+        }
+        match entry {
+            Value::Array(items) => items,
+            _ => unreachable!("made an array above"),
+        }
+    }
+
     /// The position of resource `id` of `kind` in its array.
     pub fn position(&self, kind: Kind, id: &str) -> Option<usize> {
         self.list(kind)

@@ -37,6 +37,8 @@ pub struct RawTunnel {
     pub id: String,
     pub name: String,
     pub tunnel_secret: String,
+    /// When it was made (RFC 3339, UTC), as the API records it.
+    pub created_at: Option<String>,
 }
 
 /// `[[virtual_networks]]` (Cloudflare's `teamnet/virtual_networks`).
@@ -48,16 +50,20 @@ pub struct RawVirtualNetwork {
     pub comment: String,
     #[serde(default)]
     pub is_default_network: bool,
+    pub created_at: Option<String>,
 }
 
 /// `[[routes]]` (Cloudflare's `teamnet/routes`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct RawRoute {
+    /// A UUID, as the API gives routes; optional in a file.
+    pub id: Option<String>,
     pub network: String,
     pub tunnel_id: String,
     pub virtual_network_id: Option<String>,
     #[serde(default)]
     pub comment: String,
+    pub created_at: Option<String>,
 }
 
 /// `[[monitor_groups]]` (Cloudflare's monitor group: `description`, `members`).

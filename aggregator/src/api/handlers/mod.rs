@@ -4,6 +4,7 @@
 pub mod config;
 pub mod previews;
 pub mod resources;
+pub mod teamnet;
 pub mod views;
 
 use std::future::Future;

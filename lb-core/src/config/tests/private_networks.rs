@@ -260,3 +260,40 @@ fn a_private_endpoint_monitored_by_a_type_that_cannot_cross_a_tunnel_is_refused(
         }
     }
 }
+
+#[test]
+fn created_at_and_route_ids_are_checked_when_written() {
+    let origin = r#"{ name = "x", address = "192.0.2.2" }"#;
+    let text = private(origin)
+        .replace(
+            "name = \"office-connector\"\n",
+            "name = \"office-connector\"\ncreated_at = \"2026-12-07T16:25:00.123Z\"\n",
+        )
+        .replace(
+            "network = \"10.1.0.0/16\"\n",
+            "network = \"10.1.0.0/16\"\nid = \"7f8a0c2e-6b3a-4e0d-9a55-2f1e8c3d4b6a\"\ncreated_at = \"yesterday\"\n",
+        )
+        .replace(
+            "network = \"10.1.2.0/24\"\n",
+            "network = \"10.1.2.0/24\"\nid = \"7F8A0C2E6B3A4E0D9A552F1E8C3D4B6A\"\n",
+        );
+    let e = errors(&text);
+    has(
+        &e,
+        "routes[0].created_at: `yesterday` is not an RFC 3339 time in UTC",
+    );
+    has(&e, "routes[1].id:");
+    assert_eq!(e.len(), 2, "{e:?}");
+}
+
+#[test]
+fn a_utc_timestamp_has_every_field_in_range() {
+    use crate::config::validate::private::is_utc_timestamp as ok;
+    assert!(ok("2026-12-07T16:25:00Z"));
+    assert!(ok("2026-12-07T16:25:00.5Z"));
+    assert!(!ok("2026-13-07T16:25:00Z"));
+    assert!(!ok("2026-12-07T16:25:00+01:00"));
+    assert!(!ok("2026-12-07 16:25:00Z"));
+    assert!(!ok("2026-12-07T16:25:00.Z"));
+    assert!(!ok(""));
+}

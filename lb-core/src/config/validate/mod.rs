@@ -10,7 +10,7 @@ mod load_balancer;
 mod monitor_group;
 mod notifications;
 mod pool;
-mod private;
+pub(crate) mod private;
 mod probe_zone;
 mod zone;
 

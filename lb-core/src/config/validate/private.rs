@@ -49,9 +49,14 @@ impl Validator<'_> {
             .position(|n| n.is_default)
             .map(NetworkIndex);
         let mut seen: HashMap<(NetworkIndex, IpNet), usize> = HashMap::new();
+        let mut route_ids = HashMap::new();
         let mut out = Vec::new();
         for (i, r) in routes.iter().enumerate() {
             let path = format!("routes[{i}]");
+            if let Some(id) = &r.id {
+                self.uuid(&format!("{path}.id"), id, &mut route_ids);
+            }
+            self.timestamp(&path, r.created_at.as_deref());
             let network = match r.network.parse::<IpNet>() {
                 Ok(n) if n.trunc() == n => Some(n),
                 Ok(n) => {
@@ -133,6 +138,7 @@ impl Validator<'_> {
         for (i, t) in raw.iter().enumerate() {
             let path = format!("tunnels[{i}]");
             let id = self.uuid(&format!("{path}.id"), &t.id, &mut ids);
+            self.timestamp(&path, t.created_at.as_deref());
             if t.name.trim().is_empty() {
                 self.sink
                     .push(format!("{path}.name"), "a tunnel needs a name");
@@ -180,6 +186,7 @@ impl Validator<'_> {
         for (i, n) in raw.iter().enumerate() {
             let path = format!("virtual_networks[{i}]");
             let id = self.uuid(&format!("{path}.id"), &n.id, &mut ids);
+            self.timestamp(&path, n.created_at.as_deref());
             if n.name.trim().is_empty() {
                 self.sink
                     .push(format!("{path}.name"), "a virtual network needs a name");
@@ -207,6 +214,20 @@ impl Validator<'_> {
             }
         }
         out
+    }
+
+    /// A resource's `created_at`, when set: RFC 3339 in UTC, as the API writes it and
+    /// Cloudflare's SDKs read it (`2026-12-07T16:25:00Z`, fractions of a second allowed).
+    fn timestamp(&mut self, path: &str, at: Option<&str>) {
+        if let Some(at) = at.filter(|at| !is_utc_timestamp(at)) {
+            self.sink.push(
+                format!("{path}.created_at"),
+                format!(
+                    "`{}` is not an RFC 3339 time in UTC (2026-12-07T16:25:00Z)",
+                    at.chars().take(40).collect::<String>()
+                ),
+            );
+        }
     }
 
     /// `raw` as a canonical UUID, unique among `seen`; an error at `path` otherwise.
@@ -264,4 +285,49 @@ impl Validator<'_> {
         }
         Some(network)
     }
+}
+
+/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z`, each field in range.
+pub(crate) fn is_utc_timestamp(at: &str) -> bool {
+    let b = at.as_bytes();
+    let digits = |r: std::ops::Range<usize>| -> Option<u32> {
+        let s = at.get(r)?;
+        s.bytes()
+            .all(|c| c.is_ascii_digit())
+            .then(|| s.parse().ok())?
+    };
+    let shape = b.len() >= 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b.last() == Some(&b'Z');
+    if !shape {
+        return false;
+    }
+    let fraction = &at[19..at.len() - 1];
+    let fraction_ok = fraction.is_empty()
+        || (fraction.len() >= 2
+            && fraction.starts_with('.')
+            && fraction.len() <= 10
+            && fraction[1..].bytes().all(|c| c.is_ascii_digit()));
+    matches!(
+        (
+            digits(0..4),
+            digits(5..7),
+            digits(8..10),
+            digits(11..13),
+            digits(14..16),
+            digits(17..19)
+        ),
+        (
+            Some(_),
+            Some(1..=12),
+            Some(1..=31),
+            Some(0..=23),
+            Some(0..=59),
+            Some(0..=60)
+        )
+    ) && fraction_ok
 }
