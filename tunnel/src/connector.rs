@@ -20,7 +20,6 @@ use tokio::sync::watch;
 use tokio_rustls::TlsConnector;
 
 use crate::hello::{Answer, Hello, EXPORTER_LABEL};
-use crate::stream::TunnelStream;
 use crate::token::{TunnelId, TunnelSecret};
 use crate::TARGET_HEADER;
 
@@ -278,8 +277,7 @@ async fn stream(
     };
     stats.streams.fetch_add(1, Ordering::Relaxed);
     stats.in_flight.fetch_add(1, Ordering::Relaxed);
-    let mut tunnel = TunnelStream::new(send, request.into_body());
-    let _ = tokio::io::copy_bidirectional(&mut tunnel, &mut tcp).await;
+    crate::stream::splice(send, request.into_body(), &mut tcp).await;
     stats.in_flight.fetch_sub(1, Ordering::Relaxed);
 }
 
