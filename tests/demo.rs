@@ -107,7 +107,9 @@ struct Demo {
     _resolver_dir: tempfile::TempDir,
 }
 
-const ENDPOINTS: [&str; 7] = ["eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "static"];
+const ENDPOINTS: [&str; 8] = [
+    "eu-1", "eu-2", "us-1", "us-2", "ap-1", "ap-2", "static", "office-1",
+];
 
 fn live_probers(admin: SocketAddr) -> usize {
     get(admin, "/members")
@@ -130,6 +132,7 @@ fn start_demo() -> Demo {
             .args(["--admin", &admin.to_string()])
             .args(["--gossip-port", &gossip.to_string()])
             .args(["--origin-port", &origin_port.to_string()])
+            .args(["--tunnel", &free_tcp().to_string()])
             // eu-2 flaps; a long up phase keeps it up for the whole run, whatever the timing.
             .args(["--flap", "600,20"])
             .stdin(Stdio::piped()),
@@ -315,6 +318,16 @@ fn the_proxy_serves_from_the_nearest_real_pool_not_the_fallback(d: &mut Demo) {
     );
 }
 
+fn the_private_pool_is_served_through_the_demo_s_tunnel(d: &mut Demo) {
+    let out = Command::new("curl")
+        .args(["-s", "--max-time", "5", "-H", "Host: office.demo.test"])
+        .arg(format!("http://{}/", d.proxy))
+        .output()
+        .expect("curl");
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(page.contains("(pool office)"), "{page}");
+}
+
 fn an_origin_stopped_through_the_command_input_fails_over_and_comes_back(d: &mut Demo) {
     writeln!(d.input, "kill eu-1").expect("command");
     let admin = d.admin;
@@ -369,6 +382,7 @@ fn main() {
         a_real_resolver_gets_geo_answers_that_differ_per_client_subnet,
         each_region_measures_its_own_rtts,
         the_proxy_serves_from_the_nearest_real_pool_not_the_fallback,
+        the_private_pool_is_served_through_the_demo_s_tunnel,
         an_origin_stopped_through_the_command_input_fails_over_and_comes_back,
     ];
     // Last, as it ends the demo (a trial run after it starts another).

@@ -61,7 +61,13 @@ impl Fleet {
 }
 
 /// Writes the config and the cluster key into `dir` and starts every node on them.
-pub fn start(args: &Args, regions: &RegionsTable, dir: &Path, text: &str) -> anyhow::Result<Fleet> {
+pub fn start(
+    args: &Args,
+    regions: &RegionsTable,
+    dir: &Path,
+    text: &str,
+    parsed: &lb_core::config::Config,
+) -> anyhow::Result<Fleet> {
     std::fs::create_dir_all(dir.join("logs"))
         .with_context(|| format!("cannot create {}", dir.display()))?;
     let config = dir.join("meshlb.toml").display().to_string();
@@ -111,10 +117,35 @@ pub fn start(args: &Args, regions: &RegionsTable, dir: &Path, text: &str) -> any
     .map(|s| s.to_string())
     .collect();
     agg.extend(mesh(args.gossip_port));
+    let pin = tunnel_cert(dir, &mut agg, args.tunnel)?;
     let log = dir.join("logs/aggregator.log");
     fleet
         .0
         .push(("aggregator".into(), spawn(&exe, &agg, &log)?));
+    // One connector per tunnel, dialing the aggregator: the private pool's way in.
+    for t in &parsed.private.tunnels {
+        let secret: [u8; 32] = t.secret[..32].try_into().context("a tunnel secret")?;
+        let token = tunnel::Token {
+            account: "demo".into(),
+            tunnel: t.id.parse()?,
+            secret: tunnel::TunnelSecret(secret),
+            pops: vec![args.tunnel.to_string()],
+            pin: Some(pin.to_string()),
+        };
+        let token_file = dir.join(format!("{}.token", t.name));
+        std::fs::write(&token_file, token.encode())?;
+        let run = [
+            "tunnel",
+            "run",
+            "--token-file",
+            &token_file.display().to_string(),
+        ]
+        .map(String::from);
+        let log = dir.join(format!("logs/connector-{}.log", t.name));
+        fleet
+            .0
+            .push((format!("connector {}", t.name), spawn(&exe, &run, &log)?));
+    }
     let mut port = args.gossip_port;
     for r in regions.regions() {
         for dc in r.datacenters.iter().take(3) {
@@ -135,4 +166,27 @@ pub fn start(args: &Args, regions: &RegionsTable, dir: &Path, text: &str) -> any
         }
     }
     Ok(fleet)
+}
+
+/// A self-signed certificate for the aggregator's tunnel listener (its flags added to
+/// `agg`); connectors pin its key.
+fn tunnel_cert(
+    dir: &Path,
+    agg: &mut Vec<String>,
+    listen: std::net::SocketAddr,
+) -> anyhow::Result<lb_tls::pin::SpkiPin> {
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.demo.test".into()])?;
+    let (cert_file, key_file) = (dir.join("tunnel.pem"), dir.join("tunnel.key"));
+    std::fs::write(&cert_file, cert.cert.pem())?;
+    std::fs::write(&key_file, cert.signing_key.serialize_pem())?;
+    agg.extend([
+        "--tunnel-listen".into(),
+        listen.to_string(),
+        "--tunnel-cert".into(),
+        cert_file.display().to_string(),
+        "--tunnel-key".into(),
+        key_file.display().to_string(),
+    ]);
+    lb_tls::pin::SpkiPin::of_certificate(cert.cert.der())
+        .context("the tunnel certificate's key pin")
 }

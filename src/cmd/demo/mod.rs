@@ -42,6 +42,9 @@ pub struct Args {
     /// Admin API and /metrics address.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7070")]
     admin: SocketAddr,
+    /// The aggregator takes tunnel connectors here; the demo runs one per tunnel of the config.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7844")]
+    tunnel: SocketAddr,
     /// The aggregator gossips on this UDP port of 127.0.0.1, the probers on the next 39.
     #[arg(long, value_name = "PORT", default_value_t = 17946)]
     gossip_port: u16,
@@ -181,7 +184,7 @@ pub fn run(args: &Args, regions: &RegionsTable) -> anyhow::Result<ExitCode> {
         ]);
         let mut origins = Origins::new(&config, &behaviours);
         origins.start_all().await.map_err(|e| anyhow!("{e}"))?;
-        let mut fleet = fleet::start(args, regions, &dir, &text)?;
+        let mut fleet = fleet::start(args, regions, &dir, &text, &config)?;
         let mut rx = stdin_lines();
         let logs = dir.join("logs").display().to_string();
         let (dns, proxy, admin) = (args.dns.to_string(), args.proxy.to_string(), args.admin.to_string());
