@@ -116,6 +116,7 @@ fn main() {
         writes::a_value_of_the_wrong_type_is_refused_with_its_path,
         reads::lists_carry_result_info_and_the_read_token_reads_them,
         auth::the_read_token_cannot_write,
+        auth::the_read_token_cannot_read_the_config_file_or_a_tunnel_token,
         auth::a_request_without_a_token_is_refused_401,
         auth::a_write_from_another_site_is_refused_403,
         etags::a_second_write_based_on_the_same_generation_is_a_conflict,

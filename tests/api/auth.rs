@@ -1,5 +1,6 @@
-//! Who may change the config: the read token cannot write, a request without a token is
-//! refused 401, and a write from another site 403.
+//! Who may change the config: the read token cannot write, nor read what holds secrets (the
+//! config file, a tunnel's token); a request without a token is refused 401, and a write from
+//! another site 403.
 
 use serde_json::json;
 
@@ -21,5 +22,24 @@ pub fn a_write_from_another_site_is_refused_403(w: &mut Primary) {
     assert_eq!(
         call(w.admin, WRITE, "POST", POOLS, Some("{}"), &evil).0,
         403
+    );
+}
+
+pub fn the_read_token_cannot_read_the_config_file_or_a_tunnel_token(w: &mut Primary) {
+    for path in [
+        "/config/document".to_string(),
+        "/client/v4/accounts/a/cfd_tunnel/f70ff985-a4ef-4643-bbbc-4a0ed4fc8415/token".to_string(),
+    ] {
+        let (status, _, e) = call(w.admin, READ, "GET", &path, None, &[]);
+        assert_eq!(
+            (status, e["errors"][0]["code"].clone()),
+            (403, json!(1005)),
+            "{path}"
+        );
+    }
+    // The admin token reads the file.
+    assert_eq!(
+        call(w.admin, WRITE, "GET", "/config/document", None, &[]).0,
+        200
     );
 }

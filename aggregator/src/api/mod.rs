@@ -77,8 +77,9 @@ async fn serve(
     limits: BodyLimits,
 ) -> Result<Reply, Refusal> {
     let (parts, body) = req.into_parts();
-    allowed(tokens, &parts)?;
-    let Some(route) = matched.for_method(&parts.method) else {
+    let route = matched.for_method(&parts.method);
+    allowed(tokens, &parts, route.is_some_and(reveals_secrets))?;
+    let Some(route) = route else {
         return Err(Refusal::new(
             StatusCode::METHOD_NOT_ALLOWED,
             code::METHOD,
@@ -89,10 +90,16 @@ async fn serve(
     (route.handler)(call).await
 }
 
-/// Whether the request's token may do what it asks: any token reads, the admin token
-/// writes, and a browser's cross-site request changes nothing.
-fn allowed(tokens: &Tokens, parts: &http::request::Parts) -> Result<(), Refusal> {
-    let reading = parts.method == Method::GET || parts.method == Method::HEAD;
+/// Reads whose answer holds secrets (tunnel secrets, in a tunnel's token and in the config
+/// file): the admin token's alone, as writes are.
+fn reveals_secrets(route: &routes::Route) -> bool {
+    route.path == "/config/document" || route.path.ends_with("/cfd_tunnel/{id}/token")
+}
+
+/// Whether the request's token may do what it asks: any token reads (but what reveals
+/// secrets), the admin token writes, and a browser's cross-site request changes nothing.
+fn allowed(tokens: &Tokens, parts: &http::request::Parts, secret: bool) -> Result<(), Refusal> {
+    let reading = (parts.method == Method::GET || parts.method == Method::HEAD) && !secret;
     match tokens.access(&parts.headers) {
         Access::None => {
             return Err(Refusal::new(
@@ -105,7 +112,7 @@ fn allowed(tokens: &Tokens, parts: &http::request::Parts) -> Result<(), Refusal>
             let reason = if tokens.write.is_none() {
                 "writes need the admin token: start the aggregator with --admin-token-file (or MESHLB_ADMIN_TOKEN)"
             } else {
-                "this token reads only: writes need the admin token"
+                "this token reads only: writes, the config file and tunnel tokens need the admin token"
             };
             return Err(Refusal::new(StatusCode::FORBIDDEN, code::AUTH, reason));
         }
