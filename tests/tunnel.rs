@@ -87,6 +87,19 @@ fn aggregator(
     )
 }
 
+/// The flags of a tunnel listener on `tunnels`, with a certificate made in `dir`.
+fn tunnel_args(dir: &std::path::Path, tunnels: SocketAddr) -> Vec<String> {
+    let (cert, cert_key) = pop_cert(dir);
+    vec![
+        "--tunnel-listen".into(),
+        tunnels.to_string(),
+        "--tunnel-cert".into(),
+        cert.display().to_string(),
+        "--tunnel-key".into(),
+        cert_key.display().to_string(),
+    ]
+}
+
 /// `aggregator` with `serving` as its frontends' arguments.
 fn aggregator_with(
     dir: &std::path::Path,
@@ -98,15 +111,7 @@ fn aggregator_with(
     let config = dir.join("meshlb.toml");
     let mut args: Vec<String> = serving.to_vec();
     if let Some(tunnels) = tunnels {
-        let (cert, cert_key) = pop_cert(dir);
-        args.extend([
-            "--tunnel-listen".into(),
-            tunnels.to_string(),
-            "--tunnel-cert".into(),
-            cert.display().to_string(),
-            "--tunnel-key".into(),
-            cert_key.display().to_string(),
-        ]);
+        args.extend(tunnel_args(dir, tunnels));
     }
     args.extend(admin_token_args(dir));
     spawn_logged(
@@ -253,17 +258,9 @@ fn probes_reach_a_private_endpoint_through_its_tunnel_and_its_loss_fails_over_wi
     let (dir, key) = scratch_dir_with_key("tunnel-health");
     let path = dir.path().join("meshlb.toml");
     std::fs::write(&path, monitored_config(origin.port, fallback.port)).expect("config");
-    let (cert, cert_key) = pop_cert(dir.path());
     let (admin, proxy, tunnels) = (free_tcp(), free_tcp(), free_tcp());
     let mut args: Vec<String> = vec!["--proxy".into(), proxy.to_string()];
-    args.extend([
-        "--tunnel-listen".into(),
-        tunnels.to_string(),
-        "--tunnel-cert".into(),
-        cert.display().to_string(),
-        "--tunnel-key".into(),
-        cert_key.display().to_string(),
-    ]);
+    args.extend(tunnel_args(dir.path(), tunnels));
     args.extend(admin_token_args(dir.path()));
     let mut procs = start_mesh(&path, &key, admin, &args);
     procs.0.push(connector(dir.path(), tunnels));

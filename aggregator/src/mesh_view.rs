@@ -47,9 +47,9 @@ pub struct Member {
     /// An aggregator's tunnel address and certificate pin (`keys::TUNNEL_RELAY`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tunnel_relay: Option<String>,
-    /// The tunnels it holds live connections of.
+    /// The tunnels it holds live connections of, in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub tunnels: Vec<String>,
+    pub tunnels: Vec<tunnel::TunnelId>,
 }
 
 fn region_code<S: serde::Serializer>(region: &Option<Region>, s: S) -> Result<S::Ok, S::Error> {
@@ -190,10 +190,7 @@ impl MeshView {
                 tunnels: st
                     .get(keys::TUNNELS_HELD)
                     .map(tunnel::holders::read_held)
-                    .unwrap_or_default()
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect(),
+                    .unwrap_or_default(),
             };
             let member = Member {
                 config_drift: !member.config_hash.is_empty()
@@ -254,6 +251,21 @@ impl MeshView {
                     region: m.region?,
                     addresses: m.proxy_addrs.clone(),
                 })
+            })
+            .collect()
+    }
+
+    /// The live aggregators that hold tunnels, from the members as this refresh read them
+    /// (the prober, which keeps no such view, reads them with `meshlb_node::tunnel_holders`).
+    pub fn tunnel_holders(&self) -> Vec<tunnel::Holder> {
+        self.members
+            .iter()
+            .filter(|m| m.role == Role::Aggregator && m.alive && !m.tunnels.is_empty())
+            .filter_map(|m| {
+                let relay = m.tunnel_relay.as_deref()?;
+                let mut holder = tunnel::Holder::read(&m.node_id, relay, None)?;
+                holder.tunnels = m.tunnels.clone();
+                Some(holder)
             })
             .collect()
     }

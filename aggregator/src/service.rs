@@ -131,9 +131,7 @@ impl Loop {
         if **self.shared.pops.load() != pops {
             self.shared.pops.store(Arc::new(pops));
         }
-        self.shared
-            .tunnel_holders
-            .set(meshlb_node::tunnel_holders::read(&c));
+        self.shared.tunnel_holders.set(self.view.tunnel_holders());
         changed
     }
 

@@ -67,17 +67,15 @@ async fn world(targets: &[&str]) -> World {
         "pop.test".try_into().expect("name"),
     );
     settings.backoff_base = Duration::from_millis(50);
+    let mut held = hub.held_changes();
     let connector = Connector::start(settings);
-    for _ in 0..500 {
-        if hub.holds(&tunnel) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(
-        hub.holds(&tunnel),
-        "the connector did not connect within 5 s"
-    );
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        held.wait_for(|h| h.contains(&tunnel)),
+    )
+    .await
+    .expect("the connector connects within 5 s")
+    .expect("the hub runs");
     let holders = Arc::new(HolderList::default());
     holders.set(vec![Holder {
         node: "pop".into(),

@@ -31,6 +31,13 @@ impl fmt::Display for TunnelId {
     }
 }
 
+/// As its text (a UUID with dashes), as the admin API shows it.
+impl Serialize for TunnelId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Debug for TunnelId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "TunnelId({self})")

@@ -22,7 +22,8 @@ use serde_json::{Map, Value};
 use toml::{Table, Value as Toml};
 
 use crate::api::call::Call;
-use crate::api::envelope::code;
+use crate::api::envelope::{self, code};
+use crate::api::handlers::Served;
 use crate::api::write::refusal;
 use meshlb_node::control::writes::{FieldError, Refusal};
 
@@ -35,6 +36,8 @@ pub(super) struct Collection {
     singular: &'static str,
     /// The table's id when it has none of its own (a route written in a file).
     derive_id: fn(&Table) -> Option<String>,
+    /// A table as the API shows it.
+    view: fn(&Call<'_>, &Document, &Table) -> Value,
 }
 
 impl Collection {
@@ -91,6 +94,48 @@ impl Collection {
 
 fn no_derived_id(_: &Table) -> Option<String> {
     None
+}
+
+/// `GET` a collection.
+async fn list(call: Call<'_>, c: Collection) -> Served {
+    let doc = call.document()?;
+    let items = doc
+        .list_top(c.key)
+        .into_iter()
+        .map(|t| (c.view)(&call, &doc, t))
+        .collect();
+    let (page, per_page) = call.page()?;
+    Ok(envelope::list(items, page, per_page, call.generation))
+}
+
+/// `GET` one table.
+async fn get(call: Call<'_>, c: Collection) -> Served {
+    let doc = call.document()?;
+    let t = c.get(&doc, &call)?;
+    Ok(envelope::ok(
+        StatusCode::OK,
+        (c.view)(&call, &doc, t),
+        call.generation,
+    ))
+}
+
+/// `DELETE` one table: the answer is it, with its `deleted_at`. What the config still names
+/// is not deleted: the write's validation names it.
+async fn delete(call: Call<'_>, c: Collection) -> Served {
+    let id = call.id().to_string();
+    let (gone, written, doc) = call.write(|doc| Ok((c.remove(doc, &id)?, None))).await?;
+    let mut shown = (c.view)(&call, &doc, &gone);
+    shown["deleted_at"] = serde_json::json!(now());
+    Ok(envelope::ok(StatusCode::OK, shown, written.generation))
+}
+
+/// The answer to a create or a patch: the table as written.
+fn written(call: &Call<'_>, c: Collection, doc: &Document, t: &Table, generation: u64) -> Served {
+    Ok(envelope::ok(
+        StatusCode::OK,
+        (c.view)(call, doc, t),
+        generation,
+    ))
 }
 
 /// A fresh random UUID (version 4), as Cloudflare makes its ids.
@@ -247,11 +292,7 @@ mod tests {
         let mut t = Table::new();
         t.insert("id".into(), Toml::String(id.to_uppercase()));
         doc.top_mut("tunnels").push(Toml::Table(t));
-        let tunnels = Collection {
-            key: "tunnels",
-            singular: "tunnel",
-            derive_id: no_derived_id,
-        };
+        let tunnels = tunnels::TUNNELS;
         assert_eq!(tunnels.position(&doc, &id.replace('-', "")), Some(0));
         assert_eq!(tunnels.position(&doc, "not a uuid"), None);
     }

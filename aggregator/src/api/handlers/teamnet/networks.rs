@@ -2,19 +2,19 @@
 //! `name`, `comment`, `is_default_network`, `created_at`, `deleted_at`). Making one the
 //! default takes it from the one that was, as Cloudflare does.
 
-use http::StatusCode;
+use lb_core::config::document::Document;
 use serde_json::{json, Value};
 use toml::{Table, Value as Toml};
 
 use super::{created_at, fields, fresh_uuid, no_derived_id, now, set, text, Collection, Kind};
 use crate::api::call::Call;
-use crate::api::envelope;
 use crate::api::handlers::Served;
 
 pub(super) const NETWORKS: Collection = Collection {
     key: "virtual_networks",
     singular: "virtual network",
     derive_id: no_derived_id,
+    view,
 };
 
 /// The fields a body may hold (`is_default` is Cloudflare's older name of
@@ -26,7 +26,7 @@ const FIELDS: &[(&str, Kind)] = &[
     ("is_default_network", Kind::Flag),
 ];
 
-fn view(call: &Call<'_>, t: &Table) -> Value {
+fn view(call: &Call<'_>, _: &Document, t: &Table) -> Value {
     json!({
         "id": NETWORKS.id_of(t),
         "name": text(t, "name"),
@@ -55,7 +55,7 @@ fn apply(t: &mut Table, body: &serde_json::Map<String, Value>) -> bool {
 }
 
 /// Takes the default from every network but `except`.
-fn only_default(doc: &mut lb_core::config::document::Document, except: &str) {
+fn only_default(doc: &mut Document, except: &str) {
     for item in doc.top_mut(NETWORKS.key) {
         if let Toml::Table(t) = item {
             if NETWORKS.id_of(t).as_deref() != Some(except) {
@@ -66,31 +66,18 @@ fn only_default(doc: &mut lb_core::config::document::Document, except: &str) {
 }
 
 pub async fn list_networks(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let items = doc
-        .list_top(NETWORKS.key)
-        .into_iter()
-        .map(|t| view(&call, t))
-        .collect();
-    let (page, per_page) = call.page()?;
-    Ok(envelope::list(items, page, per_page, call.generation))
+    super::list(call, NETWORKS).await
 }
 
 pub async fn get_network(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let t = NETWORKS.get(&doc, &call)?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, t),
-        call.generation,
-    ))
+    super::get(call, NETWORKS).await
 }
 
 pub async fn create_network(mut call: Call<'_>) -> Served {
     let body = call.json().await?;
     let body = fields(&body, FIELDS, "virtual network")?;
     let id = fresh_uuid();
-    let (made, written, _) = call
+    let (made, done, doc) = call
         .write(|doc| {
             let mut t = Table::new();
             t.insert("id".into(), Toml::String(id.clone()));
@@ -103,18 +90,14 @@ pub async fn create_network(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &made),
-        written.generation,
-    ))
+    super::written(&call, NETWORKS, &doc, &made, done.generation)
 }
 
 pub async fn patch_network(mut call: Call<'_>) -> Served {
     let body = call.json().await?;
     let body = fields(&body, FIELDS, "virtual network")?;
     let id = call.id().to_string();
-    let (next, written, _) = call
+    let (next, done, doc) = call
         .write(|doc| {
             let mut t = NETWORKS.get(doc, &call)?.clone();
             if apply(&mut t, &body) {
@@ -124,21 +107,10 @@ pub async fn patch_network(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &next),
-        written.generation,
-    ))
+    super::written(&call, NETWORKS, &doc, &next, done.generation)
 }
 
-/// A network that routes or endpoints still name is not deleted: the write's validation
-/// names them.
+/// A network that routes or endpoints still name is not deleted.
 pub async fn delete_network(call: Call<'_>) -> Served {
-    let id = call.id().to_string();
-    let (gone, written, _) = call
-        .write(|doc| Ok((NETWORKS.remove(doc, &id)?, None)))
-        .await?;
-    let mut shown = view(&call, &gone);
-    shown["deleted_at"] = json!(now());
-    Ok(envelope::ok(StatusCode::OK, shown, written.generation))
+    super::delete(call, NETWORKS).await
 }

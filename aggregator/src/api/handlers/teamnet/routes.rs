@@ -3,7 +3,6 @@
 //! `Teamnet` (with the tunnel's and the network's names). A route written in a file without
 //! an `id` is shown under one derived from its network and virtual network.
 
-use http::StatusCode;
 use lb_core::config::document::Document;
 use lb_core::config::private::canonical_uuid;
 use serde_json::{json, Value};
@@ -14,13 +13,13 @@ use super::networks::NETWORKS;
 use super::tunnels::TUNNELS;
 use super::{created_at, fields, fresh_uuid, now, set, text, Collection, Kind};
 use crate::api::call::Call;
-use crate::api::envelope;
 use crate::api::handlers::Served;
 
 pub(super) const ROUTES: Collection = Collection {
     key: "routes",
     singular: "route",
     derive_id: derived_id,
+    view,
 };
 
 const FIELDS: &[(&str, Kind)] = &[
@@ -98,31 +97,18 @@ fn apply(t: &mut Table, body: &serde_json::Map<String, Value>) {
 }
 
 pub async fn list_routes(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let items = doc
-        .list_top(ROUTES.key)
-        .into_iter()
-        .map(|t| view(&call, &doc, t))
-        .collect();
-    let (page, per_page) = call.page()?;
-    Ok(envelope::list(items, page, per_page, call.generation))
+    super::list(call, ROUTES).await
 }
 
 pub async fn get_route(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let t = ROUTES.get(&doc, &call)?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &doc, t),
-        call.generation,
-    ))
+    super::get(call, ROUTES).await
 }
 
 pub async fn create_route(mut call: Call<'_>) -> Served {
     let body = call.json().await?;
     let body = fields(&body, FIELDS, "route")?;
     let id = fresh_uuid();
-    let (made, written, doc) = call
+    let (made, done, doc) = call
         .write(|doc| {
             let mut t = Table::new();
             t.insert("id".into(), Toml::String(id.clone()));
@@ -132,18 +118,14 @@ pub async fn create_route(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &doc, &made),
-        written.generation,
-    ))
+    super::written(&call, ROUTES, &doc, &made, done.generation)
 }
 
 pub async fn patch_route(mut call: Call<'_>) -> Served {
     let body = call.json().await?;
     let body = fields(&body, FIELDS, "route")?;
     let id = call.id().to_string();
-    let (next, written, doc) = call
+    let (next, done, doc) = call
         .write(|doc| {
             let mut t = ROUTES.get(doc, &call)?.clone();
             // A derived id would change with the network: the route keeps the one it had.
@@ -157,19 +139,9 @@ pub async fn patch_route(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &doc, &next),
-        written.generation,
-    ))
+    super::written(&call, ROUTES, &doc, &next, done.generation)
 }
 
 pub async fn delete_route(call: Call<'_>) -> Served {
-    let id = call.id().to_string();
-    let (gone, written, doc) = call
-        .write(|doc| Ok((ROUTES.remove(doc, &id)?, None)))
-        .await?;
-    let mut shown = view(&call, &doc, &gone);
-    shown["deleted_at"] = json!(now());
-    Ok(envelope::ok(StatusCode::OK, shown, written.generation))
+    super::delete(call, ROUTES).await
 }

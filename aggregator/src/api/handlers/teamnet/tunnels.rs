@@ -9,6 +9,7 @@
 
 use base64::Engine as _;
 use http::StatusCode;
+use lb_core::config::document::Document;
 use serde_json::{json, Value};
 use toml::{Table, Value as Toml};
 
@@ -22,6 +23,7 @@ pub(super) const TUNNELS: Collection = Collection {
     key: "tunnels",
     singular: "tunnel",
     derive_id: no_derived_id,
+    view,
 };
 
 const FIELDS: &[(&str, Kind)] = &[
@@ -56,7 +58,7 @@ fn connection(call: &Call<'_>, c: &tunnel::ConnectionInfo) -> Value {
     })
 }
 
-fn view(call: &Call<'_>, t: &Table) -> Value {
+fn view(call: &Call<'_>, _: &Document, t: &Table) -> Value {
     let id = TUNNELS.id_of(t);
     let parsed = id
         .as_deref()
@@ -94,24 +96,11 @@ fn view(call: &Call<'_>, t: &Table) -> Value {
 }
 
 pub async fn list_tunnels(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let items = doc
-        .list_top(TUNNELS.key)
-        .into_iter()
-        .map(|t| view(&call, t))
-        .collect();
-    let (page, per_page) = call.page()?;
-    Ok(envelope::list(items, page, per_page, call.generation))
+    super::list(call, TUNNELS).await
 }
 
 pub async fn get_tunnel(call: Call<'_>) -> Served {
-    let doc = call.document()?;
-    let t = TUNNELS.get(&doc, &call)?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, t),
-        call.generation,
-    ))
+    super::get(call, TUNNELS).await
 }
 
 /// A new tunnel: its id made here, its secret the body's (base64, 32 bytes or more) or 32
@@ -121,7 +110,7 @@ pub async fn create_tunnel(mut call: Call<'_>) -> Served {
     let body = fields(&body, FIELDS, "tunnel")?;
     let id = fresh_uuid();
     let secret = tunnel::TunnelSecret::random().to_base64();
-    let (made, written, _) = call
+    let (made, done, doc) = call
         .write(|doc| {
             let mut t = Table::new();
             t.insert("id".into(), Toml::String(id.clone()));
@@ -134,11 +123,7 @@ pub async fn create_tunnel(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &made),
-        written.generation,
-    ))
+    super::written(&call, TUNNELS, &doc, &made, done.generation)
 }
 
 /// `name` or `tunnel_secret` changed; a new secret drops the connectors of the old one
@@ -147,7 +132,7 @@ pub async fn patch_tunnel(mut call: Call<'_>) -> Served {
     let body = call.json().await?;
     let body = fields(&body, FIELDS, "tunnel")?;
     let id = call.id().to_string();
-    let (next, written, _) = call
+    let (next, done, doc) = call
         .write(|doc| {
             let mut t = TUNNELS.get(doc, &call)?.clone();
             for (k, v) in &body {
@@ -157,22 +142,12 @@ pub async fn patch_tunnel(mut call: Call<'_>) -> Served {
             Ok((t, None))
         })
         .await?;
-    Ok(envelope::ok(
-        StatusCode::OK,
-        view(&call, &next),
-        written.generation,
-    ))
+    super::written(&call, TUNNELS, &doc, &next, done.generation)
 }
 
-/// A tunnel that routes still name is not deleted: the write's validation names them.
+/// A tunnel that routes still name is not deleted.
 pub async fn delete_tunnel(call: Call<'_>) -> Served {
-    let id = call.id().to_string();
-    let (gone, written, _) = call
-        .write(|doc| Ok((TUNNELS.remove(doc, &id)?, None)))
-        .await?;
-    let mut shown = view(&call, &gone);
-    shown["deleted_at"] = json!(now());
-    Ok(envelope::ok(StatusCode::OK, shown, written.generation))
+    super::delete(call, TUNNELS).await
 }
 
 /// The tunnel's connectors connected to this aggregator, each with its connections
