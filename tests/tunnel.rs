@@ -78,13 +78,8 @@ fn aggregator(
     proxy: SocketAddr,
     tunnels: Option<SocketAddr>,
 ) -> std::process::Child {
-    aggregator_with(
-        dir,
-        key,
-        gossip,
-        &["--proxy".into(), proxy.to_string()],
-        tunnels,
-    )
+    let serving = ["--proxy".into(), proxy.to_string()];
+    aggregator_with(dir, key, (gossip, free_tcp()), &serving, tunnels)
 }
 
 /// The flags of a tunnel listener on `tunnels`, with a certificate made in `dir`.
@@ -100,11 +95,11 @@ fn tunnel_args(dir: &std::path::Path, tunnels: SocketAddr) -> Vec<String> {
     ]
 }
 
-/// `aggregator` with `serving` as its frontends' arguments.
+/// `aggregator` with `serving` as its frontends' arguments and its admin API on `admin`.
 fn aggregator_with(
     dir: &std::path::Path,
     key: &std::path::Path,
-    gossip: (SocketAddr, SocketAddr),
+    (gossip, admin): ((SocketAddr, SocketAddr), SocketAddr),
     serving: &[String],
     tunnels: Option<SocketAddr>,
 ) -> std::process::Child {
@@ -117,7 +112,7 @@ fn aggregator_with(
     spawn_logged(
         Command::new(meshlb_bin())
             .args(["aggregator", "--config", &config.display().to_string()])
-            .args(["--region", "WEU", "--admin", &free_tcp().to_string()])
+            .args(["--region", "WEU", "--admin", &admin.to_string()])
             .args(args)
             .args(gossip_args(gossip.0, gossip.1, key)),
         "aggregator",
@@ -338,7 +333,7 @@ fn a_layer_4_load_balancer_reaches_a_private_endpoint_through_the_tunnel() {
     let mut procs = Procs(vec![aggregator_with(
         dir.path(),
         &key,
-        (gossip, gossip),
+        ((gossip, gossip), free_tcp()),
         &["--l4".into(), "127.0.0.1".into()],
         Some(tunnels),
     )]);
@@ -353,4 +348,91 @@ fn a_layer_4_load_balancer_reaches_a_private_endpoint_through_the_tunnel() {
     let (greeting, back) = l4_round_trip(listen, &big).expect("256 KiB both ways");
     assert_eq!(greeting, "office\n");
     assert!(back == big, "the echo differs");
+}
+
+/// The tunnel's connections at the aggregator whose admin API is `admin`, as the API lists them.
+fn connections(admin: SocketAddr) -> usize {
+    test_support::get(admin, &format!("/accounts/a/cfd_tunnel/{TUNNEL}"))
+        .and_then(|t| t["result"]["connections"].as_array().map(Vec::len))
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_replica_killed_under_load_loses_no_request() {
+    let origin = origin_on("127.0.0.2");
+    let (dir, key) = scratch_dir_with_key("tunnel-replicas");
+    std::fs::write(dir.path().join("meshlb.toml"), config(origin.port)).expect("config");
+    let (admin, proxy, tunnels, gossip) = (free_tcp(), free_tcp(), free_tcp(), free_udp());
+    let serving = ["--proxy".into(), proxy.to_string()];
+    let _aggregator = Procs(vec![aggregator_with(
+        dir.path(),
+        &key,
+        ((gossip, gossip), admin),
+        &serving,
+        Some(tunnels),
+    )]);
+    wait_for("the proxy", Duration::from_secs(20), || {
+        get(proxy).is_some()
+    });
+    let mut replicas = Procs(vec![
+        connector(dir.path(), tunnels),
+        connector(dir.path(), tunnels),
+    ]);
+    wait_for(
+        "both replicas' four connections",
+        Duration::from_secs(20),
+        || connections(admin) == 4,
+    );
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    let (stop, served) = (
+        std::sync::Arc::new(AtomicBool::new(false)),
+        std::sync::Arc::new(AtomicU32::new(0)),
+    );
+    let load = {
+        let (stop, served) = (std::sync::Arc::clone(&stop), std::sync::Arc::clone(&served));
+        std::thread::spawn(move || {
+            let mut failed = Vec::new();
+            // Bounded: 30 s at most, whatever happens to `stop`.
+            let until = std::time::Instant::now() + Duration::from_secs(30);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < until {
+                match get(proxy) {
+                    Some((200, body)) if body == "ok" => {
+                        served.fetch_add(1, Ordering::Relaxed);
+                    }
+                    other => failed.push(format!("{other:?}")),
+                }
+            }
+            failed
+        })
+    };
+    let served_by = |n: u32| served.load(Ordering::Relaxed) >= n;
+    wait_for(
+        "requests through both replicas",
+        Duration::from_secs(10),
+        || served_by(50),
+    );
+    let killed = replicas.0.remove(0);
+    drop(Procs(vec![killed]));
+    wait_for(
+        "the killed replica's connections dropped",
+        Duration::from_secs(20),
+        || connections(admin) == 2,
+    );
+    // The load goes on through the replica that remains.
+    let after = served.load(Ordering::Relaxed);
+    wait_for(
+        "requests through the replica left",
+        Duration::from_secs(10),
+        || served_by(after + 50),
+    );
+    stop.store(true, Ordering::Relaxed);
+    let failed = load.join().expect("the load");
+    let served = served.load(Ordering::Relaxed);
+    assert!(
+        failed.is_empty(),
+        "{} of {} failed: {:?}",
+        failed.len(),
+        served as usize + failed.len(),
+        &failed[..failed.len().min(5)]
+    );
 }

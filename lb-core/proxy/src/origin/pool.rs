@@ -267,9 +267,14 @@ impl Upstream {
         let mut body = Some(body);
         let mut pooled = self.checkout(&origin);
         let mut resending = false;
-        // A pooled connection first (if any), then a new one; at most two turns. One place
-        // that awaits the exchange keeps this future small: every request's future is moved
-        // into place, so its size is copied each time (bench/proxy.sh).
+        // A stream through a tunnel also breaks, new or reused, when the connector carrying it
+        // dies (a replica killed): the endpoint is still there through the tunnel's other
+        // connections, so a new one's request is sent once more as a reused one's is.
+        let mut may_resend_new = origin.private.is_some();
+        // A pooled connection first (if any), then a new one (two, through a tunnel); at most
+        // three turns. One place that awaits the exchange keeps this future small: every
+        // request's future is moved into place, so its size is copied each time
+        // (bench/proxy.sh).
         loop {
             let reused = pooled.is_some();
             let mut connected_in = None;
@@ -287,7 +292,16 @@ impl Upstream {
                     (conn, place, this_try, replayable)
                 }
                 None => {
-                    let this_try = body.take().ok_or(UpstreamError::Exchange)?;
+                    let copy = if may_resend_new {
+                        body.as_ref().and_then(ProxyBody::replayable)
+                    } else {
+                        None
+                    };
+                    let replayable = copy.is_some();
+                    let this_try = match copy {
+                        Some(copy) => copy,
+                        None => body.take().ok_or(UpstreamError::Exchange)?,
+                    };
                     // Boxed: connecting (a TLS handshake's state above all) would make every
                     // request's future over a kilobyte larger.
                     let connecting = std::time::Instant::now();
@@ -302,7 +316,7 @@ impl Upstream {
                         Ok(mut pools) => pools.place(&origin),
                         Err(_) => return Err(UpstreamError::Exchange),
                     };
-                    (conn, place, this_try, false)
+                    (conn, place, this_try, replayable)
                 }
             };
             match self
@@ -313,11 +327,14 @@ impl Upstream {
                     head.connected_in = connected_in;
                     return Ok((head, reply));
                 }
-                // The origin closed the idle connection as the request went out. Sending it
-                // once more, on a new connection, is safe when the request is idempotent
-                // (RFC 9110 section 9.2.2) and its body is still in hand.
+                // The origin closed the idle connection as the request went out (or the
+                // tunnel connection under a new stream died). Sending it once more, on a new
+                // connection, is safe when the request is idempotent (RFC 9110 section 9.2.2)
+                // and its body is still in hand.
                 Err(ExchangeFailure::NothingBack)
-                    if reused && replayable && req.method.is_idempotent() =>
+                    if replayable
+                        && req.method.is_idempotent()
+                        && (reused || std::mem::take(&mut may_resend_new)) =>
                 {
                     resending = true;
                 }

@@ -274,6 +274,87 @@ async fn a_private_origin_is_reached_through_the_dialer_and_its_connections_kept
     assert_eq!(dials.load(Ordering::SeqCst), 2);
 }
 
+/// An origin whose first `drop_first` connections read a request and close without an
+/// answer (as a tunnel connector killed mid-request leaves its streams), answering on the
+/// rest; counting the connections it accepts.
+async fn origin_dropping_first(drop_first: usize) -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            if count.fetch_add(1, Ordering::SeqCst) < drop_first {
+                let mut buf = [0u8; 4096];
+                let _ = tcp.read(&mut buf).await;
+                continue;
+            }
+            tokio::spawn(answer(tcp, false));
+        }
+    });
+    (addr, accepted)
+}
+
+/// A pool reaching every private address at `at` through [`ToOrigin`].
+fn pool_to(at: SocketAddr) -> Arc<Upstream> {
+    Upstream::new(
+        Duration::from_secs(2),
+        Duration::from_secs(90),
+        Duration::from_secs(10),
+        Some(lb_edge::PrivateDialer(Arc::new(ToOrigin(
+            at,
+            Arc::new(AtomicUsize::new(0)),
+        )))),
+    )
+}
+
+#[tokio::test]
+async fn a_private_origins_new_stream_closed_without_answer_is_resent_once() {
+    let (at, accepted) = origin_dropping_first(1).await;
+    let up = pool_to(at);
+    let networks = PrivateNetworks::default();
+    let o = Origin {
+        authority: "10.255.0.7:80",
+        tls: None,
+        opened: None,
+        private: Some((NetworkIndex(0), &networks)),
+    };
+    let (head, reply) = get(&up, o, 1024).await.expect("sent again");
+    assert_eq!(head.status, 200);
+    assert_eq!(body(reply).await, "ok");
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_private_origins_request_is_resent_at_most_once_on_a_new_stream() {
+    let (at, accepted) = origin_dropping_first(2).await;
+    let up = pool_to(at);
+    let networks = PrivateNetworks::default();
+    let o = Origin {
+        authority: "10.255.0.7:80",
+        tls: None,
+        opened: None,
+        private: Some((NetworkIndex(0), &networks)),
+    };
+    assert_eq!(get(&up, o, 1024).await.err(), Some(UpstreamError::Exchange));
+    assert_eq!(accepted.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn a_public_origins_new_connection_closed_without_answer_is_not_resent() {
+    let (addr, accepted) = origin_dropping_first(1).await;
+    let up = pool();
+    let authority = addr.to_string();
+    let o = Origin {
+        authority: &authority,
+        tls: None,
+        opened: None,
+        private: None,
+    };
+    assert_eq!(get(&up, o, 1024).await.err(), Some(UpstreamError::Exchange));
+    assert_eq!(accepted.load(Ordering::SeqCst), 1);
+}
+
 struct Pki {
     ca_pem: String,
     server: Arc<rustls::ServerConfig>,
