@@ -163,7 +163,20 @@ pub fn every_connection_dropped_fails_over_within_the_bound(p: &mut Private) {
     let took = killed.elapsed();
     println!("office-1 unhealthy on both PoPs {took:?} after its connectors were killed (bound {BOUND:?})");
     let moved = (p.proxied(0), p.proxied(1), dns_answer(p, 0));
+    // pop1 had the connections: the tunnel is down there since the last one ended.
+    wait_for("the tunnel down at pop1", Duration::from_secs(10), || {
+        p.tunnel(0).is_some_and(|t| t["status"] == "down")
+    });
+    let inactive_at = p.tunnel(0).map(|t| t["conns_inactive_at"].clone());
     p.put_back();
+    assert!(
+        inactive_at
+            .as_ref()
+            .is_some_and(serde_json::Value::is_string),
+        "conns_inactive_at: {inactive_at:?}"
+    );
+    let healthy = p.tunnel(0).map(|t| t["status"].clone());
+    assert_eq!(healthy, Some(serde_json::json!("healthy")));
     let fallback = (200, "static".to_string());
     assert_eq!(moved.0, fallback, "pop1's proxy");
     assert_eq!(moved.1, fallback, "pop2's proxy");

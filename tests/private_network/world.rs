@@ -301,14 +301,20 @@ impl Private {
 
     /// The office tunnel's live connections at pop1, as its API lists them.
     pub fn connections(&self) -> usize {
+        self.tunnel(0)
+            .and_then(|t| t["connections"].as_array().map(Vec::len))
+            .unwrap_or(0)
+    }
+
+    /// The office tunnel as PoP `pop`'s API gives it.
+    pub fn tunnel(&self, pop: usize) -> Option<serde_json::Value> {
         self.world
             .json(
                 "client",
-                self.admin(0),
+                self.admin(pop),
                 &format!("/accounts/a/cfd_tunnel/{TUNNEL}"),
             )
-            .and_then(|t| t["result"]["connections"].as_array().map(Vec::len))
-            .unwrap_or(0)
+            .map(|t| t["result"].clone())
     }
 
     pub fn wait_connections(&self, n: usize) {

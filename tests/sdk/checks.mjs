@@ -237,7 +237,7 @@ const checks = {
     const zt = cf.zeroTrust;
     const t = await zt.tunnels.cloudflared.create({ account_id: ACCOUNT, name: 'ts-office', config_src: 'local' });
     check(t.id && t.name === 'ts-office' && t.tun_type === 'cfd_tunnel', `tunnel: ${show(t)}`);
-    check(t.status === 'down', `a tunnel no connector runs is down: ${t.status}`);
+    check(t.status === 'inactive', `a tunnel no connector ever ran is inactive: ${t.status}`);
     const tunnels = await all(zt.tunnels.cloudflared.list({ account_id: ACCOUNT }));
     check(tunnels.some((x) => x.id === t.id), 'listed');
     const token = await zt.tunnels.cloudflared.token.get(t.id, { account_id: ACCOUNT });

@@ -259,7 +259,7 @@ def private_networks_are_made_and_a_pool_endpoint_in_one_reads_back():
     zt = cf.zero_trust
     t = zt.tunnels.cloudflared.create(account_id=ACCOUNT, name="py-office", config_src="local")
     check(t.id and t.name == "py-office" and t.tun_type == "cfd_tunnel", f"tunnel: {t}")
-    check(t.status == "down", f"a tunnel no connector runs is down: {t.status}")
+    check(t.status == "inactive", f"a tunnel no connector ever ran is inactive: {t.status}")
     check(t.id in [x.id for x in zt.tunnels.cloudflared.list(account_id=ACCOUNT)], "listed")
     token = zt.tunnels.cloudflared.token.get(t.id, account_id=ACCOUNT)
     check(isinstance(token, str) and len(token) > 40, f"token: {token!r}")

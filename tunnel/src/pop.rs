@@ -162,6 +162,8 @@ pub struct Hub {
     relay_key: std::sync::OnceLock<RelayKey>,
     /// The tunnels held here, sent on every change (for gossip: which PoP holds which).
     held: watch::Sender<Vec<TunnelId>>,
+    /// When each tunnel that had connections here lost its last one (granted tunnels only).
+    ended: Mutex<HashMap<TunnelId, SystemTime>>,
     pub stats: HubStats,
 }
 
@@ -182,6 +184,7 @@ impl Hub {
             next_pick: AtomicU64::new(0),
             relay_key: std::sync::OnceLock::new(),
             held: watch::Sender::new(Vec::new()),
+            ended: Mutex::new(HashMap::new()),
             stats: HubStats::default(),
         })
     }
@@ -197,6 +200,9 @@ impl Hub {
         if let Ok(mut live) = self.live.lock() {
             live.retain(|id, _| grants.contains_key(id));
             self.tell_held(&live);
+        }
+        if let Ok(mut ended) = self.ended.lock() {
+            ended.retain(|id, _| grants.contains_key(id));
         }
         if let Ok(mut g) = self.grants.write() {
             *g = Arc::new(grants);
@@ -389,6 +395,9 @@ impl Hub {
                 held.retain(|l| l.info.id != id);
                 if held.is_empty() {
                     all.remove(&tunnel);
+                    if let Ok(mut ended) = self.ended.lock() {
+                        ended.insert(tunnel, SystemTime::now());
+                    }
                 }
             }
             self.tell_held(&all);
@@ -462,6 +471,14 @@ impl Hub {
     }
 
     /// The tunnel's live connections here.
+    /// When the tunnel's last connection here ended, if it had one and has none now.
+    pub fn inactive_since(&self, tunnel: &TunnelId) -> Option<SystemTime> {
+        if self.holds(tunnel) {
+            return None;
+        }
+        self.ended.lock().ok()?.get(tunnel).copied()
+    }
+
     pub fn connections(&self, tunnel: &TunnelId) -> Vec<ConnectionInfo> {
         self.live
             .lock()

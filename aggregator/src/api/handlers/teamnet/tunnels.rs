@@ -4,7 +4,9 @@
 //! connected (`…/{id}/connections`).
 //!
 //! `status` is the mesh's: `healthy` while some PoP holds a connection of the tunnel (this
-//! one's hub, or a holder in gossip), else `down`. `connections` are this aggregator's own
+//! one's hub, or a holder in gossip); else `down` once it had connections here (with
+//! `conns_inactive_at` the time the last one ended), `inactive` if it never had, as
+//! Cloudflare tells a tunnel that never ran. `connections` are this aggregator's own
 //! connections, in detail; the other holders are named under `meshlb.holders`.
 
 use base64::Engine as _;
@@ -77,6 +79,16 @@ fn view(call: &Call<'_>, _: &Document, t: &Table) -> Value {
         .unwrap_or_default();
     let live = !here.is_empty() || !holders.is_empty();
     let active_at = here.iter().map(|c| c.opened_at).min().map(rfc3339);
+    let ended = parsed
+        .as_ref()
+        .zip(call.shared.tunnel_hub.get())
+        .and_then(|(i, hub)| hub.inactive_since(i))
+        .filter(|_| !live);
+    let status = match (live, ended) {
+        (true, _) => "healthy",
+        (false, Some(_)) => "down",
+        (false, None) => "inactive",
+    };
     json!({
         "id": id,
         "account_tag": call.params.account,
@@ -84,10 +96,10 @@ fn view(call: &Call<'_>, _: &Document, t: &Table) -> Value {
         "config_src": "local",
         "remote_config": false,
         "tun_type": "cfd_tunnel",
-        "status": if live { "healthy" } else { "down" },
+        "status": status,
         "connections": here.iter().map(|c| connection(call, c)).collect::<Vec<_>>(),
         "conns_active_at": active_at,
-        "conns_inactive_at": if live { Value::Null } else { json!(now()) },
+        "conns_inactive_at": ended.map(rfc3339),
         "created_at": created_at(call, t),
         "deleted_at": null,
         "metadata": {},
