@@ -64,7 +64,7 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     announce(&settings, &identity, admin.addr);
     let (adopter, adoptions) = Adopter::channel();
     let Started {
-        frontends,
+        mut frontends,
         dns_server,
         proxies,
     } = Frontends::start(
@@ -76,6 +76,11 @@ pub async fn start(settings: Settings) -> Result<RunningNode, StartError> {
     )
     .await?;
     let mut vital = Vital::new();
+    if let Some(tunnels) = frontends.tunnels.as_mut() {
+        for (name, task) in tunnels.take_tasks() {
+            vital.task(name, task);
+        }
+    }
     vital.future("gossip task", {
         let ended = node.handle.termination_watcher();
         async move { Ending::describe(ended.await) }

@@ -36,6 +36,8 @@ pub(super) struct Tunnels {
     hub: Arc<Hub>,
     /// Its tunnel address, as gossiped.
     advertised: SocketAddr,
+    /// The accept loop and the gossip publisher, until the node's vital tasks take them.
+    tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>,
 }
 
 type Gossip = Arc<tokio::sync::Mutex<chitchat::Chitchat>>;
@@ -70,16 +72,29 @@ impl Tunnels {
         let hub = Hub::new(grants(config), s.limits.clone());
         hub.relay_for(relay_key.clone());
         let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
-        tokio::spawn(Arc::clone(&hub).serve(listener, acceptor));
+        let accepting = tokio::spawn(Arc::clone(&hub).serve(listener, acceptor));
         let relay = tunnel::holders::relay_value(advertised, &pin);
         gossip
             .lock()
             .await
             .self_node_state()
             .set(mesh::keys::TUNNEL_RELAY, relay);
-        tokio::spawn(publish_held(hub.held_changes(), gossip));
+        let publishing = tokio::spawn(publish_held(hub.held_changes(), gossip));
         eprintln!("tunnels on {addr}");
-        Ok(Tunnels { hub, advertised })
+        Ok(Tunnels {
+            hub,
+            advertised,
+            tasks: vec![
+                ("tunnel listener", accepting),
+                ("tunnel holdings publisher", publishing),
+            ],
+        })
+    }
+
+    /// The hub's long-lived tasks, for the node to watch (`meshlb_node::supervise`): the
+    /// node exits naming one that ended rather than holding tunnels no one can reach.
+    pub(super) fn take_tasks(&mut self) -> Vec<(&'static str, tokio::task::JoinHandle<()>)> {
+        std::mem::take(&mut self.tasks)
     }
 
     pub(super) fn hub(&self) -> Arc<Hub> {
