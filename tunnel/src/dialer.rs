@@ -15,7 +15,7 @@ use lb_edge::private_dial::PrivateDial;
 use lb_edge::{Dial, PrivateDialError, PrivateStream};
 
 use crate::holders::{Holder, HolderList};
-use crate::pop::{Hub, OpenError};
+use crate::pop::{Hub, HubLimits, OpenError};
 use crate::relay::{Rank, RelayKey, Relays};
 use crate::stream::TunnelStream;
 use crate::token::TunnelId;
@@ -34,7 +34,8 @@ pub struct TunnelDialer {
 impl TunnelDialer {
     /// `hub` is this PoP's own (none on a prober, or a PoP without `--tunnel-listen`);
     /// `holders` is kept current from gossip by the caller; `timeout` bounds each connect
-    /// to a holder and each stream's opening there.
+    /// to a holder and each stream's opening there. Connections to holders are pinged at
+    /// the hub's default ping interval and timeout ([`HubLimits`]).
     pub fn new(
         hub: Option<Arc<Hub>>,
         key: RelayKey,
@@ -43,7 +44,10 @@ impl TunnelDialer {
     ) -> TunnelDialer {
         TunnelDialer {
             hub,
-            relays: Arc::new(Relays::new(key, timeout)),
+            relays: Arc::new(Relays::new(key, timeout, {
+                let limits = HubLimits::default();
+                (limits.ping_interval, limits.ping_timeout)
+            })),
             holders,
             me: None,
             warming: Arc::default(),

@@ -343,7 +343,7 @@ impl Hub {
             _ = driver => {
                 tracing::info!(%from, tunnel = %hello.tunnel, "tunnel connector disconnected");
             }
-            () = keepalive(pings, &self.limits) => {
+            () = keepalive(pings, self.limits.ping_interval, self.limits.ping_timeout) => {
                 self.stats.unresponsive.fetch_add(1, Ordering::Relaxed);
                 metrics::counter!("meshlb_tunnel_connectors_unresponsive_total").increment(1);
                 tracing::warn!(%from, tunnel = %hello.tunnel, "tunnel connector dropped: no PONG within the ping timeout");
@@ -548,18 +548,18 @@ impl Hub {
     }
 }
 
-/// Returns once a PING goes unanswered for `ping_timeout` (or the connection can no longer
-/// send one); never while the connector answers.
-async fn keepalive(pings: Option<h2::PingPong>, limits: &HubLimits) {
+/// Returns once a PING sent every `interval` goes unanswered for `timeout` (or the
+/// connection can no longer send one); never while the peer answers.
+pub(crate) async fn keepalive(pings: Option<h2::PingPong>, interval: Duration, timeout: Duration) {
     let Some(mut pings) = pings else {
         return std::future::pending().await;
     };
-    let mut every = tokio::time::interval(limits.ping_interval);
+    let mut every = tokio::time::interval(interval);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     every.tick().await;
     loop {
         every.tick().await;
-        match tokio::time::timeout(limits.ping_timeout, pings.ping(h2::Ping::opaque())).await {
+        match tokio::time::timeout(timeout, pings.ping(h2::Ping::opaque())).await {
             Ok(Ok(_)) => {}
             Ok(Err(_)) | Err(_) => return,
         }

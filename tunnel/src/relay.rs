@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -70,6 +71,8 @@ fn keyed(key: &[u8]) -> Hmac<Sha256> {
 }
 
 struct Held {
+    /// Which connection this is: its keepalive forgets this one, never a newer one.
+    id: u64,
     pin: SpkiPin,
     send: h2::client::SendRequest<Bytes>,
     /// How long TCP, TLS and the hello took: the nearest holder answers first.
@@ -79,13 +82,20 @@ struct Held {
 /// A PoP's (or a prober's) connections to the holders it relays through, one per holder,
 /// made on first use and again once closed. A holder is verified by the pin gossip gives
 /// for it ([`Holder::pin`]); the holder verifies this side by its proof of the relay key.
+///
+/// Each connection is pinged as the holder pings its connectors (`HubLimits::ping_interval`
+/// and `ping_timeout`): one that dies without a reset (a holder powered off, a path cut) is
+/// forgotten and its holder tried after the others, rather than costing every stream opened
+/// on it the open timeout. A stream whose opening times out does the same at once.
 pub struct Relays {
     key: RelayKey,
     timeout: Duration,
-    held: Mutex<HashMap<SocketAddr, Held>>,
+    pings: (Duration, Duration),
+    held: Arc<Mutex<HashMap<SocketAddr, Held>>>,
     /// When a connect to a holder last failed: it is tried after the others for
     /// [`FAILED_FOR`].
-    failed: Mutex<HashMap<SocketAddr, Instant>>,
+    failed: Arc<Mutex<HashMap<SocketAddr, Instant>>>,
+    next_id: AtomicU64,
 }
 
 /// How long a holder that could not be reached is tried after every other.
@@ -101,13 +111,16 @@ pub enum Rank {
 }
 
 impl Relays {
-    /// `timeout` bounds a connect and a stream's opening each.
-    pub fn new(key: RelayKey, timeout: Duration) -> Relays {
+    /// `timeout` bounds a connect and a stream's opening each; connections are pinged every
+    /// `pings.0` and dropped when a PONG takes longer than `pings.1`.
+    pub fn new(key: RelayKey, timeout: Duration, pings: (Duration, Duration)) -> Relays {
         Relays {
             key,
             timeout,
-            held: Mutex::new(HashMap::new()),
-            failed: Mutex::new(HashMap::new()),
+            pings,
+            held: Arc::new(Mutex::new(HashMap::new())),
+            failed: Arc::new(Mutex::new(HashMap::new())),
+            next_id: AtomicU64::new(0),
         }
     }
 
@@ -162,10 +175,14 @@ impl Relays {
             Ok(Ok(stream)) => Ok(stream),
             Ok(Err(Some(status))) => Err(status_error(status)),
             Ok(Err(None)) => {
-                self.forget(&holder);
+                forget(&self.held, &holder, None);
                 Err(OpenError::NoConnection)
             }
-            Err(_) => Err(OpenError::TimedOut),
+            Err(_) => {
+                forget(&self.held, &holder, None);
+                failed_now(&self.failed, holder);
+                Err(OpenError::TimedOut)
+            }
         }
     }
 
@@ -176,12 +193,6 @@ impl Relays {
             .get(&holder.relay)
             .filter(|h| h.pin == holder.pin)
             .map(|h| h.send.clone())
-    }
-
-    fn forget(&self, holder: &SocketAddr) {
-        if let Ok(mut held) = self.held.lock() {
-            held.remove(holder);
-        }
     }
 
     async fn connect(&self, holder: &Holder) -> Result<h2::client::SendRequest<Bytes>, OpenError> {
@@ -208,20 +219,30 @@ impl Relays {
             if Answer::read(&mut tls).await.ok()? != Answer::Accepted {
                 return None;
             }
-            let (send, driver) = h2::client::handshake(tls).await.ok()?;
-            tokio::spawn(driver);
-            Some(send)
+            h2::client::handshake(tls).await.ok()
         };
-        let Some(send) = tokio::time::timeout(self.timeout, dial)
+        let Some((send, mut driver)) = tokio::time::timeout(self.timeout, dial)
             .await
             .ok()
             .flatten()
         else {
-            if let Ok(mut failed) = self.failed.lock() {
-                failed.insert(holder.relay, Instant::now());
-            }
+            failed_now(&self.failed, holder.relay);
             return Err(OpenError::NoConnection);
         };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let pings = driver.ping_pong();
+        let (held, failed, every) = (Arc::clone(&self.held), Arc::clone(&self.failed), self.pings);
+        let relay = holder.relay;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = driver => {}
+                () = crate::pop::keepalive(pings, every.0, every.1) => {
+                    tracing::warn!(holder = %relay, "relay connection dropped: no PONG within the ping timeout");
+                    failed_now(&failed, relay);
+                }
+            }
+            forget(&held, &relay, Some(id));
+        });
         if let Ok(mut failed) = self.failed.lock() {
             failed.remove(&holder.relay);
         }
@@ -229,6 +250,7 @@ impl Relays {
             held.insert(
                 holder.relay,
                 Held {
+                    id,
                     pin: holder.pin,
                     send: send.clone(),
                     handshake: started.elapsed(),
@@ -236,6 +258,22 @@ impl Relays {
             );
         }
         Ok(send)
+    }
+}
+
+/// Forgets the connection to `holder` (only connection `id`, when given).
+fn forget(held: &Mutex<HashMap<SocketAddr, Held>>, holder: &SocketAddr, id: Option<u64>) {
+    if let Ok(mut held) = held.lock() {
+        if id.is_none_or(|id| held.get(holder).is_some_and(|h| h.id == id)) {
+            held.remove(holder);
+        }
+    }
+}
+
+/// Marks `holder` as failed now: tried after the others for [`FAILED_FOR`].
+fn failed_now(failed: &Mutex<HashMap<SocketAddr, Instant>>, holder: SocketAddr) {
+    if let Ok(mut failed) = failed.lock() {
+        failed.insert(holder, Instant::now());
     }
 }
 

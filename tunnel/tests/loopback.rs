@@ -454,3 +454,92 @@ async fn the_hub_tells_which_tunnels_it_holds_on_every_change() {
     .await
     .expect("released in time");
 }
+
+/// A holder that takes a relaying PoP's hello and opens HTTP/2, then goes silent: it never
+/// reads again (a machine powered off, a path cut without a reset), its socket kept open.
+async fn silent_holder() -> Holder {
+    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
+    let der = cert.cert.der().clone();
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .expect("versions")
+        .with_no_client_auth()
+        .with_single_cert(vec![der.clone()], key)
+        .expect("server config");
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    tokio::spawn(async move {
+        let mut kept = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            let Ok(mut tls) = acceptor.accept(tcp).await else {
+                continue;
+            };
+            let mut hello = [0u8; 4 + 32];
+            if tls.read_exact(&mut hello).await.is_err() {
+                continue;
+            }
+            if tunnel::hello::Answer::Accepted
+                .write(&mut tls)
+                .await
+                .is_err()
+            {
+                continue;
+            }
+            let handshake = h2::server::handshake(tls);
+            if let Ok(Ok(conn)) = tokio::time::timeout(Duration::from_secs(5), handshake).await {
+                kept.push(conn);
+            }
+        }
+    });
+    Holder {
+        node: "silent".into(),
+        relay: addr,
+        pin: SpkiPin::of_certificate(&der).expect("pin"),
+        tunnels: vec![TUNNEL],
+    }
+}
+
+fn quick_relays() -> tunnel::Relays {
+    tunnel::Relays::new(
+        RelayKey::derive(CLUSTER_KEY),
+        Duration::from_millis(500),
+        (Duration::from_millis(100), Duration::from_millis(200)),
+    )
+}
+
+#[tokio::test]
+async fn a_relay_connection_to_a_holder_gone_silent_is_dropped_after_the_ping_timeout() {
+    let holder = silent_holder().await;
+    let relays = quick_relays();
+    relays.warm(&holder).await;
+    assert!(matches!(
+        relays.rank(&holder),
+        tunnel::relay::Rank::Connected(_)
+    ));
+    wait("the silent holder forgotten", || {
+        relays.rank(&holder) == tunnel::relay::Rank::FailedLately
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_stream_whose_opening_times_out_puts_its_holder_after_the_others() {
+    let holder = silent_holder().await;
+    // Pings too slow to notice first: the open's timeout is what tells.
+    let relays = tunnel::Relays::new(
+        RelayKey::derive(CLUSTER_KEY),
+        Duration::from_millis(300),
+        (Duration::from_secs(60), Duration::from_secs(60)),
+    );
+    let target: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+    let opened = relays.open(&holder, &TUNNEL, target).await;
+    assert!(
+        matches!(opened, Err(OpenError::TimedOut)),
+        "{:?}",
+        opened.err()
+    );
+    assert_eq!(relays.rank(&holder), tunnel::relay::Rank::FailedLately);
+}
