@@ -32,6 +32,8 @@ fn main() {
         checks::every_connection_dropped_fails_over_within_the_bound,
         checks::a_connector_with_a_wrong_token_is_refused,
         checks::a_connector_claiming_a_foreign_route_is_refused,
+        checks::explain_tells_the_tunnel_a_private_endpoint_is_reached_through,
+        checks::the_console_pool_view_shows_a_private_endpoints_tunnel,
     ];
     test_support::trials::run(all, Threads::One);
 }

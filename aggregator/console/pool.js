@@ -40,7 +40,7 @@ async function load(name, body, notify) {
     }, p.enabled ? 'Disable pool' : 'Enable pool')),
     table('Endpoints', ['Endpoint', 'Weight', 'Verdict', 'Regions', 'Actions'],
       p.endpoints.map((e) => [
-        h('span', {}, e.name, h('br'), h('small', {}, e.address)),
+        h('span', {}, e.name, h('br'), h('small', {}, e.address), e.private ? [h('br'), reach(e.private)] : ''),
         String(e.weight),
         h('span', {}, badge(e.verdict), e.drained_since ? [' ', badge('drained')] : '', e.enabled ? '' : [' ', badge('disabled')]),
         h('span', { class: 'mini' }, REGIONS.filter((r) => e.regions[r] !== 'none')
@@ -63,6 +63,17 @@ async function load(name, body, notify) {
     h('h2', {}, 'Events of the last hour'),
     events.length ? eventRows(events) : h('p', {}, 'No health change in the last hour.'));
   performance.mark('meshlb-pool-drawn');
+}
+
+/** How a private endpoint is reached from this PoP: its network, its tunnel, the tunnel's
+ * connections here and the PoPs holding it (docs/private-networks.md). */
+function reach(p) {
+  const through = p.connections_here > 0
+    ? `${p.connections_here} connection(s) here`
+    : p.holders.length ? `via ${p.holders.join(', ')}` : 'no PoP holds it';
+  return h('small', { class: 'private' },
+    `network ${p.network}, tunnel ${p.tunnel || '(no route)'}: `,
+    badge(p.connections_here > 0 || p.holders.length ? 'healthy' : 'unhealthy', through));
 }
 
 /** Enables or disables one endpoint: the pool's origins written back with that one changed,

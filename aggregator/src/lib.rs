@@ -30,6 +30,7 @@ pub mod metrics;
 pub mod node;
 pub mod notify;
 pub mod previews;
+pub mod private_reach;
 pub mod readiness;
 pub mod service;
 pub mod shared;

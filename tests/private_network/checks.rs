@@ -223,3 +223,42 @@ pub fn a_connector_claiming_a_foreign_route_is_refused(p: &mut Private) {
         "foreign_route",
     );
 }
+
+pub fn explain_tells_the_tunnel_a_private_endpoint_is_reached_through(p: &mut Private) {
+    let path = "/explain?lb=office.private.test";
+    let at = |pop| {
+        p.world
+            .json("client", p.admin(pop), path)
+            .expect("/explain")
+    };
+    let (holder, relaying) = (at(0), at(1));
+    let reach = |e: &serde_json::Value| e["private"][0].clone();
+    assert_eq!(reach(&holder)["endpoint"], "office/office-1", "{holder}");
+    assert_eq!(reach(&holder)["tunnel"], "office");
+    assert_eq!(reach(&holder)["connections_here"], 4);
+    // pop2 holds none: it names the holder it relays through.
+    assert_eq!(reach(&relaying)["connections_here"], 0, "{relaying}");
+    let holders = reach(&relaying)["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(holders.len(), 1, "{relaying}");
+    let steps = relaying["steps"].to_string();
+    assert!(steps.contains("through a PoP holding it"), "{steps}");
+}
+
+pub fn the_console_pool_view_shows_a_private_endpoints_tunnel(p: &mut Private) {
+    let view = p
+        .world
+        .json("client", p.admin(0), "/console/pool?name=office")
+        .expect("/console/pool");
+    let reach = &view["endpoints"][0]["private"];
+    assert_eq!(reach["network"], "office", "{view}");
+    assert_eq!(reach["tunnel"], "office");
+    assert_eq!(reach["connections_here"], 4);
+    let public = p
+        .world
+        .json("client", p.admin(0), "/console/pool?name=fallback")
+        .expect("/console/pool");
+    assert!(public["endpoints"][0]["private"].is_null(), "{public}");
+}

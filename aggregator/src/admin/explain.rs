@@ -11,6 +11,7 @@ use lb_core::Region;
 use serde::Serialize;
 
 use super::reply::{error, json, Reply};
+use crate::private_reach::PrivateReach;
 use crate::shared::Shared;
 
 #[derive(Serialize)]
@@ -25,6 +26,17 @@ struct Explained {
     /// For a proxied load balancer asked over DNS: the PoPs that were eligible, nearest first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pops: Vec<PopExplained>,
+    /// The private endpoints of the outcome and how this PoP reaches them (through which
+    /// tunnel, its connections here, its holders).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    private: Vec<PrivateExplained>,
+}
+
+#[derive(Serialize)]
+struct PrivateExplained {
+    endpoint: String,
+    #[serde(flatten)]
+    reach: PrivateReach,
 }
 
 #[derive(Serialize)]
@@ -75,7 +87,10 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
         return explain_pops(shared, lb, &ctx);
     }
     let mut rng = rand::rng();
-    let d = engine.decide(lb, &snapshot, &ctx, &mut rng);
+    let mut d = engine.decide(lb, &snapshot, &ctx, &mut rng);
+    let private = private_of(shared, config, &d.outcome);
+    d.explanation
+        .extend(private.iter().map(|p| p.reach.in_words(&p.endpoint)));
     json(
         StatusCode::OK,
         &Explained {
@@ -87,6 +102,7 @@ pub(super) fn explain(shared: &Shared, query: &str) -> Reply {
             matched_rules: d.matched_rules,
             steps: d.explanation,
             pops: Vec::new(),
+            private,
         },
     )
 }
@@ -228,6 +244,30 @@ fn explain_pops(
                     distance_km: (r.distance_km * 10.0).round() / 10.0,
                 })
                 .collect(),
+            private: Vec::new(),
         },
     )
+}
+
+/// The private endpoints an outcome forwards to or answers, each with its reach from here.
+fn private_of(shared: &Shared, config: &Config, outcome: &Outcome) -> Vec<PrivateExplained> {
+    let targets: Vec<(PoolId, EndpointId)> = match outcome {
+        Outcome::Forward { target, retry } => std::iter::once(target)
+            .chain(retry.as_ref())
+            .map(|t| (t.pool, t.endpoint))
+            .collect(),
+        Outcome::Answer { pool, endpoints } => endpoints.iter().map(|&e| (*pool, e)).collect(),
+        Outcome::Fixed(_) | Outcome::NoPool => Vec::new(),
+    };
+    targets
+        .into_iter()
+        .filter_map(|(p, e)| {
+            let reach = PrivateReach::of(shared, config, p, e)?;
+            let pool = config.pool(p);
+            Some(PrivateExplained {
+                endpoint: format!("{}/{}", pool.name, pool.endpoints[e.0].name),
+                reach,
+            })
+        })
+        .collect()
 }

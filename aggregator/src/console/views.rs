@@ -11,6 +11,7 @@
 //! - `GET /console/pool?name=`: one pool's endpoints with weight, drain, verdict and region
 //!   verdicts, and its EWMA RTT per region, now and over the last hour (`history`).
 
+use crate::private_reach::PrivateReach;
 use std::collections::BTreeMap;
 
 use http::StatusCode;
@@ -352,6 +353,7 @@ fn pool(shared: &Shared, args: &BTreeMap<String, String>) -> View {
                 "drained_since": h.disabled_at,
                 "verdict": h.verdict.name(),
                 "regions": region_verdicts(&votes),
+                "private": PrivateReach::of(shared, config, p, EndpointId(ei)),
             })
         })
         .collect();
