@@ -39,15 +39,7 @@ impl PrivateReach {
             .zip(shared.tunnel_hub.get())
             .map_or(0, |(id, hub)| hub.connections(&id).len());
         let holders = id
-            .map(|id| {
-                shared
-                    .tunnel_holders
-                    .get()
-                    .iter()
-                    .filter(|h| h.holds(&id))
-                    .map(|h| h.node.clone())
-                    .collect()
-            })
+            .map(|id| shared.tunnel_holders.nodes_holding(&id))
             .unwrap_or_default();
         Some(PrivateReach {
             network: private

@@ -87,6 +87,15 @@ impl HolderList {
     pub fn get(&self) -> Arc<Vec<Holder>> {
         self.0.read().map(|h| Arc::clone(&h)).unwrap_or_default()
     }
+
+    /// The nodes holding live connections of `tunnel`.
+    pub fn nodes_holding(&self, tunnel: &TunnelId) -> Vec<String> {
+        self.get()
+            .iter()
+            .filter(|h| h.holds(tunnel))
+            .map(|h| h.node.clone())
+            .collect()
+    }
 }
 
 #[cfg(test)]

@@ -34,7 +34,12 @@ struct Pop {
     pin: SpkiPin,
 }
 
-async fn pop(limits: HubLimits) -> Pop {
+/// A PoP's TLS server config with a self-signed certificate for `pop.test`, and that
+/// certificate.
+fn self_signed_pop() -> (
+    rustls::ServerConfig,
+    rustls::pki_types::CertificateDer<'static>,
+) {
     let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
     let der = cert.cert.der().clone();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
@@ -45,6 +50,11 @@ async fn pop(limits: HubLimits) -> Pop {
         .with_no_client_auth()
         .with_single_cert(vec![der.clone()], key)
         .expect("server config");
+    (config, der)
+}
+
+async fn pop(limits: HubLimits) -> Pop {
+    let (config, der) = self_signed_pop();
     let grants = HashMap::from([(TUNNEL, grant())]);
     let hub = Hub::new(grants, limits);
     hub.relay_for(RelayKey::derive(CLUSTER_KEY));
@@ -458,16 +468,7 @@ async fn the_hub_tells_which_tunnels_it_holds_on_every_change() {
 /// A holder that takes a relaying PoP's hello and opens HTTP/2, then goes silent: it never
 /// reads again (a machine powered off, a path cut without a reset), its socket kept open.
 async fn silent_holder() -> Holder {
-    let cert = rcgen::generate_simple_self_signed(vec!["pop.test".into()]).expect("cert");
-    let der = cert.cert.der().clone();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into());
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .with_no_client_auth()
-        .with_single_cert(vec![der.clone()], key)
-        .expect("server config");
+    let (config, der) = self_signed_pop();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));

@@ -67,15 +67,7 @@ fn view(call: &Call<'_>, _: &Document, t: &Table) -> Value {
         .and_then(|i| i.parse::<tunnel::TunnelId>().ok());
     let here = parsed.map(|i| connections(call, &i)).unwrap_or_default();
     let holders: Vec<String> = parsed
-        .map(|i| {
-            call.shared
-                .tunnel_holders
-                .get()
-                .iter()
-                .filter(|h| h.holds(&i))
-                .map(|h| h.node.clone())
-                .collect()
-        })
+        .map(|i| call.shared.tunnel_holders.nodes_holding(&i))
         .unwrap_or_default();
     let live = !here.is_empty() || !holders.is_empty();
     let active_at = here.iter().map(|c| c.opened_at).min().map(rfc3339);
